@@ -1,0 +1,1 @@
+"""hybridsearch: one DocumentArray API for CRUD, filters, vector, lexical and hybrid search."""

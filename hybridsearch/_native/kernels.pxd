@@ -1,0 +1,48 @@
+# Declarations of the plain-C kernels in kernels/ (no Python inside them).
+from libc.stdint cimport int64_t, int32_t, uint64_t, uint32_t, uint8_t
+
+cdef extern from "hs_common.h":
+    int HS_OK, HS_ENOMEM, HS_EINVAL
+    int HS_METRIC_IP, HS_METRIC_COSINE, HS_METRIC_L2
+
+cdef extern from "hs_distance.h":
+    int hs_simd_level() nogil
+    int hs_simd_force(int level) nogil
+    float hs_dot(const float *a, const float *b, int64_t d) nogil
+    float hs_l2sq(const float *a, const float *b, int64_t d) nogil
+    void hs_dot_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
+                     int64_t row0, const float *q, float *out) nogil
+    void hs_l2sq_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
+                      int64_t row0, const float *q, float *out) nogil
+    double hs_stream_sum(const float *x, int64_t n) nogil
+
+cdef extern from "hs_topk.h":
+    int64_t hs_topk_f32(const float *scores, int64_t n, int64_t k, float *out_score,
+                        int64_t *out_id) nogil
+
+cdef extern from "hs_bitset.h":
+    int64_t hs_bitset_popcount(const uint64_t *b, int64_t nwords) nogil
+    int64_t hs_bitset_to_indices(const uint64_t *b, int64_t nwords, int64_t limit,
+                                 int64_t *out) nogil
+
+cdef extern from "hs_filter.h":
+    int HS_F_I64, HS_F_F64, HS_F_CODE, HS_F_PRESENT, HS_F_BITS, HS_F_ALL, HS_F_NONE
+    int HS_F_AND, HS_F_OR, HS_F_NOT
+    ctypedef struct hs_filter_instr:
+        int32_t op
+        int32_t cmp
+        int64_t nargs
+        const void *col
+        const uint8_t *present
+        int64_t ival
+        double fval
+        const uint8_t *table
+        int64_t table_len
+        const uint64_t *bits
+    int hs_filter_eval(const hs_filter_instr *prog, int64_t nprog, int64_t n,
+                       const uint64_t *live, uint64_t *out) nogil
+
+cdef extern from "hs_exact.h":
+    int hs_exact_search(const float *X, int64_t n, int64_t d, const float *xaux,
+                        const float *Q, int64_t nq, int metric, const uint64_t *bits,
+                        int64_t k, float *out_scores, int64_t *out_ids) nogil
