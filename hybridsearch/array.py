@@ -1,0 +1,232 @@
+"""DocumentArray: the public collection API (API.md sections 2-4).
+
+It validates every input, turns documents into columns and makes one call
+into the storage per batch; the storage holds the data and searches it.
+"""
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Iterator, Optional
+
+import numpy as np
+
+from .backends import backend_class
+from .batch import build_batch
+from .document import Document, schema_of, validate_value
+from .errors import ConfigError, SchemaError, UnsupportedError
+from .filters import parse_filter
+from .results import Results
+
+FUSIONS = ("sum", "rrf")
+
+
+def _copy_loader(docs: list):
+    # stored documents are shared and never mutated in place; callers get copies
+    return lambda: [d.model_copy() if d is not None else None for d in docs]
+
+
+class DocumentArray:
+    """A collection of documents of one schema in one storage.
+
+    `hs.DocumentArray(Product, storage="memory", metric="cosine")`; see API.md.
+    """
+
+    def __init__(self, schema: type, storage: str = "memory", **options: Any) -> None:
+        self._schema = schema_of(schema)
+        self._model = schema
+        if not isinstance(storage, str):
+            raise ConfigError(f"storage must be a name, got {storage!r}")
+        cls = backend_class(storage)
+        self._backend = cls(self._schema, **cls.resolve_options(options))
+        self._closed = False
+
+    # ------------------------------------------------------------ plumbing
+    @property
+    def schema(self) -> type:
+        """The Document class of this collection."""
+        return self._model
+
+    @property
+    def storage(self) -> str:
+        """Name of the storage in use."""
+        return self._backend.name
+
+    def close(self) -> None:
+        """Flushes and releases the storage; further use raises an error."""
+        if not self._closed:
+            self._backend.close()
+            self._closed = True
+
+    def __enter__(self) -> "DocumentArray":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DocumentArray({self._model.__name__}, storage={self.storage!r}, n={len(self)})"
+
+    def _b(self):
+        if self._closed:
+            raise ConfigError("this DocumentArray is closed")
+        return self._backend
+
+    def _validate(self, doc: Any) -> Document:
+        if isinstance(doc, self._model):
+            # a copy, so later changes to the caller's object do not reach the store unseen
+            return self._model.model_validate(doc.model_dump())
+        if isinstance(doc, dict):
+            return self._model.model_validate(doc)
+        if isinstance(doc, Document):
+            raise SchemaError(f"expected a {self._model.__name__} or a dict, got a {type(doc).__name__}")
+        raise SchemaError(f"expected a {self._model.__name__} or a dict, got {type(doc).__name__} {doc!r}")
+
+    @staticmethod
+    def _check_id(id: Any) -> str:
+        if not isinstance(id, str):
+            raise TypeError(f"document ids are strings, got {type(id).__name__} {id!r}")
+        return id
+
+    # ---------------------------------------------------------------- CRUD
+    def extend(self, docs: Iterable[Any]) -> None:
+        """Batch upsert; atomic: one invalid document -> SchemaError and nothing written."""
+        backend = self._b()
+        validated = [self._validate(d) for d in docs]
+        if not validated:
+            return
+        # last write wins for a repeated id, at the position of its first occurrence
+        last = {}
+        for i, d in enumerate(validated):
+            last[d.id] = i
+        if len(last) != len(validated):
+            validated = [validated[i] for i in last.values()]
+        backend.upsert(build_batch(self._schema, validated))
+
+    def append(self, doc: Any) -> None:
+        """Upserts one document."""
+        self.extend([doc])
+
+    def __len__(self) -> int:
+        return self._b().count()
+
+    def __contains__(self, id: object) -> bool:
+        return isinstance(id, str) and self._b().contains(id)
+
+    def __iter__(self) -> Iterator[Document]:
+        backend = self._b()
+        ids = list(backend.iter_ids())
+        for start in range(0, len(ids), 1024):
+            for d in backend.get(ids[start:start + 1024]):
+                if d is not None:
+                    yield d.model_copy()
+
+    def __getitem__(self, id: str) -> Document:
+        doc = self._b().get([self._check_id(id)])[0]
+        if doc is None:
+            raise KeyError(id)
+        return doc.model_copy()
+
+    def __setitem__(self, id: str, doc: Any) -> None:
+        self._check_id(id)
+        validated = self._validate(doc)
+        validated = validated.model_copy(update={"id": id})
+        self._b().upsert(build_batch(self._schema, [validated]))
+
+    def update(self, id: str, **fields: Any) -> None:
+        """Partial update of the named fields only; KeyError if absent, SchemaError if a value is bad."""
+        backend = self._b()
+        self._check_id(id)
+        if "id" in fields:
+            raise SchemaError("update() cannot change a document's id; delete and re-add it")
+        values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        current = backend.get([id])[0]
+        if current is None:
+            raise KeyError(id)
+        if not values:
+            return
+        new_doc = current.model_copy(update=values)
+        backend.update_fields(id, values, new_doc)
+
+    def __delitem__(self, id: str) -> None:
+        if self._b().delete([self._check_id(id)]) == 0:
+            raise KeyError(id)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Bulk delete; returns the number of documents deleted (absent ids are skipped)."""
+        ids = [self._check_id(i) for i in ids]
+        return self._b().delete(list(dict.fromkeys(ids)))
+
+    # -------------------------------------------------------------- search
+    def _query_vectors(self, vectors: Any, name: str) -> np.ndarray:
+        spec = self._schema.vector
+        if spec is None:
+            raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
+        try:
+            arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True)
+        except (TypeError, ValueError):
+            raise SchemaError(f"{name} must be numbers, got {type(vectors).__name__}") from None
+        if arr.ndim != 2 or arr.shape[1] != spec.dim:
+            raise SchemaError(f"{name}: expected {spec.dim} dimensions ({spec.name}), got shape {np.shape(vectors)}")
+        if not np.isfinite(arr).all():
+            raise SchemaError(f"{name} contains NaN or inf")
+        return np.ascontiguousarray(arr)
+
+    @staticmethod
+    def _check_limit(limit: Optional[int], allow_none: bool) -> Optional[int]:
+        if limit is None:
+            if allow_none:
+                return None
+            raise ConfigError("limit=None (all) only applies to filter-only find")
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
+            raise ConfigError(f"limit must be a non-negative integer, got {limit!r}")
+        return int(limit)
+
+    def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
+             limit: Optional[int] = 10, exact: bool = False, ef: Optional[int] = None,
+             fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
+        """Find by vector, text, both (hybrid) or condition; see API.md section 4."""
+        backend = self._b()
+        node = parse_filter(filter, self._schema) if filter is not None else None
+        only_filter = vector is None and text is None
+        k = self._check_limit(limit, allow_none=only_filter)
+        if ef is not None and (isinstance(ef, bool) or not isinstance(ef, int) or ef < 1):
+            raise ConfigError(f"ef must be a positive integer, got {ef!r}")
+        if fusion not in FUSIONS:
+            raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+        if text is not None and not isinstance(text, str):
+            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        q = self._query_vectors(vector, "vector") if vector is not None else None
+        if q is not None and q.shape[0] != 1:
+            raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
+        if text is not None:
+            return backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates, rrf_k=rrf_k,
+                                       exact=exact, ef=ef)
+        if only_filter:
+            ids, docs = backend.search_filter(node if node is not None else parse_filter({}, self._schema), k)
+            return Results(ids, np.zeros(len(ids), dtype=np.float32), _copy_loader(docs))
+        if k == 0:
+            return Results.empty()
+        ids, scores, docs = backend.search_vectors(q, k, node, exact, ef)[0]
+        return Results(ids, scores, _copy_loader(docs))
+
+    def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
+                     exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:
+        """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released)."""
+        backend = self._b()
+        node = parse_filter(filter, self._schema) if filter is not None else None
+        k = self._check_limit(limit, allow_none=False)
+        Q = self._query_vectors(vectors, "vectors")
+        n = Q.shape[0]
+        if n == 0 or k == 0:
+            return [Results.empty() for _ in range(n)]
+        workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
+        if workers == 1:
+            parts = [backend.search_vectors(Q, k, node, exact, ef)]
+        else:
+            bounds = np.linspace(0, n, workers + 1).astype(int)
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(lambda b: backend.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
+                                      zip(bounds[:-1], bounds[1:])))
+        return [Results(ids, scores, _copy_loader(docs)) for part in parts for ids, scores, docs in part]

@@ -1,0 +1,255 @@
+"""ColumnStore: the columnar layout every embedded storage keeps in RAM.
+
+Rows ("slots") hold one document each, in insertion order. Numeric and bool
+fields live in int64/float64 arrays (what the user stored, compared exactly),
+keywords as int32 codes into a per-field dictionary, the vector field in one
+contiguous float32 block, and the validated documents aside for `res.docs`.
+Arrays grow by doubling, so appends are amortised O(1) and never copy the
+whole block per batch. Deleted rows are tombstoned in the `live` bitset and
+compacted away once they outnumber the live ones.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .._native import _kernels as K
+from ..batch import Batch
+from ..document import Kind, Schema
+from ..filters import Column, In, Node, ProgramBuilder, _string_predicate
+
+_COLUMN_DTYPES = {Kind.INT: np.int64, Kind.BOOL: np.int64, Kind.FLOAT: np.float64, Kind.KEYWORD: np.int32}
+_MIN_CAPACITY = 1024
+
+
+class ColumnStore:
+    """Columns, vectors, ids and documents of one collection, by slot."""
+
+    def __init__(self, schema: Schema, metric: str = "cosine") -> None:
+        self.schema = schema
+        self.metric = metric
+        self.n = 0  # slots in use (live or tombstoned)
+        self.n_live = 0
+        self.cap = 0
+        self.ids: list = []
+        self.docs: list = []
+        self.row_of: dict = {}
+        self.live = np.zeros(0, dtype=np.uint64)
+        self.values: dict = {}
+        self.present: dict = {}
+        self.kw_dictionary: dict = {}
+        self.kw_codes: dict = {}
+        for spec in schema.fields.values():
+            if spec.kind in _COLUMN_DTYPES:
+                self.values[spec.name] = np.zeros(0, dtype=_COLUMN_DTYPES[spec.kind])
+            if spec.kind is Kind.KEYWORD:
+                self.kw_dictionary[spec.name] = []
+                self.kw_codes[spec.name] = {}
+            if spec.optional:
+                self.present[spec.name] = np.zeros(0, dtype=np.uint8)
+        self.vec_spec = schema.vector
+        self.dim = schema.vector.dim if schema.vector else 0
+        self.vectors = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+        self.aux = np.zeros(0, dtype=np.float32)
+
+    # ------------------------------------------------------------ capacity
+    def _grow(self, needed: int) -> None:
+        if needed <= self.cap:
+            return
+        cap = max(_MIN_CAPACITY, self.cap * 2)
+        while cap < needed:
+            cap *= 2
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((cap,) + a.shape[1:], dtype=a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        self.values = {k: grown(v) for k, v in self.values.items()}
+        self.present = {k: grown(v) for k, v in self.present.items()}
+        self.vectors = grown(self.vectors)
+        self.aux = grown(self.aux)
+        live = np.zeros(cap // 64 + 1, dtype=np.uint64)
+        live[: len(self.live)] = self.live
+        self.live = live
+        self.cap = cap
+
+    # -------------------------------------------------------------- writes
+    def _encode_keywords(self, name: str, strings: np.ndarray, present: Optional[np.ndarray]) -> np.ndarray:
+        codes = self.kw_codes[name]
+        dictionary = self.kw_dictionary[name]
+        out = np.empty(len(strings), dtype=np.int32)
+        for i, s in enumerate(strings):
+            if s is None or (present is not None and not present[i]):
+                out[i] = -1
+                continue
+            c = codes.get(s)
+            if c is None:
+                c = codes[s] = len(dictionary)
+                dictionary.append(s)
+            out[i] = c
+        return out
+
+    def _aux_of(self, block: np.ndarray) -> np.ndarray:
+        if self.metric == "l2":
+            return np.einsum("ij,ij->i", block, block, dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float32))
+        with np.errstate(divide="ignore"):
+            inv = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-38), 0.0)
+        return inv.astype(np.float32)
+
+    def upsert(self, batch: Batch) -> np.ndarray:
+        """Writes a batch (ids unique within it); returns the slot of each document.
+
+        Existing ids are overwritten in place (they keep their position); new ids
+        are appended. The caller holds the write lock."""
+        n = len(batch)
+        slots = np.empty(n, dtype=np.int64)
+        new = 0
+        for i, id_ in enumerate(batch.ids):
+            s = self.row_of.get(id_)
+            if s is None:
+                s = self.n + new
+                new += 1
+            slots[i] = s
+        # encode before touching any state so a failure leaves nothing half-written
+        encoded = {}
+        for name, arr in batch.columns.items():
+            if name in self.kw_codes:
+                arr = self._encode_keywords(name, arr, batch.present.get(name))
+            encoded[name] = arr
+        aux = self._aux_of(batch.vectors) if batch.vectors is not None else None
+
+        self._grow(self.n + new)
+        for name, arr in encoded.items():
+            self.values[name][slots] = arr
+        for name, arr in batch.present.items():
+            self.present[name][slots] = arr
+        if batch.vectors is not None:
+            self.vectors[slots] = batch.vectors
+            self.aux[slots] = aux
+        first_new = self.n
+        self.ids.extend([None] * new)
+        self.docs.extend([None] * new)
+        for i, s in enumerate(slots.tolist()):
+            self.ids[s] = batch.ids[i]
+            self.docs[s] = batch.docs[i]
+            self.row_of[batch.ids[i]] = s
+        self.n += new
+        self.n_live += new
+        if new:
+            fresh = np.arange(first_new, self.n, dtype=np.int64)
+            np.bitwise_or.at(self.live, fresh >> 6, np.left_shift(np.uint64(1), (fresh & 63).astype(np.uint64)))
+        return slots
+
+    def delete(self, ids: list) -> int:
+        """Tombstones the rows of the given ids (unknown ids are ignored); returns how many."""
+        slots = [self.row_of.pop(i) for i in ids if i in self.row_of]
+        if not slots:
+            return 0
+        arr = np.array(slots, dtype=np.int64)
+        mask = np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64))
+        np.bitwise_and.at(self.live, arr >> 6, ~mask)
+        for s in slots:
+            self.ids[s] = None
+            self.docs[s] = None
+        self.n_live -= len(slots)
+        if self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
+            self.compact()
+        return len(slots)
+
+    def set_fields(self, slot: int, values: dict, doc) -> None:
+        """Partial update of one row: only the named columns are written."""
+        for name, value in values.items():
+            spec = self.schema.fields[name]
+            if name in self.present:
+                self.present[name][slot] = value is not None
+            if spec.kind is Kind.VECTOR:
+                block = np.zeros((1, self.dim), dtype=np.float32)
+                if value is not None:
+                    block[0] = value
+                self.vectors[slot] = block[0]
+                self.aux[slot] = self._aux_of(block)[0]
+            elif name in self.values:
+                if spec.kind is Kind.KEYWORD:
+                    arr = np.array([value], dtype=object)
+                    self.values[name][slot] = self._encode_keywords(name, arr, None)[0]
+                elif value is not None:
+                    self.values[name][slot] = value
+        self.docs[slot] = doc
+
+    def compact(self) -> None:
+        """Drops tombstoned rows, keeping insertion order."""
+        keep = self.live_rows()
+        m = len(keep)
+        for name in self.values:
+            self.values[name][:m] = self.values[name][keep]
+        for name in self.present:
+            self.present[name][:m] = self.present[name][keep]
+        self.vectors[:m] = self.vectors[keep]
+        self.aux[:m] = self.aux[keep]
+        self.ids = [self.ids[s] for s in keep.tolist()]
+        self.docs = [self.docs[s] for s in keep.tolist()]
+        self.row_of = {id_: s for s, id_ in enumerate(self.ids)}
+        self.live[:] = 0
+        full, rest = divmod(m, 64)
+        self.live[:full] = np.uint64(0xFFFFFFFFFFFFFFFF)
+        if rest:
+            self.live[full] = np.uint64((1 << rest) - 1)
+        self.n = m
+
+    # --------------------------------------------------------------- reads
+    def live_bits(self) -> np.ndarray:
+        return self.live[: (self.n + 63) // 64]
+
+    def live_rows(self) -> np.ndarray:
+        return K.bitset_to_indices(self.live_bits(), self.n)
+
+    def column(self, name: str) -> Column:
+        spec = self.schema.fields[name]
+        return Column(
+            kind=spec.kind,
+            values=self.values.get(name),
+            present=self.present.get(name),
+            dictionary=self.kw_dictionary.get(name),
+            codes=self.kw_codes.get(name),
+        )
+
+    def _id_bits(self, node: Node) -> np.ndarray:
+        bits = np.zeros(max((self.n + 63) // 64, 1), dtype=np.uint64)
+        if isinstance(node, In):
+            rows = [self.row_of[v] for v in node.values if v in self.row_of]
+        elif node.op == "$eq":
+            rows = [self.row_of[node.value]] if node.value in self.row_of else []
+        else:  # string range over ids: rare, one pass over the ids
+            pred = _string_predicate(node.op, node.value)
+            rows = [s for id_, s in self.row_of.items() if pred(id_)]
+        if rows:
+            arr = np.array(rows, dtype=np.int64)
+            np.bitwise_or.at(bits, arr >> 6, np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64)))
+        return bits
+
+    def filter_bits(self, node: Node) -> np.ndarray:
+        """Bitset of the live rows matching a parsed filter (one native call)."""
+        program = ProgramBuilder(K, self.column, self._id_bits).build(node)
+        return K.filter_eval(program, self.n, self.live_bits())
+
+    def vector_bits(self, node: Optional[Node]) -> Optional[np.ndarray]:
+        """Rows a vector search may return: live, with a vector, matching the filter.
+        None means every slot (the fast path: no deletes, no filter)."""
+        optional_vec = self.vec_spec is not None and self.vec_spec.optional
+        if node is None and not optional_vec and self.n_live == self.n:
+            return None
+        program = ProgramBuilder(K, self.column, self._id_bits).build(node) if node is not None else [
+            (K.F_ALL, 0, 0, None, None, 0, 0.0, None, None)]
+        if optional_vec:
+            program.append((K.F_PRESENT, 0, 0, None, self.present[self.vec_spec.name], 0, 0.0, None, None))
+            program.append((K.F_AND, 0, 2, None, None, 0, 0.0, None, None))
+        return K.filter_eval(program, self.n, self.live_bits())
+
+    def vector_block(self) -> np.ndarray:
+        return self.vectors[: self.n]
+
+    def aux_block(self) -> Optional[np.ndarray]:
+        return None if self.metric == "ip" else self.aux[: self.n]

@@ -1,0 +1,25 @@
+"""The exception types of the public API (API.md section 6)."""
+
+
+class HybridSearchError(Exception):
+    """Base of every error hybridsearch raises on purpose."""
+
+
+class SchemaError(HybridSearchError, ValueError):
+    """A document or value does not fit the schema (wrong type, dimension, NaN, missing field)."""
+
+
+class FilterError(HybridSearchError, ValueError):
+    """A filter names an unknown field or operator, or compares a field to a value of the wrong type."""
+
+
+class ConfigError(HybridSearchError, ValueError):
+    """An unknown storage or option, or an option value out of range."""
+
+
+class UnsupportedError(HybridSearchError, NotImplementedError):
+    """The storage cannot do what was asked (yet); the message says why."""
+
+
+class BackendError(HybridSearchError, RuntimeError):
+    """A storage failed: an unreachable or erroring engine, or a corrupt file."""
