@@ -1,0 +1,152 @@
+"""The filter language: parsing/validation errors, and random filters on every storage
+checked against a plain-Python evaluator (tests/models.py)."""
+from typing import Optional
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hybridsearch as hs
+from hybridsearch.document import schema_of
+from hybridsearch.filters import And, Compare, Exists, In, MatchAll, Not, Or, parse_filter
+from tests.models import matches
+
+
+class Item(hs.Document):
+    name: hs.Text = ""
+    category: hs.Keyword
+    brand: Optional[hs.Keyword] = None
+    price: int = 0
+    discount: Optional[int] = None
+    rating: float = 0.0
+    in_stock: bool = True
+    tags: list = []
+    vec: hs.Vector[2]
+
+
+S = schema_of(Item)
+
+
+def test_parse_shapes():
+    assert parse_filter({"category": "Books"}, S) == Compare("category", "$eq", "Books")
+    assert parse_filter({"price": {"$gte": 10, "$lt": 100}}, S) == And(
+        (Compare("price", "$gte", 10), Compare("price", "$lt", 100)))
+    assert parse_filter({"category": {"$in": ["A", "B"]}}, S) == In("category", ("A", "B"))
+    assert parse_filter({"$or": [{"price": {"$lt": 10}}, {"in_stock": False}]}, S) == Or(
+        (Compare("price", "$lt", 10), Compare("in_stock", "$eq", False)))
+    assert parse_filter({"$not": {"category": "Books"}}, S) == Not(Compare("category", "$eq", "Books"))
+    assert parse_filter({"name": {"$exists": True}}, S) == Exists("name")
+    assert parse_filter({"brand": {"$ne": "x"}}, S) == Not(Compare("brand", "$eq", "x"))
+    assert parse_filter({}, S) == MatchAll()
+    assert parse_filter({"id": {"$in": ["a"]}}, S) == In("id", ("a",))
+
+
+@pytest.mark.parametrize(
+    "flt, fragment",
+    [
+        ({"colour": "red"}, "no field 'colour'"),
+        ({"price": {"$between": [1, 2]}}, "unknown operator '\\$between'"),
+        ({"$xor": []}, "unknown operator '\\$xor'"),
+        ({"price": "cheap"}, "needs a number"),
+        ({"price": True}, "needs a number"),
+        ({"price": {"$lt": float("nan")}}, "NaN"),
+        ({"category": 3}, "needs a string"),
+        ({"in_stock": 1}, "needs True or False"),
+        ({"in_stock": {"$gt": False}}, "bool field"),
+        ({"category": {"$in": "Books"}}, "list of values"),
+        ({"name": "hello"}, "text field: only \\$exists"),
+        ({"tags": ["a"]}, "only \\$exists"),
+        ({"vec": {"$eq": [1, 2]}}, "only \\$exists"),
+        ({"price": {"$exists": 1}}, "True or False"),
+        ({"$and": {}}, "non-empty list"),
+        ({"$or": []}, "non-empty list"),
+        ({"$not": [1]}, "must be a dict"),
+        ({"$in": ["a"]}, "must be applied to a field"),
+        ("category = 'x'", "must be a dict"),
+    ],
+)
+def test_bad_filters_raise_filter_error(flt, fragment):
+    with pytest.raises(hs.FilterError, match=fragment):
+        parse_filter(flt, S)
+
+
+def test_filter_error_comes_before_any_data_is_read(make_da):
+    da = make_da(Item)
+    da.append(dict(category="a", vec=[0, 1]))
+    with pytest.raises(hs.FilterError):
+        da.find(filter={"nope": 1})
+    with pytest.raises(hs.FilterError):
+        da.find(vector=[0, 1], filter={"price": {"$foo": 1}})
+    assert len(da) == 1
+
+
+# ----------------------------------------------------------------- random
+CATS = ["a", "b", "c", "Books", "x' OR 1=1 --"]
+BRANDS = ["n", "m", None]
+
+doc_strategy = st.fixed_dictionaries({
+    "category": st.sampled_from(CATS),
+    "brand": st.sampled_from(BRANDS),
+    "price": st.integers(-3, 3),
+    "discount": st.one_of(st.none(), st.integers(0, 3)),
+    "rating": st.sampled_from([0.0, 0.5, 1.5, -2.0, 3.25]),
+    "in_stock": st.booleans(),
+})
+
+numbers = st.one_of(st.integers(-4, 4), st.sampled_from([-1.5, 0.5, 2.5, 3.0, 1e300, float("inf"), -float("inf")]))
+
+
+def leaf():
+    cmp = st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"])
+    num_field = st.sampled_from(["price", "discount", "rating"])
+    return st.one_of(
+        st.builds(lambda f, op, v: {f: {op: v}}, num_field, cmp, numbers),
+        st.builds(lambda f, v: {f: v}, num_field, numbers),
+        st.builds(lambda f, op, v: {f: {op: v}}, st.sampled_from(["category", "brand"]), cmp,
+                  st.sampled_from(CATS + ["n", "m", "zzz", ""])),
+        st.builds(lambda f, op, vs: {f: {op: vs}}, st.sampled_from(["category", "brand"]),
+                  st.sampled_from(["$in", "$nin"]), st.lists(st.sampled_from(CATS + ["n", "q"]), max_size=3)),
+        st.builds(lambda f, op, vs: {f: {op: vs}}, num_field, st.sampled_from(["$in", "$nin"]),
+                  st.lists(numbers, max_size=3)),
+        st.builds(lambda op, v: {"in_stock": {op: v}}, st.sampled_from(["$eq", "$ne"]), st.booleans()),
+        st.builds(lambda f, v: {f: {"$exists": v}},
+                  st.sampled_from(["brand", "discount", "price", "name", "tags"]), st.booleans()),
+        st.builds(lambda op, vs: {"id": {op: vs}}, st.sampled_from(["$in", "$nin"]),
+                  st.lists(st.sampled_from(["d0", "d1", "d5", "nope"]), max_size=3)),
+        st.builds(lambda op, v: {"id": {op: v}}, cmp, st.sampled_from(["d0", "d3", "d9", "e"])),
+    )
+
+
+filters = st.recursive(
+    leaf(),
+    lambda children: st.one_of(
+        st.builds(lambda fs: {"$and": fs}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda fs: {"$or": fs}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda f: {"$not": f}, children),
+        st.builds(lambda a, b: {**a, **b}, children, children),
+    ),
+    max_leaves=6,
+)
+
+
+@given(docs=st.lists(doc_strategy, min_size=0, max_size=25), flts=st.lists(filters, min_size=1, max_size=5),
+       deleted=st.sets(st.integers(0, 24), max_size=5))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_random_filters_match_reference(make_da, docs, flts, deleted):
+    da = make_da(Item)
+    rows = [dict(d, id=f"d{i}", vec=[1.0, float(i)]) for i, d in enumerate(docs)]
+    da.extend(rows)
+    gone = {f"d{i}" for i in deleted if i < len(rows)}
+    assert da.delete(sorted(gone)) == len(gone)
+    # the reference sees documents as stored: schema defaults filled in
+    alive = [Item(**r).model_dump() for r in rows if r["id"] not in gone]
+    for flt in flts:
+        expected = [r["id"] for r in alive if matches(r, flt)]
+        got = da.find(filter=flt, limit=None)
+        assert got.ids == expected, flt
+        assert np.all(got.scores == 0)
+        # the same filter as a pre-filter of an exact vector search
+        if expected:
+            res = da.find(vector=[1.0, 0.5], filter=flt, limit=3, exact=True)
+            assert len(res) == min(3, len(expected)) and set(res.ids) <= set(expected), flt

@@ -1,0 +1,137 @@
+"""Native kernels against numpy in float64: every metric, odd dimensions, every SIMD level."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridsearch._native import _kernels as K
+from tests.models import check_topk, exact_scores
+
+LEVELS = [lvl for lvl in ("scalar", "avx2", "avx512")]
+
+
+@pytest.fixture(params=LEVELS)
+def simd(request):
+    best = K.simd_level()
+    got = K.force_simd(request.param)
+    if got != request.param:
+        K.force_simd(best)
+        pytest.skip(f"this CPU has no {request.param} (best: {best})")
+    yield got
+    K.force_simd(best)
+
+
+def aux_for(X, metric):
+    if metric == "ip":
+        return None
+    sq = np.einsum("ij,ij->i", X, X).astype(np.float32)
+    if metric == "l2":
+        return sq
+    n = np.sqrt(sq)
+    return np.where(n > 0, 1 / np.maximum(n, 1e-38), 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("d", [1, 3, 7, 16, 97, 128, 384])
+@pytest.mark.parametrize("metric", ["ip", "cosine", "l2"])
+@pytest.mark.parametrize("nq", [1, 3, 9])
+def test_exact_search_matches_numpy(simd, d, metric, nq, rng):
+    n = 777
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    X[5] = 0  # a zero row: cosine defines its score as 0
+    Q = rng.standard_normal((nq, d)).astype(np.float32)
+    k = 10
+    scores, rows = K.exact_search(X, n, aux_for(X, metric), Q, metric, None, k)
+    assert scores.shape == (nq, k) and rows.shape == (nq, k)
+    for i in range(nq):
+        ref = exact_scores(X, Q[i], metric)
+        check_topk(rows[i].tolist(), scores[i], list(range(n)), ref, k)
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine", "l2"])
+@pytest.mark.parametrize("nq", [1, 8])
+def test_exact_search_with_bitset_is_a_prefilter(simd, metric, nq, rng):
+    n, d = 1000, 24
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    Q = rng.standard_normal((nq, d)).astype(np.float32)
+    keep = rng.random(n) < 0.03
+    bits = np.packbits(np.r_[keep, np.zeros(-n % 64, bool)], bitorder="little").view(np.uint64)
+    scores, rows = K.exact_search(X, n, aux_for(X, metric), Q, metric, bits, 50)
+    idx = np.flatnonzero(keep)
+    for i in range(nq):
+        got = rows[i][rows[i] >= 0]
+        assert len(got) == min(50, len(idx))
+        assert set(got) <= set(idx)
+        check_topk(got.tolist(), scores[i][: len(got)], idx.tolist(), exact_scores(X[idx], Q[i], metric), 50)
+        assert np.all(rows[i][len(got):] == -1) and np.all(np.isneginf(scores[i][len(got):]))
+
+
+def test_exact_search_k_larger_than_n_pads(rng):
+    X = rng.standard_normal((3, 5)).astype(np.float32)
+    s, r = K.exact_search(X, 3, None, X[:1].copy(), "ip", None, 6)
+    assert sorted(r[0][:3]) == [0, 1, 2] and list(r[0][3:]) == [-1, -1, -1]
+
+
+def test_exact_search_empty_and_edge_inputs(rng):
+    X = np.zeros((0, 4), dtype=np.float32)
+    s, r = K.exact_search(X, 0, None, np.ones((2, 4), np.float32), "ip", None, 3)
+    assert (r == -1).all()
+    s, r = K.exact_search(np.ones((4, 4), np.float32), 4, None, np.ones((0, 4), np.float32), "ip", None, 3)
+    assert s.shape == (0, 3)
+
+
+def test_ties_go_to_the_lower_row():
+    X = np.ones((100, 8), dtype=np.float32)
+    for nq in (1, 8):
+        _, r = K.exact_search(X, 100, None, np.ones((nq, 8), np.float32), "ip", None, 5)
+        assert (r == np.arange(5)).all()
+
+
+def test_bad_arguments_raise_not_crash(rng):
+    X = rng.standard_normal((10, 4)).astype(np.float32)
+    with pytest.raises(ValueError):
+        K.exact_search(X, 10, None, np.ones((1, 5), np.float32), "ip", None, 3)
+    with pytest.raises(ValueError):
+        K.exact_search(X[:, ::2], 10, None, np.ones((1, 2), np.float32), "ip", None, 3)
+    with pytest.raises(ValueError):
+        K.exact_search(X, 11, None, np.ones((1, 4), np.float32), "ip", None, 3)
+    with pytest.raises(ValueError):
+        K.exact_search(X, 10, None, np.ones((1, 4), np.float32), "cosine", None, 3)
+    with pytest.raises(ValueError):  # bitset shorter than the rows
+        K.exact_search(X, 10, None, np.ones((1, 4), np.float32), "ip", np.zeros(0, np.uint64), 3)
+
+
+@given(st.lists(st.floats(-1e6, 1e6, width=32), max_size=300), st.integers(0, 20))
+@settings(max_examples=200, deadline=None)
+def test_topk_matches_sorting(values, k):
+    s = np.array(values, dtype=np.float32)
+    got_s, got_i = K.topk(s, k)
+    order = sorted(range(len(s)), key=lambda i: (-s[i], i))[:k]
+    assert got_i[: len(order)].tolist() == order
+    assert (got_i[len(order):] == -1).all()
+
+
+@given(st.lists(st.booleans(), max_size=300), st.integers(0, 400))
+@settings(max_examples=200, deadline=None)
+def test_bitset_indices_and_popcount(flags, limit):
+    n = len(flags)
+    bits = np.packbits(np.r_[np.array(flags, bool), np.zeros(-n % 64, bool)], bitorder="little").view(np.uint64)
+    idx = np.flatnonzero(flags)
+    assert K.popcount(bits) == len(idx)
+    assert K.bitset_to_indices(bits, limit).tolist() == idx[:limit].tolist()
+
+
+def test_scores_rows_and_stream_sum(rng):
+    X = rng.standard_normal((37, 97)).astype(np.float32)
+    q = rng.standard_normal(97).astype(np.float32)
+    np.testing.assert_allclose(K.scores_rows(X, q, "ip"), X.astype(np.float64) @ q, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(K.scores_rows(X, q, "l2"), ((X - q).astype(np.float64) ** 2).sum(1), rtol=1e-4)
+    assert abs(K.stream_sum(X.reshape(-1)) - X.astype(np.float64).sum()) < 1e-2
+
+
+def test_filter_program_is_validated():
+    with pytest.raises(ValueError):  # AND with nothing on the stack
+        K.filter_eval([(K.F_AND, 0, 2, None, None, 0, 0.0, None, None)], 10, None)
+    with pytest.raises(ValueError):  # column of the wrong dtype
+        K.filter_eval([(K.F_I64, 0, 0, np.zeros(10, np.float64), None, 0, 0.0, None, None)], 10, None)
+    with pytest.raises(ValueError):  # column shorter than the rows
+        K.filter_eval([(K.F_I64, 0, 0, np.zeros(5, np.int64), None, 0, 0.0, None, None)], 10, None)
