@@ -235,6 +235,10 @@ def _describe(error: ValidationError, prefix: str) -> str:
     """One sentence per problem, each naming the field: 'Product.price: expected a number ...'."""
     parts = []
     for e in error.errors():
+        inner = (e.get("ctx") or {}).get("error")
+        if isinstance(inner, SchemaError) and str(inner).startswith(prefix.split(".")[0] + "."):
+            parts.append(str(inner))  # raised by a nested Document.__init__: already complete
+            continue
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"]
         if e["type"] == "missing":
