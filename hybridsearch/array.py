@@ -141,13 +141,7 @@ class DocumentArray:
         if "id" in fields:
             raise SchemaError("update() cannot change a document's id; delete and re-add it")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
-        current = backend.get([id])[0]
-        if current is None:
-            raise KeyError(id)
-        if not values:
-            return
-        new_doc = current.model_copy(update=values)
-        backend.update_fields(id, values, new_doc)
+        backend.update_fields(id, values)
 
     def __delitem__(self, id: str) -> None:
         if self._b().delete([self._check_id(id)]) == 0:

@@ -51,8 +51,8 @@ class Backend(ABC):
         """Deletes the ids that exist; returns how many."""
 
     @abstractmethod
-    def update_fields(self, id: str, values: dict, doc) -> None:
-        """Partial update: writes only the named (validated) fields; `doc` is the new document."""
+    def update_fields(self, id: str, values: dict) -> None:
+        """Partial update: writes only the named (validated) fields; KeyError if the id is absent."""
 
     # reads
     @abstractmethod

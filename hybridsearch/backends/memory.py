@@ -33,12 +33,14 @@ class MemoryBackend(Backend):
         with self.lock.write():
             return self.store.delete(ids)
 
-    def update_fields(self, id: str, values: dict, doc) -> None:
+    def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
             slot = self.store.row_of.get(id)
             if slot is None:
                 raise KeyError(id)
-            self.store.set_fields(slot, values, doc)
+            if values:
+                # a new document object: results already handed out keep the old one
+                self.store.set_fields(slot, values, self.store.docs[slot].model_copy(update=values))
 
     def count(self) -> int:
         return self.store.n_live
