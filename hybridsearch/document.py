@@ -143,10 +143,6 @@ class Schema:
     def name(self) -> str:
         return self.model.__name__
 
-    def columns(self) -> list[FieldSpec]:
-        """Fields kept as typed columns (numbers, bools, keywords)."""
-        return [f for f in self.fields.values() if f.kind in (Kind.KEYWORD, Kind.INT, Kind.FLOAT, Kind.BOOL)]
-
 
 def _unwrap(annotation: Any) -> tuple[Any, bool, tuple]:
     """-> (inner annotation, allows None, Annotated metadata)."""

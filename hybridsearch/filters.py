@@ -329,17 +329,3 @@ def _int_bound(op: str, v: float):
     if b < INT64_MIN:
         return (None, False) if op in ("$lt", "$lte") else (None, True)
     return op, b
-
-
-def referenced_fields(node: Node) -> set:
-    """Names of the fields a filter reads."""
-    if isinstance(node, (And, Or)):
-        out = set()
-        for c in node.children:
-            out |= referenced_fields(c)
-        return out
-    if isinstance(node, Not):
-        return referenced_fields(node.child)
-    if isinstance(node, MatchAll):
-        return set()
-    return {node.field}

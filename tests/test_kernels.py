@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hybridsearch._native import _kernels as K
 from tests.models import check_topk, exact_scores
 
-LEVELS = [lvl for lvl in ("scalar", "avx2", "avx512")]
+LEVELS = ("scalar", "avx2", "avx512")
 
 
 @pytest.fixture(params=LEVELS)
