@@ -150,3 +150,37 @@ def test_random_filters_match_reference(make_da, docs, flts, deleted):
         if expected:
             res = da.find(vector=[1.0, 0.5], filter=flt, limit=3, exact=True)
             assert len(res) == min(3, len(expected)) and set(res.ids) <= set(expected), flt
+
+
+json_like = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True),
+              st.sampled_from(["a", "Books", "$eq", "$in", "$and", "$or", "$not", "price", "category"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["price", "category", "brand", "in_stock", "name", "id", "nope",
+                                         "$and", "$or", "$not", "$eq", "$ne", "$gt", "$in", "$nin",
+                                         "$exists", "$foo"]), inner, max_size=3),
+    ),
+    max_leaves=10,
+)
+
+
+@given(json_like)
+@settings(max_examples=500, deadline=None)
+def test_parser_never_fails_with_anything_but_filter_error(flt):
+    """Arbitrary JSON-like input: a valid AST or a FilterError, never another exception."""
+    try:
+        node = parse_filter(flt, S)
+    except hs.FilterError:
+        return
+    assert flt is None or isinstance(flt, dict)
+    assert isinstance(node, (Compare, In, Exists, And, Or, Not, MatchAll))
+    # whatever parses also evaluates, with the reference semantics
+    got = _FUZZ_DA.find(filter=flt, limit=None).ids
+    assert got == [d["id"] for d in _FUZZ_DOCS if matches(d, flt or {})]
+
+
+_FUZZ_DOCS = [Item(id=f"f{i}", category=["a", "Books", "c"][i % 3], brand=[None, "a"][i % 2], price=i - 3,
+                   in_stock=bool(i % 2), name=["", "x"][i % 2], vec=[1, i]).model_dump() for i in range(8)]
+_FUZZ_DA = hs.DocumentArray(Item)
+_FUZZ_DA.extend(_FUZZ_DOCS)
