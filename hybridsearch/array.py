@@ -15,7 +15,7 @@ import numpy as np
 from .backends import backend_class
 from .batch import build_batch
 from .document import Document, schema_of, validate_value
-from .errors import ConfigError, SchemaError, UnsupportedError
+from .errors import ConfigError, SchemaError
 from .filters import parse_filter
 from .results import Results
 

@@ -17,7 +17,7 @@ import numpy as np
 from .._native import _kernels as K
 from ..batch import Batch
 from ..document import Kind, Schema
-from ..filters import Column, In, Node, ProgramBuilder, _string_predicate
+from ..filters import Column, In, MatchAll, Node, ProgramBuilder, _string_predicate
 
 _COLUMN_DTYPES = {Kind.INT: np.int64, Kind.BOOL: np.int64, Kind.FLOAT: np.float64, Kind.KEYWORD: np.int32}
 _MIN_CAPACITY = 1024
@@ -230,10 +230,12 @@ class ColumnStore:
             np.bitwise_or.at(bits, arr >> 6, np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64)))
         return bits
 
+    def _program(self, node: Node) -> list:
+        return ProgramBuilder(K, self.column, self._id_bits).build(node)
+
     def filter_bits(self, node: Node) -> np.ndarray:
         """Bitset of the live rows matching a parsed filter (one native call)."""
-        program = ProgramBuilder(K, self.column, self._id_bits).build(node)
-        return K.filter_eval(program, self.n, self.live_bits())
+        return K.filter_eval(self._program(node), self.n, self.live_bits())
 
     def vector_bits(self, node: Optional[Node]) -> Optional[np.ndarray]:
         """Rows a vector search may return: live, with a vector, matching the filter.
@@ -241,8 +243,7 @@ class ColumnStore:
         optional_vec = self.vec_spec is not None and self.vec_spec.optional
         if node is None and not optional_vec and self.n_live == self.n:
             return None
-        program = ProgramBuilder(K, self.column, self._id_bits).build(node) if node is not None else [
-            (K.F_ALL, 0, 0, None, None, 0, 0.0, None, None)]
+        program = self._program(node if node is not None else MatchAll())
         if optional_vec:
             program.append((K.F_PRESENT, 0, 0, None, self.present[self.vec_spec.name], 0, 0.0, None, None))
             program.append((K.F_AND, 0, 2, None, None, 0, 0.0, None, None))
