@@ -7,9 +7,16 @@ contiguous float32 block, and the validated documents aside for `res.docs`.
 Arrays grow by doubling, so appends are amortised O(1) and never copy the
 whole block per batch. Deleted rows are tombstoned in the `live` bitset and
 compacted away once they outnumber the live ones.
+
+With `reuse_slots=True` (graph storages, whose node ids are slots) rows never
+move: deleted slots go to a free list and are filled by later inserts, and a
+per-slot sequence number keeps insertion order for listings. With
+`normalize=True` (cosine on a graph) vectors are stored unit-length, so the
+graph can use the inner product.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Optional
 
 import numpy as np
@@ -26,9 +33,15 @@ _MIN_CAPACITY = 1024
 class ColumnStore:
     """Columns, vectors, ids and documents of one collection, by slot."""
 
-    def __init__(self, schema: Schema, metric: str = "cosine") -> None:
+    def __init__(self, schema: Schema, metric: str = "cosine", reuse_slots: bool = False,
+                 normalize: bool = False) -> None:
         self.schema = schema
         self.metric = metric
+        self.reuse_slots = reuse_slots
+        self.normalize = normalize
+        self.free: list = []  # heap of reusable slots (reuse_slots only)
+        self.seq = np.zeros(0, dtype=np.int64)  # insertion sequence per slot
+        self.next_seq = 0
         self.n = 0  # slots in use (live or tombstoned)
         self.n_live = 0
         self.cap = 0
@@ -70,6 +83,7 @@ class ColumnStore:
         self.present = {k: grown(v) for k, v in self.present.items()}
         self.vectors = grown(self.vectors)
         self.aux = grown(self.aux)
+        self.seq = grown(self.seq)
         live = np.zeros(cap // 64 + 1, dtype=np.uint64)
         live[: len(self.live)] = self.live
         self.live = live
@@ -99,19 +113,35 @@ class ColumnStore:
             inv = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-38), 0.0)
         return inv.astype(np.float32)
 
-    def upsert(self, batch: Batch) -> np.ndarray:
+    def _stored_vectors(self, block: np.ndarray) -> np.ndarray:
+        if not self.normalize:
+            return block
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float32))
+        return (block / np.maximum(norms, 1e-30)[:, None]).astype(np.float32)
+
+    def upsert(self, batch: Batch, slots: Optional[np.ndarray] = None) -> np.ndarray:
         """Writes a batch (ids unique within it); returns the slot of each document.
 
         Existing ids are overwritten in place (they keep their position); new ids
-        are appended. The caller holds the write lock."""
+        take a free slot (reuse_slots) or are appended. `slots` forces the slots
+        of new ids (restoring a snapshot). The caller holds the write lock."""
         n = len(batch)
+        forced = slots
         slots = np.empty(n, dtype=np.int64)
         new = 0
+        reused = []
         for i, id_ in enumerate(batch.ids):
             s = self.row_of.get(id_)
             if s is None:
-                s = self.n + new
-                new += 1
+                if forced is not None:
+                    s = int(forced[i])
+                    new = max(new, s + 1 - self.n)
+                elif self.free:
+                    s = heapq.heappop(self.free)
+                    reused.append(s)
+                else:
+                    s = self.n + new
+                    new += 1
             slots[i] = s
         # encode before touching any state so a failure leaves nothing half-written
         encoded = {}
@@ -119,28 +149,33 @@ class ColumnStore:
             if name in self.kw_codes:
                 arr = self._encode_keywords(name, arr, batch.present.get(name))
             encoded[name] = arr
-        aux = self._aux_of(batch.vectors) if batch.vectors is not None else None
+        vectors = self._stored_vectors(batch.vectors) if batch.vectors is not None else None
+        aux = self._aux_of(vectors) if vectors is not None else None
 
         self._grow(self.n + new)
         for name, arr in encoded.items():
             self.values[name][slots] = arr
         for name, arr in batch.present.items():
             self.present[name][slots] = arr
-        if batch.vectors is not None:
-            self.vectors[slots] = batch.vectors
+        if vectors is not None:
+            self.vectors[slots] = vectors
             self.aux[slots] = aux
-        first_new = self.n
         self.ids.extend([None] * new)
         self.docs.extend([None] * new)
+        fresh = []
         for i, s in enumerate(slots.tolist()):
+            if self.ids[s] is None:
+                fresh.append(s)
             self.ids[s] = batch.ids[i]
             self.docs[s] = batch.docs[i]
             self.row_of[batch.ids[i]] = s
         self.n += new
-        self.n_live += new
-        if new:
-            fresh = np.arange(first_new, self.n, dtype=np.int64)
-            np.bitwise_or.at(self.live, fresh >> 6, np.left_shift(np.uint64(1), (fresh & 63).astype(np.uint64)))
+        self.n_live += len(fresh)
+        if fresh:
+            arr = np.array(fresh, dtype=np.int64)
+            self.seq[arr] = np.arange(self.next_seq, self.next_seq + len(arr))
+            self.next_seq += len(arr)
+            np.bitwise_or.at(self.live, arr >> 6, np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64)))
         return slots
 
     def delete(self, ids: list) -> int:
@@ -155,7 +190,10 @@ class ColumnStore:
             self.ids[s] = None
             self.docs[s] = None
         self.n_live -= len(slots)
-        if self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
+        if self.reuse_slots:
+            for s in slots:
+                heapq.heappush(self.free, s)
+        elif self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
             self.compact()
         return len(slots)
 
@@ -169,6 +207,7 @@ class ColumnStore:
                 block = np.zeros((1, self.dim), dtype=np.float32)
                 if value is not None:
                     block[0] = value
+                block = self._stored_vectors(block)
                 self.vectors[slot] = block[0]
                 self.aux[slot] = self._aux_of(block)[0]
             elif name in self.values:
@@ -189,6 +228,7 @@ class ColumnStore:
             self.present[name][:m] = self.present[name][keep]
         self.vectors[:m] = self.vectors[keep]
         self.aux[:m] = self.aux[keep]
+        self.seq[:m] = self.seq[keep]
         self.ids = [self.ids[s] for s in keep.tolist()]
         self.docs = [self.docs[s] for s in keep.tolist()]
         self.row_of = {id_: s for s, id_ in enumerate(self.ids)}
@@ -205,6 +245,19 @@ class ColumnStore:
 
     def live_rows(self) -> np.ndarray:
         return K.bitset_to_indices(self.live_bits(), self.n)
+
+    def in_order(self, rows: np.ndarray) -> np.ndarray:
+        """Rows sorted by insertion order (slot order already is, unless slots are reused)."""
+        if not self.reuse_slots or len(rows) < 2:
+            return rows
+        return rows[np.argsort(self.seq[rows], kind="stable")]
+
+    def rows_in_order(self, bits: np.ndarray, limit: Optional[int]) -> list:
+        """Slots set in `bits`, in insertion order, at most `limit`."""
+        if not self.reuse_slots:
+            return K.bitset_to_indices(bits, self.n if limit is None else limit).tolist()
+        rows = self.in_order(K.bitset_to_indices(bits, self.n))
+        return rows[:limit].tolist() if limit is not None else rows.tolist()
 
     def column(self, name: str) -> Column:
         spec = self.schema.fields[name]

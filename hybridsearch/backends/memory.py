@@ -77,5 +77,5 @@ class MemoryBackend(Backend):
         with self.lock.read():
             st = self.store
             bits = st.filter_bits(node)
-            rows = K.bitset_to_indices(bits, st.n if limit is None else limit).tolist()
+            rows = st.rows_in_order(bits, limit)
             return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
