@@ -42,6 +42,19 @@ static float l2sq_scalar(const float *a, const float *b, int64_t d) {
     return (s0 + s1) + (s2 + s3);
 }
 
+static float dot_i8_scalar(const float *q, const int8_t *c, int64_t d) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t j = 0;
+    for (; j + 4 <= d; j += 4) {
+        s0 += q[j] * (float)c[j];
+        s1 += q[j + 1] * (float)c[j + 1];
+        s2 += q[j + 2] * (float)c[j + 2];
+        s3 += q[j + 3] * (float)c[j + 3];
+    }
+    for (; j < d; j++) s0 += q[j] * (float)c[j];
+    return (s0 + s1) + (s2 + s3);
+}
+
 static void dot_rows_scalar(const float *X, int64_t d, const int64_t *rows,
                             int64_t n, int64_t row0, const float *q, float *out) {
     for (int64_t i = 0; i < n; i++) {
@@ -136,6 +149,25 @@ __attribute__((target("avx2,fma"))) static float l2sq_avx2(const float *a,
 }
 
 /* Four rows at once: four independent FMA chains hide the FMA latency. */
+__attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float *q,
+                                                            const int8_t *c, int64_t d) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j))));
+        __m256 c1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j + 8))));
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), c0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), c1, acc1);
+    }
+    for (; j + 8 <= d; j += 8) {
+        __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j))));
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), c0, acc0);
+    }
+    float s = hsum256(_mm256_add_ps(acc0, acc1));
+    for (; j < d; j++) s += q[j] * (float)c[j];
+    return s;
+}
+
 #define HS_ROWS4_AVX2(NAME, BODY)                                                  \
     __attribute__((target("avx2,fma"))) static void NAME(                          \
         const float *X, int64_t d, const int64_t *rows, int64_t n, int64_t row0,   \
@@ -286,6 +318,25 @@ __attribute__((target("avx512f"))) static float l2sq_avx512(const float *a,
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
+__attribute__((target("avx512f"))) static float dot_i8_avx512(const float *q,
+                                                           const int8_t *c, int64_t d) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= d; j += 32) {
+        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j))));
+        __m512 c1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j + 16))));
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), c0, acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), c1, acc1);
+    }
+    for (; j + 16 <= d; j += 16) {
+        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j))));
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), c0, acc0);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    for (; j < d; j++) s += q[j] * (float)c[j];
+    return s;
+}
+
 #define HS_ROWS4_AVX512(NAME, STEP, SINGLE)                                        \
     __attribute__((target("avx512f"))) static void NAME(                           \
         const float *X, int64_t d, const int64_t *rows, int64_t n, int64_t row0,   \
@@ -379,6 +430,7 @@ typedef void (*rows_fn)(const float *, int64_t, const int64_t *, int64_t, int64_
 typedef void (*tile_fn)(const float *, int64_t, int64_t, const float *, const float *,
                         const float *, const float *, float *, uint32_t *);
 typedef double (*sum_fn)(const float *, int64_t);
+typedef float (*i8_fn)(const float *, const int8_t *, int64_t);
 
 static struct {
     int level;
@@ -386,8 +438,9 @@ static struct {
     rows_fn dot_rows, l2sq_rows;
     tile_fn tile;
     sum_fn sum;
+    i8_fn dot_i8;
 } g_impl = {HS_SIMD_SCALAR, dot_scalar, l2sq_scalar, dot_rows_scalar, l2sq_rows_scalar,
-            tile_scalar, stream_sum_scalar};
+            tile_scalar, stream_sum_scalar, dot_i8_scalar};
 
 static int cpu_level(void) {
 #if HS_X86
@@ -409,6 +462,7 @@ int hs_simd_force(int level) {
     g_impl.l2sq_rows = l2sq_rows_scalar;
     g_impl.tile = tile_scalar;
     g_impl.sum = stream_sum_scalar;
+    g_impl.dot_i8 = dot_i8_scalar;
 #if HS_X86
     if (level == HS_SIMD_AVX2) {
         g_impl.level = level;
@@ -418,6 +472,7 @@ int hs_simd_force(int level) {
         g_impl.l2sq_rows = l2sq_rows_avx2;
         g_impl.tile = tile_avx2;
         g_impl.sum = stream_sum_avx2;
+        g_impl.dot_i8 = dot_i8_avx2;
     } else if (level == HS_SIMD_AVX512) {
         g_impl.level = level;
         g_impl.dot = dot_avx512;
@@ -426,6 +481,7 @@ int hs_simd_force(int level) {
         g_impl.l2sq_rows = l2sq_rows_avx512;
         g_impl.tile = tile_avx512;
         g_impl.sum = stream_sum_avx512;
+        g_impl.dot_i8 = dot_i8_avx512;
     }
 #endif
     return g_impl.level;
@@ -450,3 +506,4 @@ void hs_score_tile(const float *XT, int64_t ldx, int64_t d, const float *QP,
     g_impl.tile(XT, ldx, d, QP, mul, add, thr, out, masks);
 }
 double hs_stream_sum(const float *x, int64_t n) { return g_impl.sum(x, n); }
+float hs_dot_i8(const float *q, const int8_t *c, int64_t d) { return g_impl.dot_i8(q, c, d); }

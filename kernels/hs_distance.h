@@ -20,6 +20,8 @@ int hs_simd_force(int level);
 
 float hs_dot(const float *a, const float *b, int64_t d);
 float hs_l2sq(const float *a, const float *b, int64_t d);
+/* dot(q, c) of a float32 query and an int8 code vector (quantized storage). */
+float hs_dot_i8(const float *q, const int8_t *c, int64_t d);
 
 /* out[i] = dot(q, row_i) or l2sq(q, row_i) for n rows of X (row stride d).
  * Rows are row0 + i when `rows` is NULL, else rows[i]. */

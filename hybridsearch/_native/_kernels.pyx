@@ -216,3 +216,6 @@ def filter_eval(list program, Py_ssize_t n, live):
     finally:
         free(prog)
     return out[:nw] if nw > 0 else out[:0]
+
+
+include "hnsw.pxi"

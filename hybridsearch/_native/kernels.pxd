@@ -46,3 +46,29 @@ cdef extern from "hs_exact.h":
     int hs_exact_search(const float *X, int64_t n, int64_t d, const float *xaux,
                         const float *Q, int64_t nq, int metric, const uint64_t *bits,
                         int64_t k, float *out_scores, int64_t *out_ids) nogil
+
+cdef extern from "hs_hnsw.h":
+    ctypedef struct hs_hnsw:
+        pass
+    int HS_HNSW_PLAIN, HS_HNSW_TWOHOP
+    hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) nogil
+    void hs_hnsw_free(hs_hnsw *g) nogil
+    int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) nogil
+    int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) nogil
+    int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) nogil
+    int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) nogil
+    int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                       int64_t ef, const uint64_t *bits, int mode, float *out_score,
+                       int64_t *out_id, int64_t *visited) nogil
+    int64_t hs_hnsw_count(const hs_hnsw *g) nogil
+    int64_t hs_hnsw_pending(const hs_hnsw *g) nogil
+    int64_t hs_hnsw_slots(const hs_hnsw *g) nogil
+    int hs_hnsw_m(const hs_hnsw *g) nogil
+    int64_t hs_hnsw_nbytes(const hs_hnsw *g) nogil
+    int hs_hnsw_level_of(const hs_hnsw *g, int64_t slot) nogil
+    int hs_hnsw_links(const hs_hnsw *g, int64_t slot, int lc, int32_t *out) nogil
+    int64_t hs_hnsw_serialized_size(const hs_hnsw *g) nogil
+    int hs_hnsw_serialize(const hs_hnsw *g, uint8_t *buf, int64_t size) nogil
+    hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
+                                 int *err) nogil
+    int hs_hnsw_requantize(hs_hnsw *g, const float *X) nogil

@@ -1,0 +1,196 @@
+# HnswIndex: the Python face of kernels/hs_hnsw.c (included into _kernels.pyx).
+
+HNSW_PLAIN = HS_HNSW_PLAIN
+HNSW_TWOHOP = HS_HNSW_TWOHOP
+_HNSW_METRICS = {"ip": HS_METRIC_IP, "l2": HS_METRIC_L2}
+_QUANT = {"none": 0, "int8": 1}
+
+
+cdef class HnswIndex:
+    """One mutable HNSW graph whose node ids are rows ("slots") of the caller's vector block.
+
+    The vectors stay with the caller: every call takes the float32 C-contiguous
+    (rows, dim) block X (row == slot). metric is "ip" or "l2" (cosine = ip over
+    unit vectors). Searches may run concurrently; add/remove/repair need the
+    caller's exclusive lock.
+    """
+    cdef hs_hnsw *g
+    cdef readonly int64_t dim
+    cdef readonly str metric
+    cdef readonly int m
+    cdef readonly int ef_construct
+    cdef readonly str quantization
+    cdef int64_t cap
+    cdef int64_t high  # 1 + highest slot ever added
+
+    def __cinit__(self, int64_t dim, str metric="ip", int m=16, int ef_construct=200,
+                  uint64_t seed=0x5EED, str quantization="none"):
+        if metric not in _HNSW_METRICS:
+            raise ValueError("metric must be 'ip' or 'l2'")
+        if quantization not in _QUANT:
+            raise ValueError("quantization must be 'none' or 'int8'")
+        if dim < 1 or m < 2 or m > 512 or ef_construct < 1:
+            raise ValueError("need dim >= 1, 2 <= m <= 512, ef_construct >= 1")
+        self.g = hs_hnsw_new(dim, _HNSW_METRICS[metric], m, ef_construct, seed, _QUANT[quantization])
+        if self.g == NULL:
+            raise MemoryError("could not allocate the HNSW graph")
+        self.dim, self.metric, self.m, self.ef_construct = dim, metric, m, ef_construct
+        self.quantization = quantization
+        self.cap = 0
+        self.high = 0
+
+    def __dealloc__(self):
+        if self.g != NULL:
+            hs_hnsw_free(self.g)
+            self.g = NULL
+
+    cdef _check_block(self, const float[:, ::1] X, int64_t rows):
+        if X.shape[1] != self.dim:
+            raise ValueError("vector block has dimension %d, the graph %d" % (X.shape[1], self.dim))
+        if X.shape[0] < rows:
+            raise ValueError("vector block has %d rows, the graph needs %d" % (X.shape[0], rows))
+
+    def reserve(self, int64_t capacity):
+        """Room for slots [0, capacity)."""
+        if capacity > self.cap:
+            _check(hs_hnsw_reserve(self.g, capacity))
+            self.cap = capacity
+
+    def add(self, const float[:, ::1] X, const int64_t[::1] slots, int threads=1):
+        """Inserts (or re-links, if already nodes) the given rows of X, on `threads` threads."""
+        cdef Py_ssize_t n = slots.shape[0]
+        if n == 0:
+            return
+        cdef int64_t hi = -1
+        cdef Py_ssize_t i
+        for i in range(n):
+            if slots[i] < 0:
+                raise ValueError("slots must be >= 0")
+            if slots[i] > hi:
+                hi = slots[i]
+        self._check_block(X, max(hi + 1, self.high))
+        if hi >= self.cap:
+            self.reserve(max(hi + 1, 2 * self.cap, 1024))
+        cdef int rc
+        with nogil:
+            rc = hs_hnsw_add(self.g, &X[0, 0], &slots[0], n, threads)
+        self.high = max(self.high, hi + 1)
+        _check(rc)
+
+    def remove(self, const float[:, ::1] X, const int64_t[::1] slots, int threads=1):
+        """Removes nodes (they stop being results now; links are repaired in batches)."""
+        if slots.shape[0] == 0 or self.high == 0:
+            return
+        self._check_block(X, self.high)
+        cdef int rc
+        with nogil:
+            rc = hs_hnsw_remove(self.g, &X[0, 0], &slots[0], slots.shape[0], threads)
+        _check(rc)
+
+    def repair(self, const float[:, ::1] X, int threads=1):
+        """Repairs the links around removed nodes now and frees their slots."""
+        if self.high == 0:
+            return
+        self._check_block(X, self.high)
+        cdef int rc
+        with nogil:
+            rc = hs_hnsw_repair(self.g, &X[0, 0], threads)
+        _check(rc)
+
+    def search(self, const float[:, ::1] X, const float[:, ::1] Q, Py_ssize_t k, Py_ssize_t ef,
+               const uint64_t[::1] bits=None, int mode=HS_HNSW_PLAIN, bint with_visits=False):
+        """k nearest per query row -> (scores float32 (nq, k) best first, ids int64 (nq, k)),
+        padded with -inf / -1; plus visits per query if with_visits."""
+        cdef Py_ssize_t nq = Q.shape[0]
+        if Q.shape[1] != self.dim:
+            raise ValueError("query dimension %d does not match %d" % (Q.shape[1], self.dim))
+        if k < 0 or ef < 0:
+            raise ValueError("k and ef must be >= 0")
+        if mode != HS_HNSW_PLAIN and mode != HS_HNSW_TWOHOP:
+            raise ValueError("unknown search mode %d" % mode)
+        if bits is not None and bits.shape[0] * 64 < self.high:
+            raise ValueError("bitset is shorter than the graph")
+        scores = np.full((nq, k), -np.inf, dtype=np.float32)
+        ids = np.full((nq, k), -1, dtype=np.int64)
+        visits = np.zeros(nq, dtype=np.int64)
+        if nq == 0 or k == 0 or self.high == 0:
+            return (scores, ids, visits) if with_visits else (scores, ids)
+        self._check_block(X, self.high)
+        cdef float[:, ::1] s = scores
+        cdef int64_t[:, ::1] r = ids
+        cdef int64_t[::1] v = visits
+        cdef const uint64_t *bp = &bits[0] if bits is not None and bits.shape[0] > 0 else NULL
+        cdef int rc
+        with nogil:
+            rc = hs_hnsw_search(self.g, &X[0, 0], &Q[0, 0], nq, k, max(ef, k), bp, mode,
+                                &s[0, 0], &r[0, 0], &v[0])
+        _check(rc)
+        return (scores, ids, visits) if with_visits else (scores, ids)
+
+    @property
+    def size(self):
+        """Live nodes."""
+        return hs_hnsw_count(self.g)
+
+    @property
+    def pending(self):
+        """Removed nodes whose links are not repaired yet."""
+        return hs_hnsw_pending(self.g)
+
+    @property
+    def nbytes(self):
+        """Bytes held by the graph (links, levels, int8 codes); vectors are the caller's."""
+        return hs_hnsw_nbytes(self.g)
+
+    def level(self, int64_t slot):
+        """Top level of a node, -1 if the slot is not a (live) node."""
+        return hs_hnsw_level_of(self.g, slot)
+
+    def links(self, int64_t slot, int level=0):
+        """Neighbour slots of a node at a level."""
+        out = np.empty(2 * self.m + 1, dtype=np.int32)
+        cdef int32_t[::1] o = out
+        cdef int c = hs_hnsw_links(self.g, slot, level, &o[0])
+        if c < 0:
+            raise KeyError(slot)
+        return out[:c].copy()
+
+    def to_bytes(self):
+        """The graph structure (repair pending removals first)."""
+        if hs_hnsw_pending(self.g):
+            raise ValueError("repair() pending removals before serializing")
+        cdef int64_t size = hs_hnsw_serialized_size(self.g)
+        buf = bytearray(size)
+        cdef uint8_t[::1] b = buf
+        _check(hs_hnsw_serialize(self.g, &b[0], size))
+        return bytes(buf)
+
+    @staticmethod
+    def from_bytes(const uint8_t[::1] data, const float[:, ::1] X, int64_t dim, str metric="ip",
+                   int m=16, int ef_construct=200, str quantization="none"):
+        """Rebuilds a graph saved by to_bytes; ValueError if the bytes are not a valid graph
+        of this dimension / metric / quantization (every link is checked before use)."""
+        if data.shape[0] == 0:
+            raise ValueError("empty graph data")
+        cdef int err = 0
+        cdef hs_hnsw *g = NULL
+        cdef int q = _QUANT[quantization]
+        cdef int mt = _HNSW_METRICS[metric]
+        with nogil:
+            g = hs_hnsw_deserialize(&data[0], data.shape[0], dim, mt, q, &err)
+        if g == NULL:
+            if err == HS_ENOMEM:
+                raise MemoryError("could not allocate the HNSW graph")
+            raise ValueError("not a valid HNSW graph of dimension %d, metric %s" % (dim, metric))
+        if hs_hnsw_m(g) != m:
+            hs_hnsw_free(g)
+            raise ValueError("the graph was built with m=%d, not %d" % (hs_hnsw_m(g), m))
+        cdef HnswIndex idx = HnswIndex(dim, metric, m, ef_construct, 0x5EED, quantization)
+        hs_hnsw_free(idx.g)
+        idx.g = g
+        idx.high = hs_hnsw_slots(g)
+        idx.cap = idx.high
+        if idx.high > 0:
+            idx._check_block(X, idx.high)
+            hs_hnsw_requantize(g, &X[0, 0])
+        return idx

@@ -1,0 +1,1027 @@
+/* One mutable HNSW graph (Malkov & Yashunin) over caller-owned vectors. */
+#define _GNU_SOURCE
+#include "hs_hnsw.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_distance.h"
+
+#define NLOCKS 4096 /* striped per-node locks: no lock array to grow with the graph */
+
+typedef struct vlist {
+    uint16_t *tag;
+    uint16_t cur;
+    int64_t cap;
+    struct vlist *next;
+} vlist;
+
+struct hs_hnsw {
+    int64_t d;
+    int metric, M, M0, efc, quant;
+    double mult;
+    int64_t cap, n, count, pending;
+    int32_t *links0;   /* cap x (M0 + 1): [count, ids...] */
+    int8_t *level;     /* -1: no node */
+    uint8_t *dead;     /* removed, still linked until repaired */
+    int32_t **upper;   /* per node: level x (M + 1) for levels 1..level */
+    int32_t entry;
+    int max_level;
+    uint64_t rng;
+    int8_t *codes;     /* int8 rows (quant) */
+    float *cscale, *csq;
+    pthread_mutex_t locks[NLOCKS];
+    pthread_mutex_t global;
+    pthread_mutex_t pool_lock;
+    vlist *pool;
+};
+
+/* ------------------------------------------------------------ small heaps */
+
+typedef struct {
+    float *d;
+    int32_t *id;
+    int64_t size, cap;
+} pheap;
+
+static int pheap_reserve(pheap *h, int64_t cap) {
+    if (cap <= h->cap) return HS_OK;
+    int64_t c = h->cap ? h->cap : 64;
+    while (c < cap) c *= 2;
+    float *d = realloc(h->d, (size_t)c * sizeof(float));
+    if (!d) return HS_ENOMEM;
+    h->d = d;
+    int32_t *id = realloc(h->id, (size_t)c * sizeof(int32_t));
+    if (!id) return HS_ENOMEM;
+    h->id = id;
+    h->cap = c;
+    return HS_OK;
+}
+
+static void pheap_free(pheap *h) {
+    free(h->d);
+    free(h->id);
+    h->d = NULL;
+    h->id = NULL;
+    h->cap = h->size = 0;
+}
+
+/* sign = +1: max-heap (root = farthest); sign = -1: min-heap (root = nearest) */
+static inline int pheap_push(pheap *h, float dist, int32_t id, float sign) {
+    if (h->size == h->cap && pheap_reserve(h, h->size + 1)) return HS_ENOMEM;
+    int64_t i = h->size++;
+    float key = dist * sign;
+    while (i > 0) {
+        int64_t p = (i - 1) >> 1;
+        if (h->d[p] * sign >= key) break;
+        h->d[i] = h->d[p];
+        h->id[i] = h->id[p];
+        i = p;
+    }
+    h->d[i] = dist;
+    h->id[i] = id;
+    return HS_OK;
+}
+
+static inline void pheap_pop(pheap *h, float sign) {
+    int64_t n = --h->size;
+    if (n == 0) return;
+    float dist = h->d[n];
+    int32_t id = h->id[n];
+    float key = dist * sign;
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h->d[c + 1] * sign > h->d[c] * sign) c++;
+        if (h->d[c] * sign <= key) break;
+        h->d[i] = h->d[c];
+        h->id[i] = h->id[c];
+        i = c;
+    }
+    h->d[i] = dist;
+    h->id[i] = id;
+}
+
+typedef struct {
+    float d;
+    int32_t id;
+} pair;
+
+static int pair_cmp(const void *a, const void *b) {
+    const pair *x = a, *y = b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* per-call scratch of one thread */
+typedef struct {
+    pair *pairs;   /* final ordering, grows with ef */
+    int64_t npairs;
+    pheap cand, res, tmp;
+    int32_t *nb;   /* neighbour copy, M0 + 1 */
+    float *nd;     /* distances for selection */
+    vlist *v;
+} scratch;
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline int32_t *links_at(const hs_hnsw *g, int32_t node, int lc) {
+    if (lc == 0) return g->links0 + (int64_t)node * (g->M0 + 1);
+    return g->upper[node] + (int64_t)(lc - 1) * (g->M + 1);
+}
+
+static inline int max_links(const hs_hnsw *g, int lc) { return lc == 0 ? g->M0 : g->M; }
+
+static inline pthread_mutex_t *lock_of(hs_hnsw *g, int32_t node) {
+    return &g->locks[(uint32_t)node % NLOCKS];
+}
+
+static inline float dist_vec(const hs_hnsw *g, const float *a, const float *b) {
+    return g->metric == HS_METRIC_L2 ? hs_l2sq(a, b, g->d) : -hs_dot(a, b, g->d);
+}
+
+static inline float dist_node(const hs_hnsw *g, const float *X, int32_t a, int32_t b) {
+    return dist_vec(g, X + (int64_t)a * g->d, X + (int64_t)b * g->d);
+}
+
+/* query traversal distance: int8 codes when quantized */
+static inline float dist_query(const hs_hnsw *g, const float *X, const float *q, float qsq,
+                               int32_t b) {
+    if (!g->quant) return dist_vec(g, q, X + (int64_t)b * g->d);
+    float dot = g->cscale[b] * hs_dot_i8(q, g->codes + (int64_t)b * g->d, g->d);
+    return g->metric == HS_METRIC_L2 ? qsq - 2.0f * dot + g->csq[b] : -dot;
+}
+
+static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
+    if (g->quant)
+        __builtin_prefetch(g->codes + (int64_t)b * g->d);
+    else
+        __builtin_prefetch(X + (int64_t)b * g->d);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int random_level(hs_hnsw *g) {
+    double u = ((splitmix(&g->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    int l = (int)(-log(u) * g->mult);
+    return l > HS_HNSW_MAX_LEVEL ? HS_HNSW_MAX_LEVEL : l;
+}
+
+static vlist *visited_get(hs_hnsw *g) {
+    pthread_mutex_lock(&g->pool_lock);
+    vlist *v = g->pool;
+    if (v) g->pool = v->next;
+    pthread_mutex_unlock(&g->pool_lock);
+    if (!v) {
+        v = calloc(1, sizeof(vlist));
+        if (!v) return NULL;
+    }
+    if (v->cap < g->cap) {
+        uint16_t *t = realloc(v->tag, (size_t)g->cap * sizeof(uint16_t));
+        if (!t) {
+            free(v->tag);
+            free(v);
+            return NULL;
+        }
+        memset(t, 0, (size_t)g->cap * sizeof(uint16_t));
+        v->tag = t;
+        v->cap = g->cap;
+        v->cur = 0;
+    }
+    if (++v->cur == 0) {
+        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
+        v->cur = 1;
+    }
+    return v;
+}
+
+static void visited_put(hs_hnsw *g, vlist *v) {
+    if (!v) return;
+    pthread_mutex_lock(&g->pool_lock);
+    v->next = g->pool;
+    g->pool = v;
+    pthread_mutex_unlock(&g->pool_lock);
+}
+
+static int scratch_init(hs_hnsw *g, scratch *s) {
+    memset(s, 0, sizeof(*s));
+    s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
+    s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
+    if (!s->nb || !s->nd) return HS_ENOMEM;
+    if (pheap_reserve(&s->cand, 256) || pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256))
+        return HS_ENOMEM;
+    return HS_OK;
+}
+
+static void scratch_free(scratch *s) {
+    pheap_free(&s->cand);
+    pheap_free(&s->res);
+    pheap_free(&s->tmp);
+    free(s->pairs);
+    free(s->nb);
+    free(s->nd);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) {
+    if (d <= 0 || M < 2 || M > HS_HNSW_MAX_M || ef_construct < 1) return NULL;
+    if (metric != HS_METRIC_IP && metric != HS_METRIC_L2) return NULL;
+    if (quant != 0 && quant != 1) return NULL;
+    hs_hnsw *g = calloc(1, sizeof(hs_hnsw));
+    if (!g) return NULL;
+    g->d = d;
+    g->metric = metric;
+    g->M = M;
+    g->M0 = 2 * M;
+    g->efc = ef_construct;
+    g->quant = quant;
+    g->mult = 1.0 / log((double)M);
+    g->entry = -1;
+    g->max_level = -1;
+    g->rng = seed ? seed : 0x5EEDull;
+    for (int i = 0; i < NLOCKS; i++) pthread_mutex_init(&g->locks[i], NULL);
+    pthread_mutex_init(&g->global, NULL);
+    pthread_mutex_init(&g->pool_lock, NULL);
+    return g;
+}
+
+void hs_hnsw_free(hs_hnsw *g) {
+    if (!g) return;
+    for (int64_t i = 0; i < g->n; i++) free(g->upper ? g->upper[i] : NULL);
+    free(g->upper);
+    free(g->links0);
+    free(g->level);
+    free(g->dead);
+    free(g->codes);
+    free(g->cscale);
+    free(g->csq);
+    while (g->pool) {
+        vlist *v = g->pool;
+        g->pool = v->next;
+        free(v->tag);
+        free(v);
+    }
+    for (int i = 0; i < NLOCKS; i++) pthread_mutex_destroy(&g->locks[i]);
+    pthread_mutex_destroy(&g->global);
+    pthread_mutex_destroy(&g->pool_lock);
+    free(g);
+}
+
+#define GROW(ptr, type, per)                                                       \
+    do {                                                                           \
+        type *p_ = realloc(ptr, (size_t)cap * (per) * sizeof(type));              \
+        if (!p_) return HS_ENOMEM;                                                 \
+        memset(p_ + (size_t)old * (per), 0, (size_t)(cap - old) * (per) * sizeof(type)); \
+        ptr = p_;                                                                  \
+    } while (0)
+
+int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
+    if (cap <= g->cap) return HS_OK;
+    if (cap > INT32_MAX) return HS_EINVAL;
+    int64_t old = g->cap;
+    GROW(g->links0, int32_t, g->M0 + 1);
+    GROW(g->upper, int32_t *, 1);
+    GROW(g->dead, uint8_t, 1);
+    {
+        int8_t *p = realloc(g->level, (size_t)cap);
+        if (!p) return HS_ENOMEM;
+        memset(p + old, 0xFF, (size_t)(cap - old)); /* -1: no node */
+        g->level = p;
+    }
+    if (g->quant) {
+        GROW(g->codes, int8_t, g->d);
+        GROW(g->cscale, float, 1);
+        GROW(g->csq, float, 1);
+    }
+    g->cap = cap;
+    return HS_OK;
+}
+
+static void quantize_row(hs_hnsw *g, const float *X, int32_t s) {
+    const float *x = X + (int64_t)s * g->d;
+    float amax = 0.0f, sq = 0.0f;
+    for (int64_t j = 0; j < g->d; j++) {
+        float a = fabsf(x[j]);
+        if (a > amax) amax = a;
+        sq += x[j] * x[j];
+    }
+    float scale = amax > 0 ? amax / 127.0f : 1.0f;
+    int8_t *c = g->codes + (int64_t)s * g->d;
+    for (int64_t j = 0; j < g->d; j++) c[j] = (int8_t)lrintf(x[j] / scale);
+    g->cscale[s] = scale;
+    g->csq[s] = sq;
+}
+
+int hs_hnsw_requantize(hs_hnsw *g, const float *X) {
+    if (!g->quant) return HS_OK;
+    for (int64_t s = 0; s < g->n; s++)
+        if (g->level[s] >= 0) quantize_row(g, X, (int32_t)s);
+    return HS_OK;
+}
+
+/* ----------------------------------------------------------- construction */
+
+/* copies a node's level-lc list under its lock; returns the count */
+static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
+    pthread_mutex_t *mu = lock_of(g, node);
+    pthread_mutex_lock(mu);
+    int32_t *l = links_at(g, node, lc);
+    int c = l[0];
+    memcpy(out, l + 1, (size_t)c * sizeof(int32_t));
+    pthread_mutex_unlock(mu);
+    return c;
+}
+
+/* ef-nearest of vector q at level lc from entry ep (construction: float, no filter) */
+static int search_build(hs_hnsw *g, const float *X, const float *q, int32_t ep, int lc, int ef,
+                        scratch *s) {
+    vlist *v = s->v;
+    if (++v->cur == 0) {
+        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
+        v->cur = 1;
+    }
+    s->cand.size = s->res.size = 0;
+    float d0 = dist_vec(g, q, X + (int64_t)ep * g->d);
+    v->tag[ep] = v->cur;
+    if (pheap_push(&s->cand, d0, ep, -1.0f) || pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
+    while (s->cand.size) {
+        float cd = s->cand.d[0];
+        int32_t c = s->cand.id[0];
+        if (cd > s->res.d[0] && s->res.size >= ef) break;
+        pheap_pop(&s->cand, -1.0f);
+        int cnt = copy_links(g, c, lc, s->nb);
+        for (int j = 0; j < cnt; j++) {
+            int32_t e = s->nb[j];
+            if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
+            if (v->tag[e] == v->cur) continue;
+            v->tag[e] = v->cur;
+            float de = dist_vec(g, q, X + (int64_t)e * g->d);
+            if (s->res.size < ef || de < s->res.d[0]) {
+                if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (!g->dead[e] && pheap_push(&s->res, de, e, 1.0f)) return HS_ENOMEM;
+                if (s->res.size > ef) pheap_pop(&s->res, 1.0f);
+            }
+        }
+    }
+    return HS_OK;
+}
+
+/* HNSW heuristic: ids/dists sorted ascending by distance to the base; keeps a
+ * candidate only if it is closer to the base than to every kept one. Returns kept count. */
+static int select_heuristic(const hs_hnsw *g, const float *X, int32_t *ids, float *dists, int n,
+                            int m) {
+    int kept = 0;
+    for (int i = 0; i < n && kept < m; i++) {
+        int good = 1;
+        for (int j = 0; j < kept; j++) {
+            if (dist_node(g, X, ids[i], ids[j]) < dists[i]) {
+                good = 0;
+                break;
+            }
+        }
+        if (good) {
+            ids[kept] = ids[i];
+            dists[kept] = dists[i];
+            kept++;
+        }
+    }
+    return kept;
+}
+
+static void sort_by_dist(int32_t *ids, float *dists, int n) {
+    for (int i = 1; i < n; i++) {
+        float dv = dists[i];
+        int32_t iv = ids[i];
+        int j = i - 1;
+        while (j >= 0 && (dists[j] > dv || (dists[j] == dv && ids[j] > iv))) {
+            dists[j + 1] = dists[j];
+            ids[j + 1] = ids[j];
+            j--;
+        }
+        dists[j + 1] = dv;
+        ids[j + 1] = iv;
+    }
+}
+
+/* adds `q` to node s's level-lc list, shrinking with the heuristic when full */
+static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, scratch *sc) {
+    int mmax = max_links(g, lc);
+    pthread_mutex_t *mu = lock_of(g, s);
+    pthread_mutex_lock(mu);
+    int32_t *l = links_at(g, s, lc);
+    int c = l[0];
+    for (int j = 0; j < c; j++)
+        if (l[1 + j] == q) {
+            pthread_mutex_unlock(mu);
+            return;
+        }
+    if (c < mmax) {
+        l[1 + c] = q;
+        l[0] = c + 1;
+    } else {
+        for (int j = 0; j < c; j++) {
+            sc->nb[j] = l[1 + j];
+            sc->nd[j] = dist_node(g, X, s, l[1 + j]);
+        }
+        sc->nb[c] = q;
+        sc->nd[c] = dist_node(g, X, s, q);
+        sort_by_dist(sc->nb, sc->nd, c + 1);
+        int k = select_heuristic(g, X, sc->nb, sc->nd, c + 1, mmax);
+        memcpy(l + 1, sc->nb, (size_t)k * sizeof(int32_t));
+        l[0] = k;
+    }
+    pthread_mutex_unlock(mu);
+}
+
+/* links node q (level already set, lists empty) into the graph */
+static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
+    const float *qv = X + (int64_t)q * g->d;
+    int lvl = g->level[q];
+    pthread_mutex_lock(&g->global);
+    int32_t ep = g->entry;
+    int top = g->max_level;
+    int hold = lvl > top; /* a new top node: keep the entry point stable meanwhile */
+    if (ep < 0) {
+        g->entry = q;
+        g->max_level = lvl;
+        pthread_mutex_unlock(&g->global);
+        return HS_OK;
+    }
+    if (!hold) pthread_mutex_unlock(&g->global);
+
+    float cd = dist_vec(g, qv, X + (int64_t)ep * g->d);
+    for (int lc = top; lc > lvl; lc--) {
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            int cnt = copy_links(g, ep, lc, s->nb);
+            for (int j = 0; j < cnt; j++) {
+                float de = dist_vec(g, qv, X + (int64_t)s->nb[j] * g->d);
+                if (de < cd) {
+                    cd = de;
+                    ep = s->nb[j];
+                    changed = 1;
+                }
+            }
+        }
+    }
+    int rc = HS_OK;
+    int32_t *sel = malloc((size_t)(g->efc + 1) * sizeof(int32_t));
+    float *seld = malloc((size_t)(g->efc + 1) * sizeof(float));
+    if (!sel || !seld) {
+        rc = HS_ENOMEM;
+        goto done;
+    }
+    for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
+        if ((rc = search_build(g, X, qv, ep, lc, g->efc, s))) goto done;
+        /* drain the max-heap into ascending order */
+        int n = (int)s->res.size;
+        for (int i = n - 1; i >= 0; i--) {
+            sel[i] = s->res.id[0];
+            seld[i] = s->res.d[0];
+            pheap_pop(&s->res, 1.0f);
+        }
+        int start = 0;
+        for (int i = n - 1; i >= 0; i--) /* re-linking may meet the node itself */
+            if (sel[i] == q) {
+                memmove(sel + i, sel + i + 1, (size_t)(n - i - 1) * sizeof(int32_t));
+                memmove(seld + i, seld + i + 1, (size_t)(n - i - 1) * sizeof(float));
+                n--;
+            }
+        int k = select_heuristic(g, X, sel + start, seld + start, n - start, g->M);
+        if (k == 0 && n > start) k = 1;
+        pthread_mutex_t *mu = lock_of(g, q);
+        pthread_mutex_lock(mu);
+        int32_t *l = links_at(g, q, lc);
+        memcpy(l + 1, sel + start, (size_t)k * sizeof(int32_t));
+        l[0] = k;
+        pthread_mutex_unlock(mu);
+        for (int j = 0; j < k; j++) link_back(g, X, sel[start + j], q, lc, s);
+        if (n > start) ep = sel[start];
+    }
+    if (hold) {
+        g->entry = q;
+        g->max_level = lvl;
+    }
+done:
+    if (hold) pthread_mutex_unlock(&g->global);
+    free(sel);
+    free(seld);
+    return rc;
+}
+
+typedef struct {
+    hs_hnsw *g;
+    const float *X;
+    const int32_t *nodes;
+    int64_t n;
+    int64_t next; /* shared work counter */
+    pthread_mutex_t mu;
+    int rc;
+    int (*work)(hs_hnsw *, const float *, int32_t, scratch *);
+} job;
+
+static void *worker(void *arg) {
+    job *jb = arg;
+    scratch s;
+    int rc = scratch_init(jb->g, &s);
+    if (!rc) {
+        s.v = visited_get(jb->g);
+        if (!s.v) rc = HS_ENOMEM;
+    }
+    while (!rc) {
+        int64_t i = __atomic_fetch_add(&jb->next, 1, __ATOMIC_RELAXED);
+        if (i >= jb->n) break;
+        rc = jb->work(jb->g, jb->X, jb->nodes[i], &s);
+    }
+    visited_put(jb->g, s.v);
+    scratch_free(&s);
+    if (rc) {
+        pthread_mutex_lock(&jb->mu);
+        jb->rc = rc;
+        pthread_mutex_unlock(&jb->mu);
+    }
+    return NULL;
+}
+
+static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_t n, int nthreads,
+                        int (*work)(hs_hnsw *, const float *, int32_t, scratch *)) {
+    job jb = {g, X, nodes, n, 0, PTHREAD_MUTEX_INITIALIZER, HS_OK, work};
+    if (nthreads < 1) nthreads = 1;
+    if (n < 64 * (int64_t)nthreads) nthreads = n >= 128 ? 2 : 1;
+    if (nthreads > 64) nthreads = 64;
+    pthread_t th[64];
+    int started = 0;
+    for (int t = 1; t < nthreads; t++) {
+        if (pthread_create(&th[started], NULL, worker, &jb) == 0) started++;
+    }
+    worker(&jb);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&jb.mu);
+    return jb.rc;
+}
+
+/* ----------------------------------------------------------------- repair */
+
+static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s) {
+    for (int lc = 0; lc <= g->level[y]; lc++) {
+        int32_t *l = links_at(g, y, lc);
+        int c = l[0], hit = 0;
+        for (int j = 0; j < c; j++) hit |= g->dead[l[1 + j]];
+        if (!hit) continue;
+        /* candidates: live neighbours + live neighbours of the removed ones */
+        pheap *t = &s->tmp;
+        t->size = 0;
+        for (int j = 0; j < c; j++) {
+            int32_t e = l[1 + j];
+            if (!g->dead[e]) {
+                if (pheap_push(t, 0.0f, e, 1.0f)) return HS_ENOMEM;
+                continue;
+            }
+            int32_t *le = links_at(g, e, lc);
+            for (int i = 0; i < le[0]; i++) {
+                int32_t f = le[1 + i];
+                if (f == y || g->dead[f] || g->level[f] < lc) continue;
+                if (pheap_push(t, 0.0f, f, 1.0f)) return HS_ENOMEM;
+            }
+        }
+        /* dedupe + distances (heap order does not matter: we sort below) */
+        int64_t m = 0;
+        for (int64_t i = 0; i < t->size; i++) {
+            int dup = 0;
+            for (int64_t j = 0; j < m; j++)
+                if (t->id[j] == t->id[i]) {
+                    dup = 1;
+                    break;
+                }
+            if (!dup) {
+                t->id[m] = t->id[i];
+                t->d[m] = dist_node(g, X, y, t->id[i]);
+                m++;
+            }
+        }
+        sort_by_dist(t->id, t->d, (int)m);
+        int mmax = max_links(g, lc);
+        int k = m <= mmax ? (int)m : select_heuristic(g, X, t->id, t->d, (int)m, mmax);
+        memcpy(l + 1, t->id, (size_t)k * sizeof(int32_t));
+        l[0] = k;
+    }
+    return HS_OK;
+}
+
+static int relink_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
+    for (int lc = 0; lc <= g->level[q]; lc++) links_at(g, q, lc)[0] = 0;
+    return insert_one(g, X, q, s);
+}
+
+int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
+    if (g->pending == 0) return HS_OK;
+    int32_t *live = malloc((size_t)(g->n + 1) * sizeof(int32_t));
+    if (!live) return HS_ENOMEM;
+    int64_t nl = 0;
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] >= 0 && !g->dead[i]) live[nl++] = (int32_t)i;
+    int rc = run_parallel(g, X, live, nl, nthreads, repair_one);
+    if (rc) {
+        free(live);
+        return rc;
+    }
+    /* free the removed nodes */
+    for (int64_t i = 0; i < g->n; i++) {
+        if (!g->dead[i]) continue;
+        free(g->upper[i]);
+        g->upper[i] = NULL;
+        g->links0[i * (g->M0 + 1)] = 0;
+        g->level[i] = -1;
+        g->dead[i] = 0;
+    }
+    g->pending = 0;
+    /* a new entry point if it went: the highest remaining node */
+    if (g->entry >= 0 && g->level[g->entry] < 0) {
+        g->entry = -1;
+        g->max_level = -1;
+        for (int64_t j = 0; j < nl; j++)
+            if (g->level[live[j]] > g->max_level) {
+                g->max_level = g->level[live[j]];
+                g->entry = live[j];
+            }
+    }
+    /* nodes left without any level-0 link are re-linked by search */
+    int64_t orphans = 0;
+    for (int64_t j = 0; j < nl; j++)
+        if (g->links0[(int64_t)live[j] * (g->M0 + 1)] == 0 && live[j] != g->entry)
+            live[orphans++] = live[j];
+    if (orphans) rc = run_parallel(g, X, live, orphans, 1, relink_one);
+    free(live);
+    return rc;
+}
+
+int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = slots[i];
+        if (s < 0 || s >= g->n || g->level[s] < 0 || g->dead[s]) continue;
+        g->dead[s] = 1;
+        g->pending++;
+        g->count--;
+    }
+    if (g->pending > 64 && g->pending * 50 > g->count) return hs_hnsw_repair(g, X, nthreads);
+    return HS_OK;
+}
+
+static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
+    return insert_one(g, X, q, s);
+}
+
+int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
+    for (int64_t i = 0; i < n; i++)
+        if (slots[i] < 0 || slots[i] >= g->cap) return HS_EINVAL;
+    /* a slot that is a node gets a new vector: unlink it first */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = slots[i];
+        if (s < g->n && g->level[s] >= 0 && !g->dead[s]) {
+            g->dead[s] = 1;
+            g->pending++;
+            g->count--;
+        }
+    }
+    int rc = hs_hnsw_repair(g, X, nthreads);
+    if (rc) return rc;
+    int32_t *nodes = malloc((size_t)(n + 1) * sizeof(int32_t));
+    if (!nodes) return HS_ENOMEM;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t s = (int32_t)slots[i];
+        if (g->level[s] >= 0) continue; /* duplicate slot in the batch */
+        int lvl = random_level(g);
+        if (lvl > 0) {
+            g->upper[s] = calloc((size_t)lvl * (g->M + 1), sizeof(int32_t));
+            if (!g->upper[s]) {
+                rc = HS_ENOMEM;
+                break;
+            }
+        }
+        g->links0[(int64_t)s * (g->M0 + 1)] = 0;
+        g->level[s] = (int8_t)lvl;
+        g->dead[s] = 0;
+        if (g->quant) quantize_row(g, X, s);
+        if (s >= g->n) g->n = s + 1;
+        g->count++;
+        nodes[m++] = s;
+    }
+    if (!rc && m) {
+        /* the first node alone, so the others have an entry point */
+        scratch s0;
+        if (g->entry < 0) {
+            if (scratch_init(g, &s0)) rc = HS_ENOMEM;
+            else {
+                rc = insert_one(g, X, nodes[0], &s0);
+                scratch_free(&s0);
+            }
+            if (!rc) rc = run_parallel(g, X, nodes + 1, m - 1, nthreads, insert_work);
+        } else {
+            rc = run_parallel(g, X, nodes, m, nthreads, insert_work);
+        }
+    }
+    free(nodes);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- search */
+
+static inline int allowed(const hs_hnsw *g, const uint64_t *bits, int32_t e) {
+    if (g->dead[e]) return 0;
+    return !bits || ((bits[e >> 6] >> (e & 63)) & 1);
+}
+
+static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t k, int64_t ef,
+                      const uint64_t *bits, int mode, scratch *s, float *out_score,
+                      int64_t *out_id, int64_t *visited) {
+    int64_t evals = 0;
+    for (int64_t i = 0; i < k; i++) {
+        out_score[i] = -INFINITY;
+        out_id[i] = -1;
+    }
+    if (visited) *visited = 0;
+    if (g->entry < 0 || k == 0) return HS_OK;
+    float qsq = g->metric == HS_METRIC_L2 ? hs_dot(q, q, g->d) : 0.0f;
+    int32_t ep = g->entry;
+    float cd = dist_query(g, X, q, qsq, ep);
+    evals++;
+    for (int lc = g->max_level; lc > 0; lc--) {
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            int32_t *l = links_at(g, ep, lc);
+            for (int j = 0; j < l[0]; j++) {
+                float de = dist_query(g, X, q, qsq, l[1 + j]);
+                evals++;
+                if (de < cd) {
+                    cd = de;
+                    ep = l[1 + j];
+                    changed = 1;
+                }
+            }
+        }
+    }
+    if (ef < k) ef = k;
+    if (s->npairs < ef + 1) {
+        pair *p = realloc(s->pairs, (size_t)(ef + 1) * sizeof(pair));
+        if (!p) return HS_ENOMEM;
+        s->pairs = p;
+        s->npairs = ef + 1;
+    }
+    vlist *v = s->v;
+    if (++v->cur == 0) {
+        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
+        v->cur = 1;
+    }
+    uint16_t cur = v->cur;
+    uint16_t *tag = v->tag;
+    pheap *cand = &s->cand, *res = &s->res;
+    cand->size = res->size = 0;
+    tag[ep] = cur;
+    if (pheap_push(cand, cd, ep, -1.0f)) return HS_ENOMEM;
+    if (allowed(g, bits, ep) && pheap_push(res, cd, ep, 1.0f)) return HS_ENOMEM;
+    float bound = res->size ? res->d[0] : INFINITY;
+    const int stride = g->M0 + 1;
+    while (cand->size) {
+        float c_d = cand->d[0];
+        int32_t c = cand->id[0];
+        if (c_d > bound && res->size >= ef) break;
+        pheap_pop(cand, -1.0f);
+        const int32_t *l = g->links0 + (int64_t)c * stride;
+        int cnt = l[0];
+        for (int j = 0; j < cnt; j++) {
+            int32_t e = l[1 + j];
+            if (j + 1 < cnt) {
+                __builtin_prefetch(tag + l[2 + j]);
+                prefetch_node(g, X, l[2 + j]);
+            }
+            if (tag[e] == cur) continue;
+            tag[e] = cur;
+            if (mode == HS_HNSW_TWOHOP && !allowed(g, bits, e)) {
+                /* a non-matching neighbour is a bridge: look at its neighbours instead */
+                const int32_t *l2 = g->links0 + (int64_t)e * stride;
+                for (int i = 0; i < l2[0]; i++) {
+                    int32_t f = l2[1 + i];
+                    if (tag[f] == cur || !allowed(g, bits, f)) continue;
+                    tag[f] = cur;
+                    float df = dist_query(g, X, q, qsq, f);
+                    evals++;
+                    if (res->size < ef || df < bound) {
+                        if (pheap_push(cand, df, f, -1.0f) || pheap_push(res, df, f, 1.0f))
+                            return HS_ENOMEM;
+                        if (res->size > ef) pheap_pop(res, 1.0f);
+                        bound = res->d[0];
+                    }
+                }
+                continue;
+            }
+            float de = dist_query(g, X, q, qsq, e);
+            evals++;
+            if (res->size < ef || de < bound) {
+                if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (allowed(g, bits, e)) {
+                    if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
+                    if (res->size > ef) pheap_pop(res, 1.0f);
+                    bound = res->d[0];
+                }
+            }
+        }
+    }
+    /* final order; quantized candidates are re-scored on the float vectors */
+    int64_t n = res->size;
+    pair *pr = s->pairs;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = res->id[i];
+        pr[i].id = id;
+        pr[i].d = g->quant ? dist_vec(g, q, X + (int64_t)id * g->d) : res->d[i];
+    }
+    qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
+    int64_t kept = n < k ? n : k;
+    for (int64_t i = 0; i < kept; i++) {
+        float dd = pr[i].d;
+        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
+        out_id[i] = pr[i].id;
+    }
+    if (visited) *visited = evals;
+    return HS_OK;
+}
+
+int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                   int64_t ef, const uint64_t *bits, int mode, float *out_score,
+                   int64_t *out_id, int64_t *visited) {
+    hs_hnsw *mg = (hs_hnsw *)g; /* the visited pool and scratch are the only shared state touched */
+    scratch s;
+    int rc = scratch_init(mg, &s);
+    if (!rc) {
+        s.v = visited_get(mg);
+        if (!s.v) rc = HS_ENOMEM;
+    }
+    for (int64_t i = 0; i < nq && !rc; i++)
+        rc = search_one(g, X, Q + i * g->d, k, ef, bits, mode, &s, out_score + i * k,
+                        out_id + i * k, visited ? visited + i : NULL);
+    visited_put(mg, s.v);
+    scratch_free(&s);
+    return rc;
+}
+
+/* ------------------------------------------------------------ bookkeeping */
+
+int64_t hs_hnsw_count(const hs_hnsw *g) { return g->count; }
+int64_t hs_hnsw_pending(const hs_hnsw *g) { return g->pending; }
+int64_t hs_hnsw_slots(const hs_hnsw *g) { return g->n; }
+int hs_hnsw_m(const hs_hnsw *g) { return g->M; }
+
+int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
+    int64_t b = g->cap * ((int64_t)(g->M0 + 1) * 4 + 1 + 1 + (int64_t)sizeof(int32_t *));
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
+    if (g->quant) b += g->cap * (g->d + 8);
+    return b;
+}
+
+int hs_hnsw_level_of(const hs_hnsw *g, int64_t slot) {
+    if (slot < 0 || slot >= g->n || g->dead[slot]) return -1;
+    return g->level[slot];
+}
+
+int hs_hnsw_links(const hs_hnsw *g, int64_t slot, int lc, int32_t *out) {
+    if (hs_hnsw_level_of(g, slot) < lc || lc < 0) return -1;
+    const int32_t *l = links_at(g, (int32_t)slot, lc);
+    memcpy(out, l + 1, (size_t)l[0] * sizeof(int32_t));
+    return l[0];
+}
+
+/* ---------------------------------------------------------- serialization */
+
+#define MAGIC "HSHNSW01"
+#define HEADER_BYTES 64
+
+static int64_t upper_ints(const hs_hnsw *g) {
+    int64_t t = 0;
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] > 0) t += (int64_t)g->level[i] * (g->M + 1);
+    return t;
+}
+
+int64_t hs_hnsw_serialized_size(const hs_hnsw *g) {
+    return HEADER_BYTES + g->n + g->n * (int64_t)(g->M0 + 1) * 4 + upper_ints(g) * 4;
+}
+
+typedef struct {
+    char magic[8];
+    int64_t d, n, count;
+    int32_t metric, M, efc, quant, entry, max_level;
+    uint64_t rng;
+} header;
+
+int hs_hnsw_serialize(const hs_hnsw *g, uint8_t *buf, int64_t size) {
+    if (g->pending) return HS_EINVAL;
+    if (size != hs_hnsw_serialized_size(g)) return HS_EINVAL;
+    header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.d = g->d;
+    h.n = g->n;
+    h.count = g->count;
+    h.metric = g->metric;
+    h.M = g->M;
+    h.efc = g->efc;
+    h.quant = g->quant;
+    h.entry = g->entry;
+    h.max_level = g->max_level;
+    h.rng = g->rng;
+    memset(buf, 0, HEADER_BYTES);
+    memcpy(buf, &h, sizeof h);
+    uint8_t *p = buf + HEADER_BYTES;
+    memcpy(p, g->level, (size_t)g->n);
+    p += g->n;
+    memcpy(p, g->links0, (size_t)g->n * (g->M0 + 1) * 4);
+    p += g->n * (int64_t)(g->M0 + 1) * 4;
+    for (int64_t i = 0; i < g->n; i++) {
+        if (g->level[i] <= 0) continue;
+        size_t b = (size_t)g->level[i] * (g->M + 1) * 4;
+        memcpy(p, g->upper[i], b);
+        p += b;
+    }
+    return HS_OK;
+}
+
+hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
+                             int *err) {
+    *err = HS_EINVAL;
+    header h;
+    if (size < HEADER_BYTES) return NULL;
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, MAGIC, 8) != 0 || h.d != d || h.metric != metric || h.quant != quant)
+        return NULL;
+    if (h.M < 2 || h.M > HS_HNSW_MAX_M || h.efc < 1 || h.n < 0 || h.n > INT32_MAX) return NULL;
+    int64_t M0 = 2 * (int64_t)h.M;
+    if (h.n > (size - HEADER_BYTES) / (1 + (M0 + 1) * 4)) return NULL;
+    const int8_t *lv = (const int8_t *)(buf + HEADER_BYTES);
+    int64_t need = HEADER_BYTES + h.n + h.n * (M0 + 1) * 4, count = 0, top = -1;
+    for (int64_t i = 0; i < h.n; i++) {
+        if (lv[i] < -1 || lv[i] > HS_HNSW_MAX_LEVEL) return NULL;
+        if (lv[i] >= 0) count++;
+        if (lv[i] > top) top = lv[i];
+        if (lv[i] > 0) need += (int64_t)lv[i] * (h.M + 1) * 4;
+    }
+    if (need != size || count != h.count || h.max_level != top) return NULL;
+    if (count ? (h.entry < 0 || h.entry >= h.n || lv[h.entry] != top) : h.entry != -1) return NULL;
+
+    hs_hnsw *g = hs_hnsw_new(d, metric, h.M, h.efc, h.rng, quant);
+    if (!g || hs_hnsw_reserve(g, h.n > 0 ? h.n : 1)) {
+        hs_hnsw_free(g);
+        *err = HS_ENOMEM;
+        return NULL;
+    }
+    g->n = h.n;
+    g->count = h.count;
+    g->entry = h.entry;
+    g->max_level = h.max_level;
+    g->rng = h.rng;
+    memcpy(g->level, lv, (size_t)h.n);
+    const uint8_t *p = buf + HEADER_BYTES + h.n;
+    memcpy(g->links0, p, (size_t)h.n * (M0 + 1) * 4);
+    p += h.n * (M0 + 1) * 4;
+    for (int64_t i = 0; i < h.n; i++) {
+        if (lv[i] <= 0) continue;
+        size_t b = (size_t)lv[i] * (h.M + 1) * 4;
+        g->upper[i] = malloc(b);
+        if (!g->upper[i]) {
+            hs_hnsw_free(g);
+            *err = HS_ENOMEM;
+            return NULL;
+        }
+        memcpy(g->upper[i], p, b);
+        p += b;
+    }
+    /* every list: count in range, targets are nodes that reach this level */
+    for (int64_t i = 0; i < h.n; i++) {
+        int l = lv[i];
+        if (l < 0 && g->links0[i * (M0 + 1)] != 0) goto bad;
+        for (int lc = 0; lc <= l; lc++) {
+            const int32_t *ls = links_at(g, (int32_t)i, lc);
+            if (ls[0] < 0 || ls[0] > max_links(g, lc)) goto bad;
+            for (int j = 0; j < ls[0]; j++) {
+                int32_t e = ls[1 + j];
+                if (e < 0 || e >= h.n || lv[e] < lc) goto bad;
+            }
+        }
+    }
+    *err = HS_OK;
+    return g;
+bad:
+    hs_hnsw_free(g);
+    return NULL;
+}

@@ -1,0 +1,72 @@
+/* One mutable HNSW graph whose node ids are the caller's row slots.
+ *
+ * The float32 vectors are NOT owned by the graph: every call receives the
+ * caller's contiguous (cap x d) block X, row == slot (one copy of the data,
+ * shared with exact search and filters). Cosine is the caller's job: it
+ * stores unit vectors and uses HS_METRIC_IP. With int8 quantization the graph
+ * keeps one int8 code row per node for query traversal and re-scores the
+ * final candidates on X.
+ *
+ * Concurrency: any number of hs_hnsw_search calls may run together; add,
+ * remove, repair, reserve and load need exclusive access (the caller's
+ * reader-writer lock). add and repair use `nthreads` worker threads inside.
+ */
+#ifndef HS_HNSW_H
+#define HS_HNSW_H
+
+#include "hs_common.h"
+
+#define HS_HNSW_PLAIN 0   /* graph search, the bitset only filters results */
+#define HS_HNSW_TWOHOP 1  /* filter-first: only matching nodes are candidates, via 2-hop links */
+#define HS_HNSW_MAX_LEVEL 30
+#define HS_HNSW_MAX_M 512
+
+typedef struct hs_hnsw hs_hnsw;
+
+/* metric: HS_METRIC_IP or HS_METRIC_L2. quant: 0 none, 1 int8. NULL on bad
+ * arguments or out of memory. */
+hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant);
+void hs_hnsw_free(hs_hnsw *g);
+
+/* Makes room for slots [0, cap). Never shrinks. */
+int hs_hnsw_reserve(hs_hnsw *g, int64_t cap);
+
+/* Inserts the nodes `slots` (vectors = rows of X). A slot that is already a
+ * node is re-linked with its (new) vector. Pending removals are repaired first. */
+int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads);
+
+/* Removes nodes: they stop being results at once; links are repaired (and the
+ * slots freed) when pending removals exceed a small fraction of the graph, on
+ * the next add, or by hs_hnsw_repair. Slots that are not nodes are ignored. */
+int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads);
+int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads);
+
+/* k nearest of each of nq queries (rows of Q, already unit length for cosine).
+ * bits: allowed slots (NULL = all); mode HS_HNSW_PLAIN / HS_HNSW_TWOHOP.
+ * out_score is higher-is-better (dot, or -euclidean for l2), out_id padded
+ * with -1. visited (optional, per query) counts distance evaluations. */
+int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                   int64_t ef, const uint64_t *bits, int mode, float *out_score,
+                   int64_t *out_id, int64_t *visited);
+
+/* Bookkeeping. */
+int64_t hs_hnsw_count(const hs_hnsw *g);     /* live nodes */
+int64_t hs_hnsw_pending(const hs_hnsw *g);   /* removed, not yet repaired */
+int64_t hs_hnsw_slots(const hs_hnsw *g);     /* 1 + highest slot ever used */
+int hs_hnsw_m(const hs_hnsw *g);
+int64_t hs_hnsw_nbytes(const hs_hnsw *g);    /* graph (+ codes) memory */
+int hs_hnsw_level_of(const hs_hnsw *g, int64_t slot);  /* -1 if not a node */
+/* Copies the level-lc links of a node into out (capacity >= 2M); returns count or -1. */
+int hs_hnsw_links(const hs_hnsw *g, int64_t slot, int lc, int32_t *out);
+
+/* Serialization of the structure (no vectors; int8 codes are rebuilt from X
+ * after loading with hs_hnsw_requantize). Requires no pending removals. */
+int64_t hs_hnsw_serialized_size(const hs_hnsw *g);
+int hs_hnsw_serialize(const hs_hnsw *g, uint8_t *buf, int64_t size);
+/* Validates everything (sizes, ranges, link targets) before trusting it:
+ * *err = HS_EINVAL for a malformed buffer, HS_ENOMEM for out of memory. */
+hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
+                             int *err);
+int hs_hnsw_requantize(hs_hnsw *g, const float *X);
+
+#endif
