@@ -507,3 +507,6 @@ void hs_score_tile(const float *XT, int64_t ldx, int64_t d, const float *QP,
 }
 double hs_stream_sum(const float *x, int64_t n) { return g_impl.sum(x, n); }
 float hs_dot_i8(const float *q, const int8_t *c, int64_t d) { return g_impl.dot_i8(q, c, d); }
+hs_pair_fn hs_dot_impl(void) { return g_impl.dot; }
+hs_pair_fn hs_l2sq_impl(void) { return g_impl.l2sq; }
+hs_i8_fn hs_dot_i8_impl(void) { return g_impl.dot_i8; }

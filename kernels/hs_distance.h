@@ -20,6 +20,12 @@ int hs_simd_force(int level);
 
 float hs_dot(const float *a, const float *b, int64_t d);
 float hs_l2sq(const float *a, const float *b, int64_t d);
+/* The dispatched implementations, for hot loops that call them millions of times. */
+typedef float (*hs_pair_fn)(const float *, const float *, int64_t);
+typedef float (*hs_i8_fn)(const float *, const int8_t *, int64_t);
+hs_pair_fn hs_dot_impl(void);
+hs_pair_fn hs_l2sq_impl(void);
+hs_i8_fn hs_dot_i8_impl(void);
 /* dot(q, c) of a float32 query and an int8 code vector (quantized storage). */
 float hs_dot_i8(const float *q, const int8_t *c, int64_t d);
 

@@ -11,12 +11,13 @@
 
 #define NLOCKS 4096 /* striped per-node locks: no lock array to grow with the graph */
 
-typedef struct vlist {
+typedef struct {
     uint16_t *tag;
     uint16_t cur;
     int64_t cap;
-    struct vlist *next;
 } vlist;
+
+struct scratch;
 
 struct hs_hnsw {
     int64_t d;
@@ -35,7 +36,7 @@ struct hs_hnsw {
     pthread_mutex_t locks[NLOCKS];
     pthread_mutex_t global;
     pthread_mutex_t pool_lock;
-    vlist *pool;
+    struct scratch *pool;
 };
 
 /* ------------------------------------------------------------ small heaps */
@@ -116,14 +117,16 @@ static int pair_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* per-call scratch of one thread */
-typedef struct {
+/* per-thread scratch, pooled by the graph */
+typedef struct scratch {
     pair *pairs;   /* final ordering, grows with ef */
     int64_t npairs;
     pheap cand, res, tmp;
     int32_t *nb;   /* neighbour copy, M0 + 1 */
     float *nd;     /* distances for selection */
-    vlist *v;
+    int32_t *fresh; /* unvisited neighbours gathered before scoring */
+    vlist v;
+    struct scratch *next;
 } scratch;
 
 /* ---------------------------------------------------------------- helpers */
@@ -175,20 +178,42 @@ static int random_level(hs_hnsw *g) {
     return l > HS_HNSW_MAX_LEVEL ? HS_HNSW_MAX_LEVEL : l;
 }
 
-static vlist *visited_get(hs_hnsw *g) {
+static void scratch_free(scratch *s) {
+    if (!s) return;
+    pheap_free(&s->cand);
+    pheap_free(&s->res);
+    pheap_free(&s->tmp);
+    free(s->pairs);
+    free(s->nb);
+    free(s->nd);
+    free(s->fresh);
+    free(s->v.tag);
+    free(s);
+}
+
+/* a thread's scratch from the graph's pool (no allocation per query once warm) */
+static scratch *scratch_get(hs_hnsw *g) {
     pthread_mutex_lock(&g->pool_lock);
-    vlist *v = g->pool;
-    if (v) g->pool = v->next;
+    scratch *s = g->pool;
+    if (s) g->pool = s->next;
     pthread_mutex_unlock(&g->pool_lock);
-    if (!v) {
-        v = calloc(1, sizeof(vlist));
-        if (!v) return NULL;
+    if (!s) {
+        s = calloc(1, sizeof(scratch));
+        if (!s) return NULL;
+        s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
+        s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
+        s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
+        if (!s->nb || !s->nd || !s->fresh || pheap_reserve(&s->cand, 256) ||
+            pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
+            scratch_free(s);
+            return NULL;
+        }
     }
+    vlist *v = &s->v;
     if (v->cap < g->cap) {
         uint16_t *t = realloc(v->tag, (size_t)g->cap * sizeof(uint16_t));
         if (!t) {
-            free(v->tag);
-            free(v);
+            scratch_free(s);
             return NULL;
         }
         memset(t, 0, (size_t)g->cap * sizeof(uint16_t));
@@ -196,38 +221,24 @@ static vlist *visited_get(hs_hnsw *g) {
         v->cap = g->cap;
         v->cur = 0;
     }
+    return s;
+}
+
+static void scratch_put(hs_hnsw *g, scratch *s) {
+    if (!s) return;
+    pthread_mutex_lock(&g->pool_lock);
+    s->next = g->pool;
+    g->pool = s;
+    pthread_mutex_unlock(&g->pool_lock);
+}
+
+/* a fresh visited mark */
+static inline uint16_t visit_epoch(vlist *v) {
     if (++v->cur == 0) {
         memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
         v->cur = 1;
     }
-    return v;
-}
-
-static void visited_put(hs_hnsw *g, vlist *v) {
-    if (!v) return;
-    pthread_mutex_lock(&g->pool_lock);
-    v->next = g->pool;
-    g->pool = v;
-    pthread_mutex_unlock(&g->pool_lock);
-}
-
-static int scratch_init(hs_hnsw *g, scratch *s) {
-    memset(s, 0, sizeof(*s));
-    s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
-    s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
-    if (!s->nb || !s->nd) return HS_ENOMEM;
-    if (pheap_reserve(&s->cand, 256) || pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256))
-        return HS_ENOMEM;
-    return HS_OK;
-}
-
-static void scratch_free(scratch *s) {
-    pheap_free(&s->cand);
-    pheap_free(&s->res);
-    pheap_free(&s->tmp);
-    free(s->pairs);
-    free(s->nb);
-    free(s->nd);
+    return v->cur;
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -265,10 +276,9 @@ void hs_hnsw_free(hs_hnsw *g) {
     free(g->cscale);
     free(g->csq);
     while (g->pool) {
-        vlist *v = g->pool;
-        g->pool = v->next;
-        free(v->tag);
-        free(v);
+        scratch *sc = g->pool;
+        g->pool = sc->next;
+        scratch_free(sc);
     }
     for (int i = 0; i < NLOCKS; i++) pthread_mutex_destroy(&g->locks[i]);
     pthread_mutex_destroy(&g->global);
@@ -344,11 +354,8 @@ static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
 /* ef-nearest of vector q at level lc from entry ep (construction: float, no filter) */
 static int search_build(hs_hnsw *g, const float *X, const float *q, int32_t ep, int lc, int ef,
                         scratch *s) {
-    vlist *v = s->v;
-    if (++v->cur == 0) {
-        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
-        v->cur = 1;
-    }
+    vlist *v = &s->v;
+    visit_epoch(v);
     s->cand.size = s->res.size = 0;
     float d0 = dist_vec(g, q, X + (int64_t)ep * g->d);
     v->tag[ep] = v->cur;
@@ -532,19 +539,14 @@ typedef struct {
 
 static void *worker(void *arg) {
     job *jb = arg;
-    scratch s;
-    int rc = scratch_init(jb->g, &s);
-    if (!rc) {
-        s.v = visited_get(jb->g);
-        if (!s.v) rc = HS_ENOMEM;
-    }
+    scratch *s = scratch_get(jb->g);
+    int rc = s ? HS_OK : HS_ENOMEM;
     while (!rc) {
         int64_t i = __atomic_fetch_add(&jb->next, 1, __ATOMIC_RELAXED);
         if (i >= jb->n) break;
-        rc = jb->work(jb->g, jb->X, jb->nodes[i], &s);
+        rc = jb->work(jb->g, jb->X, jb->nodes[i], s);
     }
-    visited_put(jb->g, s.v);
-    scratch_free(&s);
+    scratch_put(jb->g, s);
     if (rc) {
         pthread_mutex_lock(&jb->mu);
         jb->rc = rc;
@@ -719,13 +721,10 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
     }
     if (!rc && m) {
         /* the first node alone, so the others have an entry point */
-        scratch s0;
         if (g->entry < 0) {
-            if (scratch_init(g, &s0)) rc = HS_ENOMEM;
-            else {
-                rc = insert_one(g, X, nodes[0], &s0);
-                scratch_free(&s0);
-            }
+            scratch *s0 = scratch_get(g);
+            rc = s0 ? insert_one(g, X, nodes[0], s0) : HS_ENOMEM;
+            scratch_put(g, s0);
             if (!rc) rc = run_parallel(g, X, nodes + 1, m - 1, nthreads, insert_work);
         } else {
             rc = run_parallel(g, X, nodes, m, nthreads, insert_work);
@@ -738,7 +737,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
 /* ----------------------------------------------------------------- search */
 
 static inline int allowed(const hs_hnsw *g, const uint64_t *bits, int32_t e) {
-    if (g->dead[e]) return 0;
+    if (g->pending && g->dead[e]) return 0;
     return !bits || ((bits[e >> 6] >> (e & 63)) & 1);
 }
 
@@ -779,13 +778,8 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         s->pairs = p;
         s->npairs = ef + 1;
     }
-    vlist *v = s->v;
-    if (++v->cur == 0) {
-        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
-        v->cur = 1;
-    }
-    uint16_t cur = v->cur;
-    uint16_t *tag = v->tag;
+    uint16_t cur = visit_epoch(&s->v);
+    uint16_t *tag = s->v.tag;
     pheap *cand = &s->cand, *res = &s->res;
     cand->size = res->size = 0;
     tag[ep] = cur;
@@ -793,50 +787,57 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
     if (allowed(g, bits, ep) && pheap_push(res, cd, ep, 1.0f)) return HS_ENOMEM;
     float bound = res->size ? res->d[0] : INFINITY;
     const int stride = g->M0 + 1;
+    const int64_t d = g->d;
+    const int l2 = g->metric == HS_METRIC_L2;
+    hs_pair_fn fdist = l2 ? hs_l2sq_impl() : hs_dot_impl();
+    hs_i8_fn fi8 = hs_dot_i8_impl();
+    int32_t *fresh = s->fresh;
     while (cand->size) {
         float c_d = cand->d[0];
         int32_t c = cand->id[0];
         if (c_d > bound && res->size >= ef) break;
         pheap_pop(cand, -1.0f);
         const int32_t *l = g->links0 + (int64_t)c * stride;
-        int cnt = l[0];
+        int cnt = l[0], nf = 0;
+        /* gather the unvisited neighbours first, so their vectors load in parallel */
         for (int j = 0; j < cnt; j++) {
             int32_t e = l[1 + j];
-            if (j + 1 < cnt) {
-                __builtin_prefetch(tag + l[2 + j]);
-                prefetch_node(g, X, l[2 + j]);
-            }
             if (tag[e] == cur) continue;
             tag[e] = cur;
             if (mode == HS_HNSW_TWOHOP && !allowed(g, bits, e)) {
-                /* a non-matching neighbour is a bridge: look at its neighbours instead */
-                const int32_t *l2 = g->links0 + (int64_t)e * stride;
-                for (int i = 0; i < l2[0]; i++) {
-                    int32_t f = l2[1 + i];
+                /* a non-matching neighbour is a bridge: take its matching neighbours */
+                const int32_t *le = g->links0 + (int64_t)e * stride;
+                for (int i = 0; i < le[0]; i++) {
+                    int32_t f = le[1 + i];
                     if (tag[f] == cur || !allowed(g, bits, f)) continue;
                     tag[f] = cur;
-                    float df = dist_query(g, X, q, qsq, f);
-                    evals++;
-                    if (res->size < ef || df < bound) {
-                        if (pheap_push(cand, df, f, -1.0f) || pheap_push(res, df, f, 1.0f))
-                            return HS_ENOMEM;
-                        if (res->size > ef) pheap_pop(res, 1.0f);
-                        bound = res->d[0];
-                    }
+                    fresh[nf++] = f;
                 }
                 continue;
             }
-            float de = dist_query(g, X, q, qsq, e);
-            evals++;
+            fresh[nf++] = e;
+        }
+        for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
+        for (int j = 0; j < nf; j++) {
+            int32_t e = fresh[j];
+            float de;
+            if (!g->quant) {
+                float r = fdist(q, X + (int64_t)e * d, d);
+                de = l2 ? r : -r;
+            } else {
+                float dot = g->cscale[e] * fi8(q, g->codes + (int64_t)e * d, d);
+                de = l2 ? qsq - 2.0f * dot + g->csq[e] : -dot;
+            }
             if (res->size < ef || de < bound) {
                 if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
-                if (allowed(g, bits, e)) {
+                if (mode == HS_HNSW_TWOHOP || allowed(g, bits, e)) {
                     if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
                     if (res->size > ef) pheap_pop(res, 1.0f);
                     bound = res->d[0];
                 }
             }
         }
+        evals += nf;
     }
     /* final order; quantized candidates are re-scored on the float vectors */
     int64_t n = res->size;
@@ -861,17 +862,12 @@ int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
                    int64_t ef, const uint64_t *bits, int mode, float *out_score,
                    int64_t *out_id, int64_t *visited) {
     hs_hnsw *mg = (hs_hnsw *)g; /* the visited pool and scratch are the only shared state touched */
-    scratch s;
-    int rc = scratch_init(mg, &s);
-    if (!rc) {
-        s.v = visited_get(mg);
-        if (!s.v) rc = HS_ENOMEM;
-    }
+    scratch *s = scratch_get(mg);
+    int rc = s ? HS_OK : HS_ENOMEM;
     for (int64_t i = 0; i < nq && !rc; i++)
-        rc = search_one(g, X, Q + i * g->d, k, ef, bits, mode, &s, out_score + i * k,
+        rc = search_one(g, X, Q + i * g->d, k, ef, bits, mode, s, out_score + i * k,
                         out_id + i * k, visited ? visited + i : NULL);
-    visited_put(mg, s.v);
-    scratch_free(&s);
+    scratch_put(mg, s);
     return rc;
 }
 

@@ -110,12 +110,15 @@ cdef class HnswIndex:
             raise ValueError("unknown search mode %d" % mode)
         if bits is not None and bits.shape[0] * 64 < self.high:
             raise ValueError("bitset is shorter than the graph")
-        scores = np.full((nq, k), -np.inf, dtype=np.float32)
-        ids = np.full((nq, k), -1, dtype=np.int64)
-        visits = np.zeros(nq, dtype=np.int64)
         if nq == 0 or k == 0 or self.high == 0:
-            return (scores, ids, visits) if with_visits else (scores, ids)
-        self._check_block(X, self.high)
+            scores = np.full((nq, k), -np.inf, dtype=np.float32)
+            ids = np.full((nq, k), -1, dtype=np.int64)
+            return (scores, ids, np.zeros(nq, dtype=np.int64)) if with_visits else (scores, ids)
+        scores = np.empty((nq, k), dtype=np.float32)  # the kernel pads unused slots
+        ids = np.empty((nq, k), dtype=np.int64)
+        visits = np.zeros(nq if with_visits else 1, dtype=np.int64)
+        if X.shape[1] != self.dim or X.shape[0] < self.high:
+            self._check_block(X, self.high)
         cdef float[:, ::1] s = scores
         cdef int64_t[:, ::1] r = ids
         cdef int64_t[::1] v = visits
@@ -123,7 +126,7 @@ cdef class HnswIndex:
         cdef int rc
         with nogil:
             rc = hs_hnsw_search(self.g, &X[0, 0], &Q[0, 0], nq, k, max(ef, k), bp, mode,
-                                &s[0, 0], &r[0, 0], &v[0])
+                                &s[0, 0], &r[0, 0], &v[0] if with_visits else NULL)
         _check(rc)
         return (scores, ids, visits) if with_visits else (scores, ids)
 
