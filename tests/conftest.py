@@ -8,7 +8,7 @@ import pytest
 
 import hybridsearch as hs
 
-STORAGES = ["memory"]
+STORAGES = ["memory", "hnswlib"]
 # storages whose vector search is exact; approximate ones get recall-based checks
 EXACT_STORAGES = {"memory"}
 

@@ -10,7 +10,7 @@ REGISTRY = {
     "memory": "hybridsearch.backends.memory:MemoryBackend",
     "hnsw": None,
     "sqlite": None,
-    "hnswlib": None,
+    "hnswlib": "hybridsearch.backends.hnswlib_backend:HnswlibBackend",
     "annlite": None,
     "elasticsearch": None,
     "opensearch": None,
