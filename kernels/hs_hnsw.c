@@ -559,7 +559,8 @@ static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_
                         int (*work)(hs_hnsw *, const float *, int32_t, scratch *)) {
     job jb = {g, X, nodes, n, 0, PTHREAD_MUTEX_INITIALIZER, HS_OK, work};
     if (nthreads < 1) nthreads = 1;
-    if (n < 64 * (int64_t)nthreads) nthreads = n >= 128 ? 2 : 1;
+    /* small batches: one thread (deterministic, and threads would not pay off) */
+    if (n < 1024) nthreads = 1;
     if (nthreads > 64) nthreads = 64;
     pthread_t th[64];
     int started = 0;

@@ -8,7 +8,7 @@ import pytest
 
 import hybridsearch as hs
 
-STORAGES = ["memory", "hnswlib"]
+STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path"]
 # storages whose vector search is exact; approximate ones get recall-based checks
 EXACT_STORAGES = {"memory"}
 
@@ -24,7 +24,11 @@ def make_da(storage, tmp_path):
     opened = []
 
     def make(schema, **options):
-        da = hs.DocumentArray(schema, storage=storage, **options)
+        if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
+            options.setdefault("path", tmp_path / f"collection{len(opened)}")
+            da = hs.DocumentArray(schema, storage="hnsw", **options)
+        else:
+            da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)
         return da
 

@@ -8,7 +8,7 @@ from ..errors import ConfigError, UnsupportedError
 # name -> "module:Class"; None marks a storage of the API contract that has not landed yet
 REGISTRY = {
     "memory": "hybridsearch.backends.memory:MemoryBackend",
-    "hnsw": None,
+    "hnsw": "hybridsearch.backends.hnsw:HnswBackend",
     "sqlite": None,
     "hnswlib": "hybridsearch.backends.hnswlib_backend:HnswlibBackend",
     "annlite": None,

@@ -1,0 +1,308 @@
+"""storage="hnsw": the project's own mutable HNSW graph (kernels/hs_hnsw.c) over a ColumnStore.
+
+Graph node ids are ColumnStore slots, so a filter bitset over the columns is
+directly a bitset over the graph. Slots of deleted documents are reused by
+later inserts once the graph has repaired the links around them. Cosine
+stores unit vectors and walks the graph with the inner product.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator, Optional
+
+import numpy as np
+
+from .. import planner
+from .._native import _kernels as K
+from .._rwlock import RWLock
+from ..batch import Batch, build_batch
+from ..errors import BackendError, ConfigError
+from ..filters import Node
+from .base import Backend
+from .columns import ColumnStore
+
+_SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
+_SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
+
+
+def _positive_int(options: dict, name: str) -> int:
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"option {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _fraction(options: dict, name: str) -> float:
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"option {name} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+class HnswBackend(Backend):
+    """Columns in RAM, one HNSW graph over the vector field, optional files under `path`."""
+
+    name = "hnsw"
+    OPTIONS = {
+        "metric": "cosine",
+        "m": 16,
+        "ef_construct": 200,
+        "ef": 64,
+        "path": None,
+        "quantization": None,       # None or "int8"
+        "threads": None,            # insert threads; None = all cores
+        "exact_below": 0.02,        # planner: scan the matches below this selectivity
+        "filter_first_below": 0.3,  # planner: two-hop filtered walk below this selectivity
+        "seed": 0x5EED,
+    }
+
+    def __init__(self, schema, **options) -> None:
+        super().__init__(schema, **options)
+        self.metric = options["metric"]
+        self.m = _positive_int(options, "m")
+        self.ef_construct = _positive_int(options, "ef_construct")
+        self.ef = _positive_int(options, "ef")
+        if not 2 <= self.m <= 512:
+            raise ConfigError(f"option m must be between 2 and 512, got {self.m}")
+        self.exact_below = _fraction(options, "exact_below")
+        self.filter_first_below = _fraction(options, "filter_first_below")
+        quant = options["quantization"]
+        if quant not in (None, "none", "int8"):
+            raise ConfigError(f"quantization must be None or 'int8', got {quant!r}")
+        self.quantization = "int8" if quant == "int8" else "none"
+        threads = options["threads"]
+        self.threads = _positive_int(options, "threads") if threads is not None else (os.cpu_count() or 1)
+        self.store = ColumnStore(schema, self.metric, reuse_slots=True, normalize=self.metric == "cosine")
+        self.graph_metric = "l2" if self.metric == "l2" else "ip"
+        self.dim = self.store.dim
+        self.graph = self._new_graph() if self.dim else None
+        self.lock = RWLock()
+        self.journal = None
+        self._snapshot_bytes = 0
+        if options["path"] is not None:
+            self._open(options["path"])
+
+    def _new_graph(self):
+        return K.HnswIndex(self.dim, self.graph_metric, self.m, self.ef_construct,
+                           int(self.options["seed"]), self.quantization)
+
+    # ---------------------------------------------------------- durability
+    def _open(self, path) -> None:
+        from .persist import Journal
+
+        self.journal = Journal(path, self.schema)
+        snapshot, ops = self.journal.load()
+        if snapshot is not None:
+            self._restore(snapshot, path)
+        for op in ops:
+            if op[0] == "upsert":
+                self._apply_upsert(build_batch(self.schema, op[1]))
+            elif op[0] == "delete":
+                self._apply_delete(op[1])
+            elif op[0] == "update":
+                doc, fields = op[1], op[2]
+                slot = self.store.row_of.get(doc.id)
+                if slot is not None:
+                    self._apply_update(slot, {f: getattr(doc, f) for f in fields}, doc)
+
+    def _restore(self, snap, path) -> None:
+        st = self.store
+        if len(snap.docs):
+            st.upsert(build_batch(self.schema, snap.docs), slots=np.asarray(snap.slots, dtype=np.int64))
+            st.seq[snap.slots] = snap.seqs
+            st.next_seq = int(np.max(snap.seqs)) + 1
+        live = set(np.asarray(snap.slots).tolist())
+        st.free = [s for s in range(st.n) if s not in live]  # sorted, so already a heap
+        blob = snap.extras.get("graph")
+        if self.graph is not None and blob:
+            try:
+                self.graph = K.HnswIndex.from_bytes(blob, st.vectors, self.dim, self.graph_metric,
+                                                    self.m, self.ef_construct, self.quantization)
+            except ValueError as e:
+                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} is damaged: {e}") from None
+            if self.graph.size != self._vector_count():
+                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} does not match its documents")
+        elif self.graph is not None and st.n_live:
+            self._index_slots(self._vector_slots(np.asarray(snap.slots, dtype=np.int64)))
+
+    def _vector_count(self) -> int:
+        if self.store.vec_spec is None:
+            return 0
+        if not self.store.vec_spec.optional:
+            return self.store.n_live
+        bits = self.store.vector_bits(None)
+        return K.popcount(bits) if bits is not None else self.store.n_live
+
+    def _maybe_snapshot(self) -> None:
+        if self.journal is None:
+            return
+        if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        st = self.store
+        rows = st.live_rows()
+        extras = {}
+        if self.graph is not None:
+            self.graph.repair(st.vectors, self.threads)
+            extras["graph"] = self.graph.to_bytes()
+        self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), [st.docs[s] for s in rows.tolist()],
+                              extras)
+        self._snapshot_bytes = sum(len(b) for b in extras.values()) + 64 * len(rows) * max(self.dim, 1)
+
+    # -------------------------------------------------------------- writes
+    def _vector_slots(self, slots: np.ndarray) -> np.ndarray:
+        """The slots among `slots` whose document has a vector."""
+        spec = self.store.vec_spec
+        if spec is None or not spec.optional or len(slots) == 0:
+            return slots
+        return slots[self.store.present[spec.name][slots] != 0]
+
+    def _index_slots(self, slots: np.ndarray) -> None:
+        if len(slots):
+            self.graph.add(self.store.vectors, slots, self.threads)
+
+    def _apply_upsert(self, batch: Batch) -> None:
+        slots = self.store.upsert(batch)
+        if self.graph is None:
+            return
+        with_vec = self._vector_slots(slots)
+        if len(with_vec) != len(slots):
+            gone = np.setdiff1d(slots, with_vec)
+            self.graph.remove(self.store.vectors, gone, self.threads)
+        self._index_slots(with_vec)
+
+    def _apply_delete(self, ids: list) -> int:
+        st = self.store
+        slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+        n = st.delete(ids)
+        if self.graph is not None and len(slots):
+            self.graph.remove(st.vectors, slots, self.threads)
+        return n
+
+    def _apply_update(self, slot: int, values: dict, doc) -> None:
+        self.store.set_fields(slot, values, doc)
+        spec = self.store.vec_spec
+        if self.graph is not None and spec.name in values:
+            one = np.array([slot], dtype=np.int64)
+            if values[spec.name] is None:
+                self.graph.remove(self.store.vectors, one, self.threads)
+            else:
+                self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
+
+    def upsert(self, batch: Batch) -> None:
+        with self.lock.write():
+            if self.journal is not None:
+                self.journal.log_upsert(batch.docs)
+            self._apply_upsert(batch)
+            self._maybe_snapshot()
+
+    def delete(self, ids: list) -> int:
+        with self.lock.write():
+            present = [i for i in ids if i in self.store.row_of]
+            if not present:
+                return 0
+            if self.journal is not None:
+                self.journal.log_delete(present)
+            n = self._apply_delete(present)
+            self._maybe_snapshot()
+            return n
+
+    def update_fields(self, id: str, values: dict) -> None:
+        with self.lock.write():
+            slot = self.store.row_of.get(id)
+            if slot is None:
+                raise KeyError(id)
+            if not values:
+                return
+            # a new document object: results already handed out keep the old one
+            doc = self.store.docs[slot].model_copy(update=values)
+            if self.journal is not None:
+                self.journal.log_update(doc, list(values))
+            self._apply_update(slot, values, doc)
+            self._maybe_snapshot()
+
+    # --------------------------------------------------------------- reads
+    def count(self) -> int:
+        return self.store.n_live
+
+    def contains(self, id: str) -> bool:
+        return id in self.store.row_of
+
+    def get(self, ids: list) -> list:
+        with self.lock.read():
+            row_of, docs = self.store.row_of, self.store.docs
+            return [docs[row_of[i]] if i in row_of else None for i in ids]
+
+    def iter_ids(self) -> Iterator[str]:
+        with self.lock.read():
+            st = self.store
+            ids = [st.ids[s] for s in st.in_order(st.live_rows()).tolist()]
+        return iter(ids)
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        with self.lock.read():
+            st = self.store
+            rows = st.rows_in_order(st.filter_bits(node), limit)
+            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+
+    def last_plan(self) -> Optional[planner.Plan]:
+        """The plan of the most recent vector search (for tests and benchmarks)."""
+        return getattr(self, "_last_plan", None)
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        with self.lock.read():
+            st = self.store
+            graph = self.graph
+            nodes = graph.size if graph is not None else 0
+            if node is None:
+                bits, matches = None, nodes
+            else:
+                bits = st.vector_bits(node)
+                matches = K.popcount(bits)
+            p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
+                             exact_below=self.exact_below, filter_first_below=self.filter_first_below,
+                             filtered=node is not None)
+            self._last_plan = p
+            if p.strategy == planner.EXACT:
+                scores, rows = self._exact(queries, limit, node, bits)
+            else:
+                q = queries
+                if self.metric == "cosine":
+                    norms = np.linalg.norm(q, axis=1, keepdims=True)
+                    q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
+                mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
+                scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
+                want = min(limit, matches)
+                short = np.count_nonzero(rows >= 0, axis=1) < want
+                if short.any():  # the walk could not reach enough matches: scan them
+                    es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
+                    scores[short], rows[short] = es, er
+            out = []
+            ids, docs = st.ids, st.docs
+            for qs, qr in zip(scores, rows):
+                kept = int(np.count_nonzero(qr >= 0))
+                r = qr[:kept].tolist()
+                out.append(([ids[s] for s in r], qs[:kept], [docs[s] for s in r]))
+            return out
+
+    def _exact(self, queries: np.ndarray, limit: int, node: Optional[Node], bits) -> tuple:
+        st = self.store
+        if bits is None:
+            bits = st.vector_bits(None)
+        return K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric, bits, limit)
+
+    # ------------------------------------------------------------ lifecycle
+    def memory_bytes(self) -> int:
+        """Bytes of the graph plus the float32 vector block (documents not counted)."""
+        g = self.graph.nbytes if self.graph is not None else 0
+        return g + self.store.vectors.nbytes
+
+    def close(self) -> None:
+        if self.journal is not None:
+            with self.lock.write():
+                if self.journal.log_bytes:
+                    self._snapshot()
+                self.journal.close()
+                self.journal = None

@@ -1,0 +1,48 @@
+"""Per query: how to run a (filtered) vector search on a graph storage.
+
+LESSONS.md §6: no single algorithm serves every filter. From the filter's
+selectivity (popcount of its bitset over the graph's nodes):
+
+- few matches           -> exact scan of the matches (cheaper than any graph walk,
+                           and exact);
+- a middle fraction     -> filter-first graph search: only matching nodes become
+                           candidates, reached through two-hop links (ACORN-style),
+                           so recall does not collapse when most neighbours fail;
+- most or all match     -> plain HNSW, the bitset only decides what is a result.
+
+A graph search that returns fewer than min(limit, matches) hits falls back to the
+exact scan, so the contract "min(limit, matches) hits, all matching" always holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXACT = "exact"
+GRAPH = "graph"
+FILTER_FIRST = "filter_first"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The strategy chosen for one query batch and the ef it runs with."""
+
+    strategy: str
+    ef: int
+    selectivity: float
+
+
+def plan(matches: int, nodes: int, limit: int, ef: int, *, exact: bool = False,
+         exact_below: float = 0.02, filter_first_below: float = 0.3, filtered: bool = True) -> Plan:
+    """Chooses the strategy for `matches` allowed nodes out of `nodes` in the graph."""
+    sel = matches / nodes if nodes else 0.0
+    ef = max(ef, limit)
+    if exact or matches == 0 or nodes == 0:
+        return Plan(EXACT, ef, sel)
+    if not filtered:
+        return Plan(GRAPH, ef, sel)
+    # a scan of a few thousand vectors costs about what a graph walk visits anyway
+    if sel < exact_below or matches <= 4 * ef:
+        return Plan(EXACT, ef, sel)
+    if sel < filter_first_below:
+        return Plan(FILTER_FIRST, ef, sel)
+    return Plan(GRAPH, ef, sel)
