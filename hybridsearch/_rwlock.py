@@ -1,6 +1,21 @@
 """A writer-preferring reader-writer lock: many concurrent searches, one writer."""
 import threading
-from contextlib import contextmanager
+
+
+class _Guard:
+    """Context manager of one side of the lock (a plain class: cheaper than a generator)."""
+
+    __slots__ = ("_acquire", "_release")
+
+    def __init__(self, acquire, release) -> None:
+        self._acquire = acquire
+        self._release = release
+
+    def __enter__(self) -> None:
+        self._acquire()
+
+    def __exit__(self, *exc) -> None:
+        self._release()
 
 
 class RWLock:
@@ -11,32 +26,38 @@ class RWLock:
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
+        self._read = _Guard(self._acquire_read, self._release_read)
+        self._write = _Guard(self._acquire_write, self._release_write)
 
-    @contextmanager
-    def read(self):
+    def read(self) -> _Guard:
+        """`with lock.read():` shares the lock with other readers."""
+        return self._read
+
+    def write(self) -> _Guard:
+        """`with lock.write():` holds the lock alone."""
+        return self._write
+
+    def _acquire_read(self) -> None:
         with self._cond:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
 
-    @contextmanager
-    def write(self):
+    def _release_read(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if not self._readers:
+                self._cond.notify_all()
+
+    def _acquire_write(self) -> None:
         with self._cond:
             self._waiting_writers += 1
             while self._writer or self._readers:
                 self._cond.wait()
             self._waiting_writers -= 1
             self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+
+    def _release_write(self) -> None:
+        with self._cond:
+            self._writer = False
+            self._cond.notify_all()

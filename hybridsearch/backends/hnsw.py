@@ -261,9 +261,12 @@ class HnswBackend(Backend):
             else:
                 bits = st.vector_bits(node)
                 matches = K.popcount(bits)
-            p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
-                             exact_below=self.exact_below, filter_first_below=self.filter_first_below,
-                             filtered=node is not None)
+            if node is None and not exact and nodes:  # the common case, without the planner's cost
+                p = planner.Plan(planner.GRAPH, max(ef or self.ef, limit), 1.0)
+            else:
+                p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
+                                 exact_below=self.exact_below, filter_first_below=self.filter_first_below,
+                                 filtered=node is not None)
             self._last_plan = p
             if p.strategy == planner.EXACT:
                 scores, rows = self._exact(queries, limit, node, bits)
@@ -275,16 +278,16 @@ class HnswBackend(Backend):
                 mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
                 scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
                 want = min(limit, matches)
-                short = np.count_nonzero(rows >= 0, axis=1) < want
+                short = rows[:, want - 1] < 0  # results are packed at the front
                 if short.any():  # the walk could not reach enough matches: scan them
                     es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
                     scores[short], rows[short] = es, er
             out = []
             ids, docs = st.ids, st.docs
-            for qs, qr in zip(scores, rows):
-                kept = int(np.count_nonzero(qr >= 0))
-                r = qr[:kept].tolist()
-                out.append(([ids[s] for s in r], qs[:kept], [docs[s] for s in r]))
+            for qs, qr in zip(scores, rows.tolist()):
+                if qr and qr[-1] < 0:
+                    qr = qr[: qr.index(-1)]
+                out.append(([ids[s] for s in qr], qs[: len(qr)], [docs[s] for s in qr]))
             return out
 
     def _exact(self, queries: np.ndarray, limit: int, node: Optional[Node], bits) -> tuple:
