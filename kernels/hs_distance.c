@@ -282,6 +282,18 @@ __attribute__((target("avx512f"))) static float dot_avx512(const float *a,
                                                           const float *b, int64_t d) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int64_t j = 0;
+    if (d >= 64) {
+        /* four chains hide the FMA latency on long vectors */
+        __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+        for (; j + 64 <= d; j += 64) {
+            s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), s0);
+            s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 16), _mm512_loadu_ps(b + j + 16), s1);
+            s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 32), _mm512_loadu_ps(b + j + 32), s2);
+            s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 48), _mm512_loadu_ps(b + j + 48), s3);
+        }
+        s0 = _mm512_add_ps(s0, s2);
+        s1 = _mm512_add_ps(s1, s3);
+    }
     for (; j + 32 <= d; j += 32) {
         s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), s0);
         s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 16), _mm512_loadu_ps(b + j + 16), s1);

@@ -165,6 +165,14 @@ static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
 
+/* every cache line of a node's vector (long vectors are many lines) */
+static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
+    const char *p = g->quant ? (const char *)(g->codes + (int64_t)b * g->d)
+                             : (const char *)(X + (int64_t)b * g->d);
+    int64_t bytes = g->quant ? g->d : g->d * 4;
+    for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
+}
+
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -818,9 +826,12 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
             }
             fresh[nf++] = e;
         }
+        /* first line of every gathered vector now, the whole next vector one step ahead */
         for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
+        if (nf) prefetch_rows(g, X, fresh[0]);
         for (int j = 0; j < nf; j++) {
             int32_t e = fresh[j];
+            if (j + 1 < nf) prefetch_rows(g, X, fresh[j + 1]);
             float de;
             if (!g->quant) {
                 float r = fdist(q, X + (int64_t)e * d, d);
