@@ -79,6 +79,7 @@ class HnswBackend(Backend):
         self.lock = RWLock()
         self.journal = None
         self._snapshot_bytes = 0
+        self._graph_plans: dict = {}
         if options["path"] is not None:
             self._open(options["path"])
 
@@ -262,7 +263,10 @@ class HnswBackend(Backend):
                 bits = st.vector_bits(node)
                 matches = K.popcount(bits)
             if node is None and not exact and nodes:  # the common case, without the planner's cost
-                p = planner.Plan(planner.GRAPH, max(ef or self.ef, limit), 1.0)
+                key = max(ef or self.ef, limit)
+                p = self._graph_plans.get(key)
+                if p is None:
+                    p = self._graph_plans[key] = planner.Plan(planner.GRAPH, key, 1.0)
             else:
                 p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
                                  exact_below=self.exact_below, filter_first_below=self.filter_first_below,
@@ -278,8 +282,8 @@ class HnswBackend(Backend):
                 mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
                 scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
                 want = min(limit, matches)
-                short = rows[:, want - 1] < 0  # results are packed at the front
-                if short.any():  # the walk could not reach enough matches: scan them
+                short = [i for i, r in enumerate(rows[:, want - 1].tolist()) if r < 0]  # hits come first
+                if short:  # the walk could not reach enough matches: scan them
                     es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
                     scores[short], rows[short] = es, er
             out = []
