@@ -8,7 +8,7 @@ stores unit vectors and walks the graph with the inner product.
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from .._rwlock import RWLock
 from ..batch import Batch, build_batch
 from ..errors import BackendError, ConfigError
 from ..filters import Node
-from .base import Backend
+from .column_backend import ColumnBackend
 from .columns import ColumnStore
 
 _SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
@@ -39,7 +39,7 @@ def _fraction(options: dict, name: str) -> float:
     return float(value)
 
 
-class HnswBackend(Backend):
+class HnswBackend(ColumnBackend):
     """Columns in RAM, one HNSW graph over the vector field, optional files under `path`."""
 
     name = "hnsw"
@@ -224,29 +224,6 @@ class HnswBackend(Backend):
             self._maybe_snapshot()
 
     # --------------------------------------------------------------- reads
-    def count(self) -> int:
-        return self.store.n_live
-
-    def contains(self, id: str) -> bool:
-        return id in self.store.row_of
-
-    def get(self, ids: list) -> list:
-        with self.lock.read():
-            row_of, docs = self.store.row_of, self.store.docs
-            return [docs[row_of[i]] if i in row_of else None for i in ids]
-
-    def iter_ids(self) -> Iterator[str]:
-        with self.lock.read():
-            st = self.store
-            ids = [st.ids[s] for s in st.in_order(st.live_rows()).tolist()]
-        return iter(ids)
-
-    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
-        with self.lock.read():
-            st = self.store
-            rows = st.rows_in_order(st.filter_bits(node), limit)
-            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
-
     def last_plan(self) -> Optional[planner.Plan]:
         """The plan of the most recent vector search (for tests and benchmarks)."""
         return getattr(self, "_last_plan", None)

@@ -17,7 +17,7 @@ so a filtered search still returns min(limit, matches) hits, all matching.
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional
+from typing import Optional
 
 import hnswlib
 import numpy as np
@@ -27,7 +27,7 @@ from .._rwlock import RWLock
 from ..batch import Batch
 from ..errors import ConfigError
 from ..filters import Node
-from .base import Backend
+from .column_backend import ColumnBackend
 from .columns import ColumnStore
 
 _SPACES = {"cosine": "cosine", "ip": "ip", "l2": "l2"}
@@ -40,7 +40,7 @@ def _positive_int(options: dict, name: str, minimum: int = 1) -> None:
         raise ConfigError(f"storage 'hnswlib' option {name} must be an integer >= {minimum}, got {v!r}")
 
 
-class HnswlibBackend(Backend):
+class HnswlibBackend(ColumnBackend):
     """A ColumnStore for documents and filters plus one hnswlib index over the vectors."""
 
     name = "hnswlib"
@@ -168,29 +168,6 @@ class HnswlibBackend(Backend):
                     self._add(st.vectors[slot:slot + 1], np.array([slot], dtype=np.int64))
 
     # -------------------------------------------------------------- reads
-    def count(self) -> int:
-        return self.store.n_live
-
-    def contains(self, id: str) -> bool:
-        return id in self.store.row_of
-
-    def get(self, ids: list) -> list:
-        with self.lock.read():
-            row_of, docs = self.store.row_of, self.store.docs
-            return [docs[row_of[i]] if i in row_of else None for i in ids]
-
-    def iter_ids(self) -> Iterator[str]:
-        with self.lock.read():
-            st = self.store
-            ids = [st.ids[s] for s in st.rows_in_order(st.live_bits(), None)]
-        return iter(ids)
-
-    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
-        with self.lock.read():
-            st = self.store
-            rows = st.rows_in_order(st.filter_bits(node), limit)
-            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
-
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         if ef is None or ef == self.ef or exact:

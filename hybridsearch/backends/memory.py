@@ -1,7 +1,7 @@
 """storage="memory": exact search in RAM over the native kernels."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -9,11 +9,11 @@ from .._native import _kernels as K
 from .._rwlock import RWLock
 from ..batch import Batch
 from ..filters import Node
-from .base import Backend
+from .column_backend import ColumnBackend
 from .columns import ColumnStore
 
 
-class MemoryBackend(Backend):
+class MemoryBackend(ColumnBackend):
     """Columns and one vector block in RAM; every vector search is exact (brute force)."""
 
     name = "memory"
@@ -41,22 +41,6 @@ class MemoryBackend(Backend):
             if values:
                 # a new document object: results already handed out keep the old one
                 self.store.set_fields(slot, values, self.store.docs[slot].model_copy(update=values))
-
-    def count(self) -> int:
-        return self.store.n_live
-
-    def contains(self, id: str) -> bool:
-        return id in self.store.row_of
-
-    def get(self, ids: list) -> list:
-        with self.lock.read():
-            row_of, docs = self.store.row_of, self.store.docs
-            return [docs[row_of[i]] if i in row_of else None for i in ids]
-
-    def iter_ids(self) -> Iterator[str]:
-        with self.lock.read():
-            ids = [i for i in self.store.ids if i is not None]
-        return iter(ids)
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
