@@ -5,10 +5,12 @@ selectivity (popcount of its bitset over the graph's nodes):
 
 - few matches           -> exact scan of the matches (cheaper than any graph walk,
                            and exact);
-- a middle fraction     -> filter-first graph search: only matching nodes become
+- a small fraction     -> filter-first graph search: only matching nodes become
                            candidates, reached through two-hop links (ACORN-style),
                            so recall does not collapse when most neighbours fail;
-- most or all match     -> plain HNSW, the bitset only decides what is a result.
+- 10% or more match     -> plain HNSW, the bitset only decides what is a result
+                           (measured at 200k x 128: at 10% the plain walk keeps
+                           recall 0.98 where the two-hop walk drops to 0.94).
 
 A graph search that returns fewer than min(limit, matches) hits falls back to the
 exact scan, so the contract "min(limit, matches) hits, all matching" always holds.
@@ -32,7 +34,7 @@ class Plan:
 
 
 def plan(matches: int, nodes: int, limit: int, ef: int, *, exact: bool = False,
-         exact_below: float = 0.02, filter_first_below: float = 0.3, filtered: bool = True) -> Plan:
+         exact_below: float = 0.02, filter_first_below: float = 0.1, filtered: bool = True) -> Plan:
     """Chooses the strategy for `matches` allowed nodes out of `nodes` in the graph."""
     sel = matches / nodes if nodes else 0.0
     ef = max(ef, limit)

@@ -2,11 +2,12 @@
 #include <string.h>
 #include "hs_filter.h"
 #include "hs_bitset.h"
+#include "hs_distance.h"
 
-#define CMP_LOOP(T, V)                                                             \
+#define CMP_LOOP(T, V, W0)                                                         \
     do {                                                                           \
         const T *c = (const T *)ins->col;                                          \
-        for (int64_t w = 0; w < nw; w++) {                                         \
+        for (int64_t w = (W0); w < nw; w++) {                                      \
             int64_t base = w * 64, end = base + 64 < n ? base + 64 : n;            \
             uint64_t bits = 0;                                                     \
             switch (ins->cmp) {                                                    \
@@ -21,6 +22,68 @@
         }                                                                          \
     } while (0)
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* AVX-512: one compare instruction per 8 rows, masks packed straight into words.
+ * Only whole 64-row words; the caller finishes the tail with the scalar loop. */
+#define I64_WORDS(PRED)                                                            \
+    for (int64_t w = 0; w < full; w++) {                                           \
+        const int64_t *p = c + w * 64;                                             \
+        uint64_t bits = 0;                                                         \
+        for (int k = 0; k < 8; k++)                                                \
+            bits |= (uint64_t)_mm512_cmp_epi64_mask(_mm512_loadu_si512(p + 8 * k), vv, PRED) << (8 * k); \
+        dst[w] = bits;                                                             \
+    }
+__attribute__((target("avx512f"))) static int64_t i64_words_avx512(const int64_t *c, int64_t v,
+                                                                  int cmp, int64_t full,
+                                                                  uint64_t *dst) {
+    __m512i vv = _mm512_set1_epi64(v);
+    switch (cmp) {
+    case HS_CMP_EQ: I64_WORDS(_MM_CMPINT_EQ) break;
+    case HS_CMP_NE: I64_WORDS(_MM_CMPINT_NE) break;
+    case HS_CMP_LT: I64_WORDS(_MM_CMPINT_LT) break;
+    case HS_CMP_LE: I64_WORDS(_MM_CMPINT_LE) break;
+    case HS_CMP_GT: I64_WORDS(_MM_CMPINT_NLE) break;
+    default: I64_WORDS(_MM_CMPINT_NLT) break;
+    }
+    return full;
+}
+#define F64_WORDS(PRED)                                                            \
+    for (int64_t w = 0; w < full; w++) {                                           \
+        const double *p = c + w * 64;                                              \
+        uint64_t bits = 0;                                                         \
+        for (int k = 0; k < 8; k++)                                                \
+            bits |= (uint64_t)_mm512_cmp_pd_mask(_mm512_loadu_pd(p + 8 * k), vv, PRED) << (8 * k); \
+        dst[w] = bits;                                                             \
+    }
+__attribute__((target("avx512f"))) static int64_t f64_words_avx512(const double *c, double v,
+                                                                  int cmp, int64_t full,
+                                                                  uint64_t *dst) {
+    __m512d vv = _mm512_set1_pd(v);
+    switch (cmp) { /* the same truth table as the C operators, NaN included */
+    case HS_CMP_EQ: F64_WORDS(_CMP_EQ_OQ) break;
+    case HS_CMP_NE: F64_WORDS(_CMP_NEQ_UQ) break;
+    case HS_CMP_LT: F64_WORDS(_CMP_LT_OQ) break;
+    case HS_CMP_LE: F64_WORDS(_CMP_LE_OQ) break;
+    case HS_CMP_GT: F64_WORDS(_CMP_GT_OQ) break;
+    default: F64_WORDS(_CMP_GE_OQ) break;
+    }
+    return full;
+}
+static int use_avx512(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && hs_simd_level() >= HS_SIMD_AVX512;
+    }
+    return cached && hs_simd_level() >= HS_SIMD_AVX512;
+}
+#else
+static int use_avx512(void) { return 0; }
+static int64_t i64_words_avx512(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) { return 0; }
+static int64_t f64_words_avx512(const double *c, double v, int cmp, int64_t full, uint64_t *dst) { return 0; }
+#endif
+
 static void and_present(uint64_t *dst, const uint8_t *present, int64_t n, int64_t nw) {
     for (int64_t w = 0; w < nw; w++) {
         int64_t base = w * 64, end = base + 64 < n ? base + 64 : n;
@@ -33,13 +96,16 @@ static void and_present(uint64_t *dst, const uint8_t *present, int64_t n, int64_
 static int eval_leaf(const hs_filter_instr *ins, int64_t n, int64_t nw, uint64_t *dst) {
     switch (ins->op) {
     case HS_F_I64: {
-        int64_t v = ins->ival;
-        CMP_LOOP(int64_t, v);
+        int64_t v = ins->ival, w0 = 0;
+        if (use_avx512()) w0 = i64_words_avx512((const int64_t *)ins->col, v, ins->cmp, n / 64, dst);
+        CMP_LOOP(int64_t, v, w0);
         break;
     }
     case HS_F_F64: {
         double v = ins->fval;
-        CMP_LOOP(double, v);
+        int64_t w0 = 0;
+        if (use_avx512()) w0 = f64_words_avx512((const double *)ins->col, v, ins->cmp, n / 64, dst);
+        CMP_LOOP(double, v, w0);
         break;
     }
     case HS_F_CODE: {

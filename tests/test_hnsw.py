@@ -111,8 +111,8 @@ def test_exact_flag_forces_brute_force(data, l2_index):
 
 
 # ---------------------------------------------------------- filtered search
-@pytest.mark.parametrize("fraction, strategy", [(0.01, planner.EXACT), (0.10, planner.FILTER_FIRST),
-                                                (0.50, planner.GRAPH)])
+@pytest.mark.parametrize("fraction, strategy", [(0.01, planner.EXACT), (0.05, planner.FILTER_FIRST),
+                                                (0.10, planner.GRAPH), (0.50, planner.GRAPH)])
 def test_filtered_recall(data, l2_index, fraction, strategy):
     X, Q = data
     t = int(fraction * 100)
@@ -147,7 +147,8 @@ def test_plain_walk_with_a_selective_filter_still_returns_enough(data):
 def test_planner_thresholds():
     assert planner.plan(0, 1000, 10, 64).strategy == planner.EXACT
     assert planner.plan(10, 100000, 10, 64).strategy == planner.EXACT
-    assert planner.plan(10000, 100000, 10, 64).strategy == planner.FILTER_FIRST
+    assert planner.plan(5000, 100000, 10, 64).strategy == planner.FILTER_FIRST
+    assert planner.plan(10000, 100000, 10, 64).strategy == planner.GRAPH
     assert planner.plan(60000, 100000, 10, 64).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, filtered=False).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, exact=True).strategy == planner.EXACT

@@ -52,7 +52,7 @@ class HnswBackend(ColumnBackend):
         "quantization": None,       # None or "int8"
         "threads": None,            # insert threads; None = all cores
         "exact_below": 0.02,        # planner: scan the matches below this selectivity
-        "filter_first_below": 0.3,  # planner: two-hop filtered walk below this selectivity
+        "filter_first_below": 0.1,  # planner: two-hop filtered walk below this selectivity
         "seed": 0x5EED,
     }
 
