@@ -111,34 +111,31 @@ def test_exact_flag_forces_brute_force(data, l2_index):
 
 
 # ---------------------------------------------------------- filtered search
-@pytest.mark.parametrize("fraction, strategy", [(0.01, planner.EXACT), (0.05, planner.FILTER_FIRST),
-                                                (0.10, planner.GRAPH), (0.50, planner.GRAPH)])
-def test_filtered_recall(data, l2_index, fraction, strategy):
+@pytest.mark.parametrize("fraction, strategy, options", [
+    (0.01, planner.EXACT, {}),
+    (0.05, planner.EXACT, {}),                              # 500 matches: under exact_max
+    (0.05, planner.FILTER_FIRST, {"exact_max": 0}),
+    (0.10, planner.FILTER_FIRST, {"exact_max": 0}),
+    (0.10, planner.GRAPH, {"exact_max": 0, "filter_first_below": 0.05}),
+    (0.50, planner.GRAPH, {"exact_max": 0})])
+def test_filtered_recall(data, l2_index, fraction, strategy, options):
     X, Q = data
+    da = build(X, "l2", **options) if options else l2_index
     t = int(fraction * 100)
     rows = [i for i in range(len(X)) if i % 100 < t]
     flt = {"bucket": {"$lt": t}}
-    r = recall(l2_index, X, Q, "l2", rows=rows, filter=flt)
-    assert l2_index._backend.last_plan().strategy == strategy
-    assert r >= 0.95, f"filtered recall@10 {r:.3f} at {fraction:.0%}"
+    r = recall(da, X, Q, "l2", rows=rows, filter=flt)
+    assert da._backend.last_plan().strategy == strategy
+    assert r >= 0.95, f"filtered recall@10 {r:.3f} at {fraction:.0%} ({strategy})"
     for q in Q[:10]:
-        res = l2_index.find(vector=q, limit=10, filter=flt)
+        res = da.find(vector=q, limit=10, filter=flt)
         assert len(res) == 10 and all(d.bucket < t for d in res.docs)
-
-
-def test_filter_first_walk_keeps_recall_when_forced_at_5_percent(data):
-    X, Q = data
-    da = build(X, "l2", exact_below=0.0)
-    rows = [i for i in range(len(X)) if i % 100 < 5]
-    r = recall(da, X, Q, "l2", rows=rows, filter={"bucket": {"$lt": 5}})
-    assert da._backend.last_plan().strategy == planner.FILTER_FIRST
-    assert r >= 0.9, f"two-hop recall@10 {r:.3f} at 5%"
 
 
 def test_plain_walk_with_a_selective_filter_still_returns_enough(data):
     """The plain walk at 5% would miss hits; the fallback must still give min(limit, matches)."""
     X, Q = data
-    da = build(X, "l2", exact_below=0.0, filter_first_below=0.0)
+    da = build(X, "l2", exact_below=0.0, exact_max=0, filter_first_below=0.0)
     for q in Q[:10]:
         res = da.find(vector=q, limit=20, filter={"bucket": {"$lt": 5}})
         assert len(res) == 20 and all(d.bucket < 5 for d in res.docs)
@@ -147,9 +144,11 @@ def test_plain_walk_with_a_selective_filter_still_returns_enough(data):
 def test_planner_thresholds():
     assert planner.plan(0, 1000, 10, 64).strategy == planner.EXACT
     assert planner.plan(10, 100000, 10, 64).strategy == planner.EXACT
-    assert planner.plan(5000, 100000, 10, 64).strategy == planner.FILTER_FIRST
-    assert planner.plan(10000, 100000, 10, 64).strategy == planner.GRAPH
-    assert planner.plan(60000, 100000, 10, 64).strategy == planner.GRAPH
+    assert planner.plan(9000, 1000000, 10, 64).strategy == planner.EXACT      # few matches
+    assert planner.plan(15000, 1000000, 10, 64).strategy == planner.EXACT     # under 2%
+    p = planner.plan(50000, 1000000, 10, 64)
+    assert p.strategy == planner.FILTER_FIRST and p.ef == 128
+    assert planner.plan(150000, 1000000, 10, 64).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, filtered=False).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, exact=True).strategy == planner.EXACT
     assert planner.plan(10, 20, 50, 8).ef == 50
@@ -246,7 +245,7 @@ def test_grows_without_a_capacity():
 
 def test_bad_options_are_config_errors():
     for bad in ({"m": 0}, {"m": 1}, {"ef": -1}, {"ef_construct": "200"}, {"quantization": "fp4"},
-                {"exact_below": 2}, {"threads": 0}):
+                {"exact_below": 2}, {"exact_max": -1}, {"threads": 0}):
         with pytest.raises(hs.ConfigError):
             hs.DocumentArray(Item, storage="hnsw", **bad)
 

@@ -51,8 +51,9 @@ class HnswBackend(ColumnBackend):
         "path": None,
         "quantization": None,       # None or "int8"
         "threads": None,            # insert threads; None = all cores
-        "exact_below": 0.02,        # planner: scan the matches below this selectivity
-        "filter_first_below": 0.1,  # planner: two-hop filtered walk below this selectivity
+        "exact_below": 0.02,         # planner: scan the matches below this selectivity...
+        "exact_max": 10000,          # ...or when at most this many documents match
+        "filter_first_below": 0.15,  # planner: two-hop filtered walk below this selectivity
         "seed": 0x5EED,
     }
 
@@ -66,6 +67,10 @@ class HnswBackend(ColumnBackend):
             raise ConfigError(f"option m must be between 2 and 512, got {self.m}")
         self.exact_below = _fraction(options, "exact_below")
         self.filter_first_below = _fraction(options, "filter_first_below")
+        ex = options["exact_max"]
+        if isinstance(ex, bool) or not isinstance(ex, int) or ex < 0:
+            raise ConfigError(f"option exact_max must be an integer >= 0, got {ex!r}")
+        self.exact_max = ex
         quant = options["quantization"]
         if quant not in (None, "none", "int8"):
             raise ConfigError(f"quantization must be None or 'int8', got {quant!r}")
@@ -246,7 +251,8 @@ class HnswBackend(ColumnBackend):
                     p = self._graph_plans[key] = planner.Plan(planner.GRAPH, key, 1.0)
             else:
                 p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
-                                 exact_below=self.exact_below, filter_first_below=self.filter_first_below,
+                                 exact_below=self.exact_below, exact_max=self.exact_max,
+                                 filter_first_below=self.filter_first_below,
                                  filtered=node is not None)
             self._last_plan = p
             if p.strategy == planner.EXACT:
