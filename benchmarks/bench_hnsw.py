@@ -433,10 +433,12 @@ class OursRaw(Engine):
             return "hybridsearch._native._kernels has no HnswIndex"
         return None
 
+    quantization = "none"
+
     def _build(self):
         X = self.ds.X
         self.index = K.HnswIndex(X.shape[1], self.ds.metric, self.cfg.m, self.cfg.ef_construct,
-                                 seed=SEED, quantization="none")
+                                 seed=SEED, quantization=self.quantization)
         self.index.reserve(len(X))
         self.index.add(X, np.arange(len(X), dtype=np.int64), self.cfg.threads)
         self.graph_bytes = getattr(self.index, "nbytes", None)
@@ -455,6 +457,18 @@ class OursRaw(Engine):
     def ids(self, out):
         row = np.asarray(out[1][0], dtype=np.int64)
         return np.pad(row, (0, TOP_K - len(row)), constant_values=-1)
+
+
+class OursRawInt8(OursRaw):
+    """The same graph walked over int8 codes, the final candidates re-scored on float32:
+    the recall this costs is the difference to the ours-raw column."""
+
+    name = "ours-raw-i8"
+    label = "ours (raw HnswIndex, int8)"
+    quantization = "int8"
+
+    def filtered_variants(self):
+        return {}
 
 
 def doc_model(d: int) -> type:
@@ -529,7 +543,7 @@ class OursAPI(Engine):
         return np.pad(row, (0, TOP_K - len(row)), constant_values=-1)
 
 
-ENGINES = (OursAPI, OursRaw, Hnswlib, Faiss)   # the order of the columns
+ENGINES = (OursAPI, OursRaw, OursRawInt8, Hnswlib, Faiss)   # the order of the columns
 
 
 def engine_status() -> dict:
@@ -537,6 +551,7 @@ def engine_status() -> dict:
     return {
         OursAPI.name: OursAPI.unavailable(),
         OursRaw.name: OursRaw.unavailable(),
+        OursRawInt8.name: OursRaw.unavailable(),
         Hnswlib.name: None if hnswlib else f"hnswlib not installed ({HNSWLIB_ERROR})",
         Faiss.name: None if faiss else f"faiss not installed ({FAISS_ERROR})",
     }
@@ -690,7 +705,7 @@ def run_dataset(name: str, n: int, nq: int, cfg: Config, status: dict) -> dict:
 
 # ---------------------------------------------------------------- report
 SHORT = {"ours-api": "ours API", "ours-raw": "ours raw", "ours-raw m0": "ours raw m0",
-         "ours-raw m1": "ours raw m1", "hnswlib": "hnswlib", "faiss": "faiss"}
+         "ours-raw m1": "ours raw m1", "ours-raw-i8": "ours raw int8", "hnswlib": "hnswlib", "faiss": "faiss"}
 
 
 def mib(b) -> str:
@@ -786,7 +801,7 @@ def print_dataset(r: dict) -> None:
     h_qps = r["at_recall"].get("hnswlib", {}).get("qps")
     h_build = r["engines"].get("hnswlib", {}).get("build_s")
     hx = r["filtered"].get(FILTER_PCT, {}).get("results", {}).get("hnswlib", {})
-    for n in [x for x in ("ours-api", "ours-raw") if x in r["engines"]]:
+    for n in [x for x in ("ours-api", "ours-raw", "ours-raw-i8") if x in r["engines"]]:
         print(f"\n  {r['engines'][n]['label']}{' [main row]' if n == ours else ''}:")
         print(f"    QPS at recall>={RECALL_TARGET} ours/hnswlib: {ratio(r['at_recall'][n]['qps'], h_qps)}  "
               f"(faiss/hnswlib {ratio(r['at_recall'].get('faiss', {}).get('qps'), h_qps)})")
