@@ -41,6 +41,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -114,17 +116,6 @@ def aux_for(X: np.ndarray, metric: str):
         return None
     sq = np.einsum("ij,ij->i", X, X).astype(np.float32)
     return (1.0 / np.sqrt(sq)).astype(np.float32) if metric == "cosine" else sq
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine_facts() -> dict:

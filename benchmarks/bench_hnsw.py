@@ -81,6 +81,7 @@ except ImportError as exc:  # optional: its rows (and the ratios) are skipped
     hnswlib, HNSWLIB_ERROR = None, str(exc)
 
 import hybridsearch as hs
+from machine import cpu_model  # benchmarks/machine.py (the script's own folder is on sys.path)
 
 try:
     from hybridsearch._native import _kernels as K
@@ -116,17 +117,6 @@ class Config:
 
 
 # ---------------------------------------------------------------- machine
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def version_of(dist: str) -> str:
     try:
         return metadata.version(dist)
