@@ -117,8 +117,8 @@ class HnswBackend(ColumnBackend):
             st.upsert(build_batch(self.schema, snap.docs), slots=np.asarray(snap.slots, dtype=np.int64))
             st.seq[snap.slots] = snap.seqs
             st.next_seq = int(np.max(snap.seqs)) + 1
-        live = set(np.asarray(snap.slots).tolist())
-        st.free = [s for s in range(st.n) if s not in live]  # sorted, so already a heap
+        # the gaps between the live slots are free; sorted, so already a heap
+        st.free = np.setdiff1d(np.arange(st.n, dtype=np.int64), snap.slots).tolist()
         blob = snap.extras.get("graph")
         if self.graph is not None and blob:
             try:
