@@ -72,3 +72,21 @@ cdef extern from "hs_hnsw.h":
     hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
                                  int *err) nogil
     int hs_hnsw_requantize(hs_hnsw *g, const float *X) nogil
+
+cdef extern from "hs_invindex.h":
+    ctypedef struct hs_inv:
+        pass
+    hs_inv *hs_inv_new() nogil
+    void hs_inv_free(hs_inv *ix) nogil
+    int hs_inv_add(hs_inv *ix, const int64_t *slots, int64_t n, const int32_t *tids, const int64_t *offs) nogil
+    int hs_inv_remove(hs_inv *ix, const int64_t *slots, int64_t n) nogil
+    int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, int64_t k,
+                          float k1, float b, const uint64_t *bits, int64_t nbits, int exhaustive,
+                          float *out_score, int64_t *out_slot) nogil
+    int hs_inv_score(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, float k1, float b,
+                     const int64_t *slots, int64_t n, float *out) nogil
+    int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const uint64_t *bits,
+                           int64_t nbits, int64_t *out, int64_t cap, int64_t *total) nogil
+    int64_t hs_inv_docs(const hs_inv *ix) nogil
+    int64_t hs_inv_df(const hs_inv *ix, int32_t t) nogil
+    int64_t hs_inv_total_len(const hs_inv *ix) nogil

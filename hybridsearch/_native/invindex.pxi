@@ -1,0 +1,116 @@
+# InvertedIndex: the Python face of kernels/hs_invindex.c (included into _kernels.pyx).
+
+cdef int32_t _EMPTY_I32[1]
+cdef float _EMPTY_F32[1]
+cdef int64_t _EMPTY_I64[1]
+
+
+cdef class InvertedIndex:
+    """One mutable inverted index (one text field): slots -> term ids, exact BM25 top-k."""
+    cdef hs_inv *ix
+
+    def __cinit__(self):
+        self.ix = hs_inv_new()
+        if self.ix == NULL:
+            raise MemoryError("could not allocate the inverted index")
+
+    def __dealloc__(self):
+        if self.ix != NULL:
+            hs_inv_free(self.ix)
+            self.ix = NULL
+
+    def add(self, const int64_t[::1] slots, const int32_t[::1] tids, const int64_t[::1] offs):
+        """Indexes document i = slot slots[i] with terms tids[offs[i]:offs[i+1]] (replacing it)."""
+        cdef Py_ssize_t n = slots.shape[0]
+        if offs.shape[0] != n + 1:
+            raise ValueError("offs needs one more entry than slots")
+        if n == 0:
+            return
+        if offs[0] != 0 or offs[n] != tids.shape[0]:
+            raise ValueError("offs must start at 0 and end at len(tids)")
+        cdef const int32_t *tp = &tids[0] if tids.shape[0] else _EMPTY_I32
+        cdef int rc
+        with nogil:
+            rc = hs_inv_add(self.ix, &slots[0], n, tp, &offs[0])
+        _check(rc)
+
+    def remove(self, const int64_t[::1] slots):
+        """Drops the documents of these slots (absent ones are ignored)."""
+        if slots.shape[0] == 0:
+            return
+        with nogil:
+            hs_inv_remove(self.ix, &slots[0], slots.shape[0])
+
+    def search(self, const int32_t[::1] terms, const float[::1] weights, Py_ssize_t k, float k1=1.2,
+               float b=0.75, const uint64_t[::1] bits=None, bint exhaustive=False):
+        """Exact BM25 top-k -> (scores float32 (k,), slots int64 (k,)), padded with -inf / -1."""
+        if terms.shape[0] != weights.shape[0]:
+            raise ValueError("one weight per term")
+        if k < 0:
+            raise ValueError("k must be >= 0")
+        scores = np.empty(k, dtype=np.float32)
+        slots = np.empty(k, dtype=np.int64)
+        if k == 0:
+            return scores, slots
+        cdef float[::1] s = scores
+        cdef int64_t[::1] r = slots
+        cdef const int32_t *tp = &terms[0] if terms.shape[0] else _EMPTY_I32
+        cdef const float *wp = &weights[0] if weights.shape[0] else _EMPTY_F32
+        cdef const uint64_t *bp = &bits[0] if bits is not None and bits.shape[0] else NULL
+        cdef int64_t nbits = bits.shape[0] * 64 if bits is not None else 0
+        cdef int64_t got
+        if bits is not None and bits.shape[0] == 0:
+            scores[:] = -np.inf
+            slots[:] = -1
+            return scores, slots
+        with nogil:
+            got = hs_inv_search(self.ix, tp, wp, terms.shape[0], k, k1, b, bp, nbits, exhaustive,
+                                &s[0], &r[0])
+        if got < 0:
+            _check(<int>-got)
+        return scores, slots
+
+    def score(self, const int32_t[::1] terms, const float[::1] weights, const int64_t[::1] slots,
+              float k1=1.2, float b=0.75):
+        """BM25 of the given slots (0 where none of the terms occur)."""
+        out = np.zeros(slots.shape[0], dtype=np.float32)
+        if slots.shape[0] == 0 or terms.shape[0] == 0:
+            return out
+        cdef float[::1] o = out
+        with nogil:
+            hs_inv_score(self.ix, &terms[0], &weights[0], terms.shape[0], k1, b, &slots[0],
+                         slots.shape[0], &o[0])
+        return out
+
+    def matches(self, const int32_t[::1] terms, const uint64_t[::1] bits=None):
+        """Slots holding at least one of the terms (and set in bits), ascending."""
+        if terms.shape[0] == 0:
+            return np.empty(0, dtype=np.int64)
+        cdef int64_t total = 0
+        cdef const uint64_t *bp = &bits[0] if bits is not None and bits.shape[0] else NULL
+        cdef int64_t nbits = bits.shape[0] * 64 if bits is not None else 0
+        if bits is not None and bits.shape[0] == 0:
+            return np.empty(0, dtype=np.int64)
+        cdef int64_t got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, _EMPTY_I64, 0, &total)
+        if got < 0:
+            _check(<int>-got)
+        out = np.empty(max(total, 1), dtype=np.int64)
+        cdef int64_t[::1] o = out
+        got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, &o[0], total, &total)
+        if got < 0:
+            _check(<int>-got)
+        return out[:got]
+
+    @property
+    def docs(self):
+        """Documents with at least one token (BM25's N)."""
+        return hs_inv_docs(self.ix)
+
+    @property
+    def total_len(self):
+        """Tokens over all documents."""
+        return hs_inv_total_len(self.ix)
+
+    def df(self, int32_t term):
+        """Documents containing the term."""
+        return hs_inv_df(self.ix, term)
