@@ -195,8 +195,15 @@ class DocumentArray:
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
         if text is not None:
-            return backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates, rrf_k=rrf_k,
-                                       exact=exact, ef=ef)
+            if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+                raise ConfigError(f"candidates must be a positive integer, got {candidates!r}")
+            if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0:
+                raise ConfigError(f"rrf_k must be an integer >= 0, got {rrf_k!r}")
+            if k == 0:
+                return Results.empty()
+            ids, scores, docs = backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
+                                                    rrf_k=rrf_k, exact=exact, ef=ef)
+            return Results(ids, scores, _copy_loader(docs))
         if only_filter:
             ids, docs = backend.search_filter(node if node is not None else parse_filter({}, self._schema), k)
             return Results(ids, np.zeros(len(ids), dtype=np.float32), _copy_loader(docs))

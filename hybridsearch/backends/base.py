@@ -81,7 +81,7 @@ class Backend(ABC):
     def search_text(self, *args, **kwargs):
         raise UnsupportedError(
             f"text search is not available on storage {self.name!r} yet: "
-            "the lexical engine (BM25) has not landed"
+            "this storage has no lexical engine yet"
         )
 
     def close(self) -> None:

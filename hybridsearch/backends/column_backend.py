@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
+import numpy as np
+
+from .._native import _kernels as K
+from ..errors import UnsupportedError
 from ..filters import Node
+from ..fusion import fuse_rrf, fuse_sum
 from .base import Backend
 
 
@@ -15,6 +20,7 @@ class ColumnBackend(Backend):
 
     store = None
     lock = None
+    text = None  # a lexical.TextIndex where the storage keeps one
 
     def count(self) -> int:
         return self.store.n_live
@@ -38,3 +44,56 @@ class ColumnBackend(Backend):
             st = self.store
             rows = st.rows_in_order(st.filter_bits(node), limit)
             return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+
+    # -------------------------------------------------------------- hits
+    def _hits(self, rows, scores) -> tuple:
+        """(ids, scores, docs) of one result row (slots padded with -1 at the end)."""
+        r = rows.tolist() if hasattr(rows, "tolist") else list(rows)
+        if r and r[-1] < 0:
+            r = r[: r.index(-1)]
+        st = self.store
+        return [st.ids[s] for s in r], np.asarray(scores[: len(r)], dtype=np.float32), [st.docs[s] for s in r]
+
+    def _vectors(self, queries, limit, node, exact, ef, bits=None) -> tuple:
+        """(scores, rows) of a vector search; the caller holds the read lock."""
+        raise UnsupportedError(f"storage {self.name!r} has no vector search")
+
+    def _vector_scores(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The user-facing similarity of q to the given rows (exact)."""
+        st = self.store
+        if len(rows) == 0:
+            return np.empty(0, dtype=np.float64)
+        X = np.ascontiguousarray(st.vectors[rows])
+        raw = K.scores_rows(X, np.ascontiguousarray(q, dtype=np.float32), st.metric).astype(np.float64)
+        if st.metric == "ip":
+            return raw
+        if st.metric == "l2":
+            return -np.sqrt(np.maximum(raw, 0.0))
+        qn = float(np.linalg.norm(q))
+        return raw * st.aux[rows] / qn if qn > 0 else np.zeros(len(rows))
+
+    # -------------------------------------------------------------- text
+    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+        """Lexical (q None) or hybrid search -> (ids, scores, docs)."""
+        if not self.text:
+            raise UnsupportedError(
+                f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
+                if self.text is not None else f"text search is not available on storage {self.name!r}")
+        with self.lock.read():
+            st = self.store
+            bits = st.filter_bits(node) if node is not None else None
+            if q is None:
+                slots, scores = self.text.search(text, k, bits)
+                return self._hits(slots, scores)
+            vscores, vrows = self._vectors(q, max(candidates, 1), node, exact, ef)
+            vrows = vrows[0][vrows[0] >= 0]
+            if fusion == "rrf":
+                lex, _ = self.text.search(text, max(candidates, 1), bits)
+                slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
+            else:
+                cand = np.union1d(vrows, self.text.matches(text, bits))
+                bm25 = self.text.scores(text, cand)
+                slots, scores = fuse_sum(cand, bm25, self._vector_scores(q[0], cand), k)
+            return self._hits(slots, scores)
+

@@ -41,6 +41,7 @@ class ColumnStore:
         self.normalize = normalize
         self.free: list = []  # heap of reusable slots (reuse_slots only)
         self.seq = np.zeros(0, dtype=np.int64)  # insertion sequence per slot
+        self.compactions = 0  # bumped whenever slots are renumbered
         self.next_seq = 0
         self.n = 0  # slots in use (live or tombstoned)
         self.n_live = 0
@@ -220,6 +221,7 @@ class ColumnStore:
 
     def compact(self) -> None:
         """Drops tombstoned rows, keeping insertion order."""
+        self.compactions += 1
         keep = self.live_rows()
         m = len(keep)
         for name in self.values:

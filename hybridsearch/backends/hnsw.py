@@ -18,6 +18,7 @@ from .._rwlock import RWLock
 from ..batch import Batch, build_batch
 from ..errors import BackendError, ConfigError
 from ..filters import Node
+from ..lexical import TextIndex
 from .column_backend import ColumnBackend
 from .columns import ColumnStore
 
@@ -82,6 +83,7 @@ class HnswBackend(ColumnBackend):
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
+        self.text = TextIndex(schema)
         self.journal = None
         self._snapshot_bytes = 0
         self._graph_plans: dict = {}
@@ -115,6 +117,8 @@ class HnswBackend(ColumnBackend):
         st = self.store
         if len(snap.docs):
             st.upsert(build_batch(self.schema, snap.docs), slots=np.asarray(snap.slots, dtype=np.int64))
+            if self.text:
+                self.text.add(np.asarray(snap.slots, dtype=np.int64), snap.docs)
             st.seq[snap.slots] = snap.seqs
             st.next_seq = int(np.max(snap.seqs)) + 1
         # the gaps between the live slots are free; sorted, so already a heap
@@ -170,6 +174,8 @@ class HnswBackend(ColumnBackend):
 
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
+        if self.text:
+            self.text.add(slots, batch.docs)
         if self.graph is None:
             return
         with_vec = self._vector_slots(slots)
@@ -182,12 +188,16 @@ class HnswBackend(ColumnBackend):
         st = self.store
         slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
         n = st.delete(ids)
+        if self.text:
+            self.text.remove(slots)
         if self.graph is not None and len(slots):
             self.graph.remove(st.vectors, slots, self.threads)
         return n
 
     def _apply_update(self, slot: int, values: dict, doc) -> None:
         self.store.set_fields(slot, values, doc)
+        if self.text:
+            self.text.update(slot, values, doc)
         spec = self.store.vec_spec
         if self.graph is not None and spec.name in values:
             one = np.array([slot], dtype=np.int64)
@@ -236,46 +246,52 @@ class HnswBackend(ColumnBackend):
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         with self.lock.read():
-            st = self.store
-            graph = self.graph
-            nodes = graph.size if graph is not None else 0
-            if node is None:
-                bits, matches = None, nodes
-            else:
-                bits = st.vector_bits(node)
-                matches = K.popcount(bits)
-            if node is None and not exact and nodes:  # the common case, without the planner's cost
-                key = max(ef or self.ef, limit)
-                p = self._graph_plans.get(key)
-                if p is None:
-                    p = self._graph_plans[key] = planner.Plan(planner.GRAPH, key, 1.0)
-            else:
-                p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
-                                 exact_below=self.exact_below, exact_max=self.exact_max,
-                                 filter_first_below=self.filter_first_below,
-                                 filtered=node is not None)
-            self._last_plan = p
-            if p.strategy == planner.EXACT:
-                scores, rows = self._exact(queries, limit, node, bits)
-            else:
-                q = queries
-                if self.metric == "cosine":
-                    norms = np.linalg.norm(q, axis=1, keepdims=True)
-                    q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
-                mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
-                scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
-                want = min(limit, matches)
-                short = [i for i, r in enumerate(rows[:, want - 1].tolist()) if r < 0]  # hits come first
-                if short:  # the walk could not reach enough matches: scan them
-                    es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
-                    scores[short], rows[short] = es, er
+            scores, rows = self._vectors(queries, limit, node, exact, ef)
             out = []
-            ids, docs = st.ids, st.docs
+            ids, docs = self.store.ids, self.store.docs
             for qs, qr in zip(scores, rows.tolist()):
                 if qr and qr[-1] < 0:
                     qr = qr[: qr.index(-1)]
                 out.append(([ids[s] for s in qr], qs[: len(qr)], [docs[s] for s in qr]))
             return out
+
+    def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                 ef: Optional[int], bits=None) -> tuple:
+        """(scores, rows) per query, planned from the filter's selectivity; the caller holds the lock."""
+        st = self.store
+        graph = self.graph
+        nodes = graph.size if graph is not None else 0
+        if node is None:
+            bits, matches = None, nodes
+        else:
+            bits = st.vector_bits(node)
+            matches = K.popcount(bits)
+        if node is None and not exact and nodes:  # the common case, without the planner's cost
+            key = max(ef or self.ef, limit)
+            p = self._graph_plans.get(key)
+            if p is None:
+                p = self._graph_plans[key] = planner.Plan(planner.GRAPH, key, 1.0)
+        else:
+            p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
+                             exact_below=self.exact_below, exact_max=self.exact_max,
+                             filter_first_below=self.filter_first_below,
+                             filtered=node is not None)
+        self._last_plan = p
+        if p.strategy == planner.EXACT:
+            scores, rows = self._exact(queries, limit, node, bits)
+        else:
+            q = queries
+            if self.metric == "cosine":
+                norms = np.linalg.norm(q, axis=1, keepdims=True)
+                q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
+            mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
+            scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
+            want = min(limit, matches)
+            short = [i for i, r in enumerate(rows[:, want - 1].tolist()) if r < 0]  # hits come first
+            if short:  # the walk could not reach enough matches: scan them
+                es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
+                scores[short], rows[short] = es, er
+        return scores, rows
 
     def _exact(self, queries: np.ndarray, limit: int, node: Optional[Node], bits) -> tuple:
         st = self.store

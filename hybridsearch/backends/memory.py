@@ -9,6 +9,7 @@ from .._native import _kernels as K
 from .._rwlock import RWLock
 from ..batch import Batch
 from ..filters import Node
+from ..lexical import TextIndex
 from .column_backend import ColumnBackend
 from .columns import ColumnStore
 
@@ -24,14 +25,27 @@ class MemoryBackend(ColumnBackend):
         self.metric = options["metric"]
         self.store = ColumnStore(schema, self.metric)
         self.lock = RWLock()
+        self.text = TextIndex(schema)
 
     def upsert(self, batch: Batch) -> None:
         with self.lock.write():
-            self.store.upsert(batch)
+            slots = self.store.upsert(batch)
+            if self.text:
+                self.text.add(slots, batch.docs)
 
     def delete(self, ids: list) -> int:
         with self.lock.write():
-            return self.store.delete(ids)
+            st = self.store
+            slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+            layout = st.compactions
+            n = st.delete(ids)
+            if self.text:
+                if st.compactions != layout:  # rows were renumbered
+                    rows = st.live_rows()
+                    self.text.rebuild(rows, [st.docs[s] for s in rows.tolist()])
+                else:
+                    self.text.remove(slots)
+            return n
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
@@ -40,26 +54,20 @@ class MemoryBackend(ColumnBackend):
                 raise KeyError(id)
             if values:
                 # a new document object: results already handed out keep the old one
-                self.store.set_fields(slot, values, self.store.docs[slot].model_copy(update=values))
+                doc = self.store.docs[slot].model_copy(update=values)
+                self.store.set_fields(slot, values, doc)
+                if self.text:
+                    self.text.update(slot, values, doc)
+
+    def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                 ef: Optional[int], bits=None) -> tuple:
+        st = self.store
+        if bits is None:
+            bits = st.vector_bits(node)
+        return K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric, bits, limit)
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         with self.lock.read():
-            st = self.store
-            bits = st.vector_bits(node)
-            scores, rows = K.exact_search(st.vector_block(), st.n, st.aux_block(), queries,
-                                          self.metric, bits, limit)
-            out = []
-            ids, docs = st.ids, st.docs
-            for qs, qr in zip(scores, rows):
-                kept = int(np.count_nonzero(qr >= 0))
-                r = qr[:kept].tolist()
-                out.append(([ids[s] for s in r], qs[:kept], [docs[s] for s in r]))
-            return out
-
-    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
-        with self.lock.read():
-            st = self.store
-            bits = st.filter_bits(node)
-            rows = st.rows_in_order(bits, limit)
-            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+            scores, rows = self._vectors(queries, limit, node, exact, ef)
+            return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]

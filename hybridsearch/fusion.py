@@ -1,0 +1,31 @@
+"""Hybrid fusion of a lexical and a vector result list, over (slots, scores) arrays.
+
+"sum" adds BM25 and the vector score, so BM25 (unbounded, often 5-20) tends to
+dominate a cosine in [-1, 1]; "rrf" uses ranks only and is scale-free
+(LESSONS.md §7). Ties go to the lower slot.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _best(slots: np.ndarray, scores: np.ndarray, k: int) -> tuple:
+    order = np.lexsort((slots, -scores))[:k]
+    return slots[order], scores[order].astype(np.float32)
+
+
+def fuse_sum(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int) -> tuple:
+    """Top-k of bm25 + vector score over the candidate slots (all arrays aligned)."""
+    return _best(np.asarray(slots, dtype=np.int64), np.asarray(bm25, np.float64) + vector, k)
+
+
+def fuse_rrf(lexical: np.ndarray, vector: np.ndarray, k: int, rrf_k: int = 60) -> tuple:
+    """Top-k of sum(1 / (rrf_k + rank)), rank from 1, over two best-first slot lists."""
+    total: dict = {}
+    for ranked in (lexical, vector):
+        for rank, s in enumerate(np.asarray(ranked).tolist(), start=1):
+            total[s] = total.get(s, 0.0) + 1.0 / (rrf_k + rank)
+    if not total:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    slots = np.fromiter(total.keys(), dtype=np.int64, count=len(total))
+    return _best(slots, np.fromiter(total.values(), dtype=np.float64, count=len(total)), k)

@@ -1,0 +1,206 @@
+"""find(text=...) and hybrid search against plain-Python models of best-fields BM25, score-sum and RRF."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hybridsearch as hs
+from hybridsearch.analysis import analyzer_for
+
+TEXT_STORAGES = ["memory", "hnsw"]
+K1, B = 1.2, 0.75
+WORDS = ("red blue green phone phones case cases running runner charger cable fast slow nokia apple "
+         "samsung galaxy pixel screen glass cover leather wallet battery power bank usb wireless").split()
+
+
+class Product(hs.Document):
+    title: hs.Text
+    description: hs.Text = ""
+    category: hs.Keyword = "a"
+    price: int = 0
+    embedding: hs.Vector[8]
+
+
+def bm25_field(docs, field, query_tokens):
+    """BM25 of one field for every doc id (Lucene's formula with exact lengths)."""
+    an = analyzer_for(None)
+    toks = {i: an.tokens(getattr(d, field)) for i, d in docs.items()}
+    toks = {i: t for i, t in toks.items() if t}
+    n = len(toks)
+    out = {}
+    if not n:
+        return out
+    avgdl = sum(len(t) for t in toks.values()) / n
+    for i, t in toks.items():
+        s, hit = 0.0, False
+        for q in query_tokens:
+            tf = t.count(q)
+            if tf:
+                hit = True
+                df = sum(1 for u in toks.values() if q in u)
+                s += math.log(1 + (n - df + 0.5) / (df + 0.5)) * tf / (tf + K1 * (1 - B + B * len(t) / avgdl))
+        if hit:
+            out[i] = s
+    return out
+
+
+def best_fields(docs, text):
+    q = analyzer_for(None).tokens(text)
+    out = {}
+    for field in ("title", "description"):
+        for i, s in bm25_field(docs, field, q).items():
+            out[i] = max(out.get(i, 0.0), s)
+    return out
+
+
+def cosine(a, b):
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na and nb else 0.0
+
+
+def assert_topk(res, ref, k):
+    """Scores equal to the model's; the set is the model's top-k up to ties."""
+    assert len(res) == min(k, len(ref))
+    for i, s in zip(res.ids, res.scores):
+        assert math.isclose(float(s), ref[i], rel_tol=1e-4, abs_tol=1e-6), (i, s, ref[i])
+    if len(res):
+        kth = float(res.scores[-1])
+        assert all(v <= kth * (1 + 1e-4) + 1e-6 for i, v in ref.items() if i not in set(res.ids))
+    assert list(res.scores) == sorted(res.scores, reverse=True)
+
+
+def random_docs(rng, n):
+    out = []
+    for i in range(n):
+        out.append({"id": f"p{i}", "title": " ".join(rng.choice(WORDS, rng.integers(1, 8))),
+                    "description": " ".join(rng.choice(WORDS, rng.integers(0, 20))),
+                    "category": "ab"[i % 2], "price": i, "embedding": rng.standard_normal(8)})
+    return out
+
+
+@pytest.fixture(params=TEXT_STORAGES)
+def da(request, tmp_path):
+    d = hs.DocumentArray(Product, storage=request.param)
+    yield d
+    d.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 15))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
+def test_bm25_best_fields_matches_the_model_through_writes(storage, seed, k):
+    rng = np.random.default_rng(seed)
+    da = hs.DocumentArray(Product, storage=storage)
+    da.extend(random_docs(rng, 60))
+    for step in range(4):
+        docs = {d.id: d for d in da}
+        for _ in range(3):
+            text = " ".join(rng.choice(WORDS + ["unknownword", "Phones!", "RUNNING"], rng.integers(1, 6)))
+            assert_topk(da.find(text=text, limit=k), best_fields(docs, text), k)
+            flt = {"category": "a"}
+            ref = {i: v for i, v in best_fields(docs, text).items() if docs[i].category == "a"}
+            res = da.find(text=text, limit=k, filter=flt)
+            assert_topk(res, ref, k)
+            assert all(d.category == "a" for d in res.docs)
+        # writes between queries: deletes, partial text updates, upserts, new docs
+        ids = [d.id for d in da]
+        da.delete(list(rng.choice(ids, 8, replace=False)))
+        left = [d.id for d in da]
+        da.update(left[0], title="red phone case")
+        da.update(left[1], price=-1)  # not a text field
+        da.extend(random_docs(rng, 70)[60 + step * 2: 62 + step * 2])
+    da.close()
+
+
+def test_repeated_query_terms_count_per_occurrence(da):
+    da.extend([{"id": "a", "title": "red phone", "embedding": np.ones(8)},
+               {"id": "b", "title": "blue phone case", "embedding": np.ones(8)},
+               {"id": "c", "title": "red red cable", "embedding": np.ones(8)}])
+    docs = {d.id: d for d in da}
+    once, twice = da.find(text="red case"), da.find(text="red red case")
+    assert_topk(twice, best_fields(docs, "red red case"), 10)
+    assert twice.scores[twice.ids.index("a")] == pytest.approx(2 * once.scores[once.ids.index("a")], rel=1e-5)
+
+
+def test_stemming_and_case_fold_match(da):
+    da.extend([{"id": "a", "title": "Running Phones", "embedding": np.ones(8)}])
+    assert da.find(text="run phone").ids == ["a"]
+    assert da.find(text="zzz").ids == [] and da.find(text="").ids == []
+
+
+def hybrid_model(docs, text, q, k, fusion, candidates=100, rrf_k=60):
+    bm = best_fields(docs, text)
+    vec = {i: cosine(d.embedding, q) for i, d in docs.items()}
+    vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
+    if fusion == "sum":
+        return {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | set(bm)}
+    ltop = sorted(bm, key=lambda i: (-bm[i], int(i[1:])))[:candidates]
+    out = {}
+    for ranked in (ltop, vtop):
+        for r, i in enumerate(ranked, start=1):
+            out[i] = out.get(i, 0.0) + 1 / (rrf_k + r)
+    return out
+
+
+@pytest.mark.parametrize("fusion", ["sum", "rrf"])
+@pytest.mark.parametrize("candidates", [5, 100])
+def test_hybrid_matches_the_fusion_model(da, fusion, candidates):
+    rng = np.random.default_rng(11)
+    da.extend(random_docs(rng, 150))
+    docs = {d.id: d for d in da}
+    for _ in range(8):
+        text = " ".join(rng.choice(WORDS, rng.integers(1, 5)))
+        q = rng.standard_normal(8)
+        res = da.find(text=text, vector=q, fusion=fusion, candidates=candidates, limit=10, exact=True)
+        assert_topk(res, hybrid_model(docs, text, q, 10, fusion, candidates), 10)
+        # filters apply to both sides
+        flt = {"price": {"$lt": 50}}
+        sub = {i: d for i, d in docs.items() if d.price < 50}
+        res = da.find(text=text, vector=q, fusion=fusion, candidates=candidates, limit=10, exact=True, filter=flt)
+        ref = hybrid_model(sub, text, q, 10, fusion, candidates) if fusion == "rrf" else \
+            {i: v for i, v in hybrid_model(sub, text, q, 10, fusion, candidates).items()}
+        if fusion == "sum":  # BM25 statistics are the whole collection's, not the filtered subset's
+            bm = best_fields(docs, text)
+            vec = {i: cosine(d.embedding, q) for i, d in sub.items()}
+            vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
+            ref = {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | (set(bm) & set(sub))}
+        else:
+            bm = {i: v for i, v in best_fields(docs, text).items() if i in sub}
+            vec = {i: cosine(d.embedding, q) for i, d in sub.items()}
+            ltop = sorted(bm, key=lambda i: (-bm[i], int(i[1:])))[:candidates]
+            vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
+            ref = {}
+            for ranked in (ltop, vtop):
+                for r, i in enumerate(ranked, start=1):
+                    ref[i] = ref.get(i, 0.0) + 1 / (60 + r)
+        assert_topk(res, ref, 10)
+        assert all(d.price < 50 for d in res.docs)
+
+
+def test_text_search_needs_a_text_field():
+    class V(hs.Document):
+        v: hs.Vector[2]
+    da = hs.DocumentArray(V, storage="memory")
+    with pytest.raises(hs.UnsupportedError):
+        da.find(text="x")
+
+
+def test_text_survives_compaction_and_reopen(tmp_path):
+    rng = np.random.default_rng(5)
+    da = hs.DocumentArray(Product, storage="memory")
+    da.extend(random_docs(rng, 3000))
+    da.delete([f"p{i}" for i in range(2500)])  # forces the memory storage to compact
+    docs = {d.id: d for d in da}
+    assert_topk(da.find(text="red phone", limit=10), best_fields(docs, "red phone"), 10)
+    path = tmp_path / "col"
+    h = hs.DocumentArray(Product, storage="hnsw", path=path)
+    h.extend(random_docs(rng, 200))
+    h.delete(["p3"])
+    h.update("p4", title="wireless charger")
+    h.close()
+    again = hs.DocumentArray(Product, storage="hnsw", path=path)
+    docs = {d.id: d for d in again}
+    assert_topk(again.find(text="wireless charger", limit=10), best_fields(docs, "wireless charger"), 10)
+    again.close()
