@@ -80,6 +80,19 @@ static int64_t lower_bound(const int32_t *doc, int64_t lo, int64_t hi, int32_t s
     return lo;
 }
 
+/* first index >= pos with doc[i] >= s: exponential steps, then binary search
+ * (cursors only move forward, usually by a little) */
+static int64_t gallop(const int32_t *doc, int64_t pos, int64_t len, int32_t s) {
+    int64_t step = 1, lo = pos, hi = pos + 1;
+    while (hi < len && doc[hi] < s) {
+        lo = hi;
+        step *= 2;
+        hi = pos + step;
+    }
+    if (hi > len) hi = len;
+    return lower_bound(doc, lo, hi, s);
+}
+
 static int plist_insert(plist *p, int32_t s, int32_t tf, int32_t dl) {
     if (p->len == p->cap) {
         int64_t cap = p->cap ? p->cap * 2 : 4;
@@ -320,7 +333,7 @@ int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int6
                 }
                 const plist *p = cur[j].p;
                 int64_t pos = cur[j].pos;
-                if (pos < p->len && p->doc[pos] < doc) pos = lower_bound(p->doc, pos, p->len, doc);
+                if (pos < p->len && p->doc[pos] < doc) pos = gallop(p->doc, pos, p->len, doc);
                 cur[j].pos = pos;
                 if (pos < p->len && p->doc[pos] == doc)
                     score += term_score(cur[j].idf_w, p->tf[pos], dl, k1, b, avgdl);
