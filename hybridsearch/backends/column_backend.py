@@ -92,8 +92,30 @@ class ColumnBackend(Backend):
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
             else:
-                cand = np.union1d(vrows, self.text.matches(text, bits))
-                bm25 = self.text.scores(text, cand)
-                slots, scores = fuse_sum(cand, bm25, self._vector_scores(q[0], cand), k)
+                slots, scores = self._hybrid_sum(text, q[0], vrows, k, bits)
             return self._hits(slots, scores)
+
+    def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, k: int, bits) -> tuple:
+        """Top-k of BM25 + vector score over the vector top list and every lexical match.
+
+        Scoring every lexical match is exact but slow when a common word matches most
+        of the collection. When the vector score has a known ceiling (cosine <= 1,
+        l2 <= 0), lexical matches are taken best-first in growing blocks until the
+        next one could not reach the k-th fused score even with that ceiling."""
+        ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric)
+        want = max(4 * k, 64)
+        while True:
+            if ceiling is None:
+                lex = self.text.matches(text, bits)
+                last_bm25, complete = 0.0, True
+            else:
+                lex, lex_scores = self.text.search(text, want, bits)
+                complete = len(lex) < want
+                last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
+            cand = np.union1d(vrows, lex)
+            slots, scores = fuse_sum(cand, self.text.scores(text, cand), self._vector_scores(q, cand), k)
+            # a document outside `lex` has BM25 <= last_bm25: it cannot beat the k-th
+            if complete or (len(scores) >= k and last_bm25 + ceiling < float(scores[-1]) - 1e-6):
+                return slots, scores
+            want *= 4
 
