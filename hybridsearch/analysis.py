@@ -32,10 +32,24 @@ class TextAnalyzer:
         self._memo: dict = {}
         self._lock = threading.Lock()  # PyStemmer objects are not thread-safe
 
-    def _words(self, text: Optional[str]) -> list:
+    def words(self, text: Optional[str]) -> list:
+        """The words of a text before stemming (lowercased if configured)."""
         if not text:
             return []
-        return _WORD.findall(text.lower() if self.lowercase else text)
+        if self.lowercase:
+            text = text.lower()
+        parts = text.split()
+        # most text is words and spaces: then str.split is the tokenizer (10x a regex)
+        if "".join(parts).isalnum():
+            return parts
+        return _WORD.findall(text)
+
+    def stems(self, words: list) -> list:
+        """The stem of each word (the words themselves without a stemmer)."""
+        if self._stemmer is None:
+            return list(words)
+        memo = self._stem_all(words)
+        return [memo[w] for w in words]
 
     def _stem_all(self, words: list) -> dict:
         memo = self._memo
@@ -50,7 +64,7 @@ class TextAnalyzer:
 
     def tokens(self, text: Optional[str]) -> list:
         """The terms of one text, in order."""
-        words = self._words(text)
+        words = self.words(text)
         if self._stemmer is None or not words:
             return words
         memo = self._stem_all(words)
@@ -58,7 +72,7 @@ class TextAnalyzer:
 
     def batch(self, texts: list) -> list:
         """The terms of many texts (None -> []): one stemming call for all unseen words."""
-        word_lists = [self._words(t) for t in texts]
+        word_lists = [self.words(t) for t in texts]
         if self._stemmer is None:
             return word_lists
         memo = self._stem_all([w for ws in word_lists for w in ws])

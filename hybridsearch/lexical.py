@@ -9,6 +9,7 @@ re-scored in every field and the best k kept.
 """
 from __future__ import annotations
 
+from itertools import chain
 from typing import Optional
 
 import numpy as np
@@ -26,23 +27,27 @@ class TextField:
     def __init__(self, name: str, analyzer) -> None:
         self.name = name
         self.analyzer = analyzer
-        self.vocab: dict = {}
+        self.vocab: dict = {}   # stem -> term id
+        self.tid_of: dict = {}  # word as written (after lowercasing) -> term id
         self.index = K.InvertedIndex()
 
     def add(self, slots: np.ndarray, texts: list) -> None:
-        token_lists = self.analyzer.batch(texts)
-        vocab = self.vocab
-        tids = []
-        offs = [0]
-        for tokens in token_lists:
-            for tok in tokens:
-                t = vocab.get(tok)
+        # word -> term id in one dict, so the per-token work is one C-level lookup
+        word_lists = [self.analyzer.words(t) for t in texts]
+        flat = list(chain.from_iterable(word_lists))
+        tid_of = self.tid_of
+        unseen = [w for w in set(flat) if w not in tid_of]
+        if unseen:
+            vocab = self.vocab
+            for w, stem in zip(unseen, self.analyzer.stems(unseen)):
+                t = vocab.get(stem)
                 if t is None:
-                    t = vocab[tok] = len(vocab)
-                tids.append(t)
-            offs.append(len(tids))
-        self.index.add(np.ascontiguousarray(slots, dtype=np.int64), np.array(tids, dtype=np.int32),
-                       np.array(offs, dtype=np.int64))
+                    t = vocab[stem] = len(vocab)
+                tid_of[w] = t
+        tids = np.fromiter(map(tid_of.__getitem__, flat), dtype=np.int32, count=len(flat))
+        offs = np.zeros(len(word_lists) + 1, dtype=np.int64)
+        np.cumsum([len(ws) for ws in word_lists], out=offs[1:])
+        self.index.add(np.ascontiguousarray(slots, dtype=np.int64), tids, offs)
 
     def query(self, text: str) -> tuple:
         """(term ids, weights): each known term once, weighted by its occurrences."""
