@@ -80,6 +80,12 @@ def main() -> None:
     res = da.find(vector=embed("blue phone"), filter={"category": "Phones", "price": {"$lte": 700}}, limit=3)
     print("vector 'blue phone', Phones <= 700:", [(i, round(float(s), 3)) for i, s in zip(res.ids, res.scores)])
 
+    # Lexical (BM25, best field wins; "phones" and "phone" share a stem) and hybrid
+    res = da.find(text="nokia blue phones", limit=3)
+    print("text 'nokia blue phones':", [(i, round(float(s), 2)) for i, s in zip(res.ids, res.scores)])
+    res = da.find(text="nokia blue phones", vector=embed("blue phone"), fusion="rrf", limit=3)
+    print("hybrid (rrf):", res.ids)
+
     # Many queries at once, spread over all cores
     batch = da.find_batched(np.stack([embed("phone"), embed("toy cube"), embed("book")]), limit=2)
     print("batched top-2:", [r.ids for r in batch])
@@ -92,7 +98,7 @@ def main() -> None:
     # Errors are typed and say what is wrong; nothing is written
     for bad in (lambda: da.append({"title": "x", "category": "Toys", "embedding": [1.0, 2.0]}),
                 lambda: da.find(filter={"colour": "red"}),
-                lambda: da.find(text="blue phone")):
+                lambda: da.find(text="blue phone", fusion="max")):
         try:
             bad()
         except hs.HybridSearchError as e:
