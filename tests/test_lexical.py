@@ -159,8 +159,6 @@ def test_hybrid_matches_the_fusion_model(da, fusion, candidates):
         flt = {"price": {"$lt": 50}}
         sub = {i: d for i, d in docs.items() if d.price < 50}
         res = da.find(text=text, vector=q, fusion=fusion, candidates=candidates, limit=10, exact=True, filter=flt)
-        ref = hybrid_model(sub, text, q, 10, fusion, candidates) if fusion == "rrf" else \
-            {i: v for i, v in hybrid_model(sub, text, q, 10, fusion, candidates).items()}
         if fusion == "sum":  # BM25 statistics are the whole collection's, not the filtered subset's
             bm = best_fields(docs, text)
             vec = {i: cosine(d.embedding, q) for i, d in sub.items()}
