@@ -329,3 +329,34 @@ def _int_bound(op: str, v: float):
     if b < INT64_MIN:
         return (None, False) if op in ("$lt", "$lte") else (None, True)
     return op, b
+
+
+def to_sql(node: Node) -> tuple:
+    """The AST as a parameterised SQL condition -> (sql, params); values are never pasted.
+
+    Column names are the schema's field names (Python identifiers), double-quoted.
+    SQL comparisons with NULL are unknown, i.e. false, as ours are; a negation is
+    written NOT COALESCE(x, 0) so that it matches documents without a value."""
+    if isinstance(node, MatchAll):
+        return "1", []
+    if isinstance(node, Compare):
+        op = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
+        value = int(node.value) if isinstance(node.value, bool) else node.value
+        return f'"{node.field}" {op} ?', [value]
+    if isinstance(node, In):
+        if not node.values:
+            return "0", []
+        values = [int(v) if isinstance(v, bool) else v for v in node.values]
+        return f'"{node.field}" IN ({", ".join("?" * len(values))})', values
+    if isinstance(node, Exists):
+        return f'"{node.field}" IS NOT NULL', []
+    if isinstance(node, Not):
+        sql, params = to_sql(node.child)
+        return f"NOT COALESCE(({sql}), 0)", params
+    if isinstance(node, (And, Or)):
+        if not node.children:
+            return ("1" if isinstance(node, And) else "0"), []
+        parts = [to_sql(c) for c in node.children]
+        joiner = " AND " if isinstance(node, And) else " OR "
+        return joiner.join(f"({s})" for s, _ in parts), [p for _, ps in parts for p in ps]
+    raise FilterError(f"cannot compile {node!r} to SQL")

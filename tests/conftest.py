@@ -8,9 +8,9 @@ import pytest
 
 import hybridsearch as hs
 
-STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path"]
+STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path", "sqlite"]
 # storages whose vector search is exact; approximate ones get recall-based checks
-EXACT_STORAGES = {"memory"}
+EXACT_STORAGES = {"memory", "sqlite"}
 
 
 @pytest.fixture(params=STORAGES)
@@ -27,6 +27,9 @@ def make_da(storage, tmp_path):
         if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
             da = hs.DocumentArray(schema, storage="hnsw", **options)
+        elif storage == "sqlite":
+            options.setdefault("path", tmp_path / f"collection{len(opened)}.db")
+            da = hs.DocumentArray(schema, storage="sqlite", **options)
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)

@@ -9,7 +9,7 @@ from ..errors import ConfigError, UnsupportedError
 REGISTRY = {
     "memory": "hybridsearch.backends.memory:MemoryBackend",
     "hnsw": "hybridsearch.backends.hnsw:HnswBackend",
-    "sqlite": None,
+    "sqlite": "hybridsearch.backends.sqlite:SqliteBackend",
     "hnswlib": "hybridsearch.backends.hnswlib_backend:HnswlibBackend",
     "annlite": None,
     "elasticsearch": None,

@@ -29,23 +29,11 @@ class MemoryBackend(ColumnBackend):
 
     def upsert(self, batch: Batch) -> None:
         with self.lock.write():
-            slots = self.store.upsert(batch)
-            if self.text:
-                self.text.add(slots, batch.docs)
+            self._apply_upsert(batch)
 
     def delete(self, ids: list) -> int:
         with self.lock.write():
-            st = self.store
-            slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
-            layout = st.compactions
-            n = st.delete(ids)
-            if self.text:
-                if st.compactions != layout:  # rows were renumbered
-                    rows = st.live_rows()
-                    self.text.rebuild(rows, [st.docs[s] for s in rows.tolist()])
-                else:
-                    self.text.remove(slots)
-            return n
+            return self._apply_delete(ids)
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
@@ -54,10 +42,31 @@ class MemoryBackend(ColumnBackend):
                 raise KeyError(id)
             if values:
                 # a new document object: results already handed out keep the old one
-                doc = self.store.docs[slot].model_copy(update=values)
-                self.store.set_fields(slot, values, doc)
-                if self.text:
-                    self.text.update(slot, values, doc)
+                self._apply_update(slot, values, self.store.docs[slot].model_copy(update=values))
+
+    # the writes themselves; the caller holds the write lock
+    def _apply_upsert(self, batch: Batch) -> None:
+        slots = self.store.upsert(batch)
+        if self.text:
+            self.text.add(slots, batch.docs)
+
+    def _apply_delete(self, ids: list) -> int:
+        st = self.store
+        slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+        layout = st.compactions
+        n = st.delete(ids)
+        if self.text:
+            if st.compactions != layout:  # rows were renumbered
+                rows = st.live_rows()
+                self.text.rebuild(rows, [st.docs[s] for s in rows.tolist()])
+            else:
+                self.text.remove(slots)
+        return n
+
+    def _apply_update(self, slot: int, values: dict, doc) -> None:
+        self.store.set_fields(slot, values, doc)
+        if self.text:
+            self.text.update(slot, values, doc)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int], bits=None) -> tuple:

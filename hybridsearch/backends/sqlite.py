@@ -1,0 +1,185 @@
+"""storage="sqlite": one real SQLite file, a table per collection, mirrored in RAM for search.
+
+The file is the truth: one row per document (a column per field, vectors as
+float32 BLOBs, fields that are not columns as JSON), WAL journal, one
+transaction per batch. On open the rows are loaded into the same columns,
+vector block and inverted indexes the memory storage uses, and every write
+goes to the file (committed) before it changes them, so vector and text search
+run on the core kernels while filter-only queries are answered by SQL.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Optional
+
+import numpy as np
+import sqlite_utils
+
+from ..batch import build_batch
+from ..document import Kind
+from ..errors import BackendError, ConfigError
+from ..filters import Node, to_sql
+from .memory import MemoryBackend
+
+_SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
+              Kind.FLOAT: float, Kind.VECTOR: bytes}
+_META = "hs_meta"
+
+
+class SqliteBackend(MemoryBackend):
+    """MemoryBackend's in-RAM search over a durable SQLite table."""
+
+    name = "sqlite"
+    OPTIONS = {"metric": "cosine", "path": None, "table": "documents"}
+
+    def __init__(self, schema, **options) -> None:
+        super().__init__(schema, **options)
+        path = options["path"]
+        if path is None:
+            raise ConfigError("storage 'sqlite' needs path= (the database file)")
+        self.path = os.fspath(path)
+        self.table_name = options["table"]
+        if not isinstance(self.table_name, str) or not self.table_name.isidentifier():
+            raise ConfigError(f"table must be an identifier, got {self.table_name!r}")
+        self.columns = [s for s in schema.fields.values() if s.kind in _SQL_TYPES and s.kind is not Kind.ID]
+        self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        try:
+            self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.db = sqlite_utils.Database(self.conn)
+            self._create_or_check()
+            self._load()
+        except sqlite3.DatabaseError as e:
+            raise BackendError(f"{self.path} is not a usable hybridsearch SQLite database: {e}") from None
+
+    # ---------------------------------------------------------------- file
+    def _fingerprint(self) -> str:
+        return json.dumps([[s.name, s.kind.value, s.optional, s.dim] for s in self.schema.fields.values()])
+
+    def _create_or_check(self) -> None:
+        db, t = self.db, self.table_name
+        meta = db[_META]
+        if t in db.table_names():
+            rows = list(meta.rows_where("name = ?", [t])) if _META in db.table_names() else []
+            if not rows:
+                raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
+            if rows[0]["fingerprint"] != self._fingerprint():
+                raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
+            return
+        cols = {"id": str, "_seq": int}
+        cols.update({s.name: _SQL_TYPES[s.kind] for s in self.columns})
+        if self.extra:
+            cols["_extra"] = str
+        with self.conn:
+            self.conn.execute("BEGIN")
+            db[t].create(cols, pk="id")
+            for s in self.columns:
+                if s.kind in (Kind.KEYWORD, Kind.INT, Kind.FLOAT, Kind.BOOL):
+                    db[t].create_index([s.name])
+            db[t].create_index(["_seq"])
+            meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
+
+    def _row(self, doc, seq: Optional[int]) -> dict:
+        row = {"id": doc.id}
+        if seq is not None:
+            row["_seq"] = seq
+        for s in self.columns:
+            v = getattr(doc, s.name)
+            if v is not None and s.kind is Kind.VECTOR:
+                v = np.ascontiguousarray(v, dtype="<f4").tobytes()
+            elif isinstance(v, bool):
+                v = int(v)
+            row[s.name] = v
+        if self.extra:
+            row["_extra"] = doc.model_dump_json(include=set(self.extra))
+        return row
+
+    def _doc(self, row: dict):
+        data = {"id": row["id"]}
+        for s in self.columns:
+            v = row[s.name]
+            if v is not None and s.kind is Kind.VECTOR:
+                v = np.frombuffer(v, dtype="<f4")
+                if len(v) != s.dim:
+                    raise BackendError(f"{self.path}: vector of {row['id']!r} has {len(v)} dimensions, not {s.dim}")
+            elif s.kind is Kind.BOOL and v is not None:
+                v = bool(v)
+            data[s.name] = v
+        if self.extra:
+            data.update(json.loads(row["_extra"]))
+        return self.schema.model.model_validate(data)
+
+    def _load(self) -> None:
+        rows = self.db[self.table_name].rows_where(order_by="_seq")
+        docs = [self._doc(r) for r in rows]
+        if docs:
+            self._apply_upsert(build_batch(self.schema, docs))
+        cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
+        self.next_seq = (cur[0] or 0) + 1
+
+    def _write(self, sql: str, rows: list) -> None:
+        """One transaction: committed (WAL) before the call returns."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(sql, rows)
+
+    # -------------------------------------------------------------- writes
+    def upsert(self, batch) -> None:
+        t = self.table_name
+        names = ["id", "_seq"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
+        updates = ", ".join(f'"{n}" = excluded."{n}"' for n in names if n not in ("id", "_seq"))
+        sql = (f'INSERT INTO "{t}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
+               f'VALUES ({", ".join("?" * len(names))}) '
+               f'ON CONFLICT(id) DO {"UPDATE SET " + updates if updates else "NOTHING"}')
+        rows = []
+        for i, doc in enumerate(batch.docs):
+            row = self._row(doc, self.next_seq + i)
+            rows.append([row[n] for n in names])
+        with self.lock.write():
+            self._write(sql, rows)
+            self.next_seq += len(rows)
+            self._apply_upsert(batch)
+
+    def delete(self, ids: list) -> int:
+        present = [i for i in ids if i in self.store.row_of]
+        if not present:
+            return 0
+        with self.lock.write():
+            self._write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
+            return self._apply_delete(present)
+
+    def update_fields(self, id: str, values: dict) -> None:
+        with self.lock.write():
+            slot = self.store.row_of.get(id)
+            if slot is None:
+                raise KeyError(id)
+            if not values:
+                return
+            doc = self.store.docs[slot].model_copy(update=values)
+            row = self._row(doc, None)
+            names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
+            if names:
+                sets = ", ".join(f'"{n}" = ?' for n in names)
+                self._write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
+            self._apply_update(slot, values, doc)
+
+    # --------------------------------------------------------------- reads
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        where, params = to_sql(node)
+        sql = f'SELECT id FROM "{self.table_name}" WHERE {where} ORDER BY _seq'
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = params + [limit]
+        with self.lock.read():
+            ids = [r[0] for r in self.conn.execute(sql, params)]
+            st = self.store
+            return ids, [st.docs[st.row_of[i]] for i in ids]
+
+    def close(self) -> None:
+        with self.lock.write():
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
