@@ -33,7 +33,7 @@ class TextField:
 
     def add(self, slots: np.ndarray, texts: list) -> None:
         # word -> term id in one dict, so the per-token work is one C-level lookup
-        word_lists = [self.analyzer.words(t) for t in texts]
+        word_lists = self.analyzer.words_batch(texts)
         flat = list(chain.from_iterable(word_lists))
         tid_of = self.tid_of
         unseen = [w for w in set(flat) if w not in tid_of]
