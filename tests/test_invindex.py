@@ -151,7 +151,10 @@ def test_zipfian_corpus_maxscore_matches_exhaustive():
         a = ix.search(terms, weights, 10, K1, B, None, True)
         b = ix.search(terms, weights, 10, K1, B, None, False)
         np.testing.assert_allclose(a[0], b[0], rtol=1e-5)
-        assert a[1].tolist() == b[1].tolist() or np.allclose(a[0], b[0])
+        # the same documents, except where scores tie at the k-th place
+        kth = a[0][a[1] >= 0].min() if (a[1] >= 0).any() else 0.0
+        above = lambda r: {int(i) for i, s in zip(r[1], r[0]) if i >= 0 and s > kth * (1 + 1e-5)}
+        assert above(a) == above(b)
 
 
 def test_bad_arguments_raise():

@@ -54,9 +54,25 @@ class ColumnBackend(Backend):
         st = self.store
         return [st.ids[s] for s in r], np.asarray(scores[: len(r)], dtype=np.float32), [st.docs[s] for s in r]
 
-    def _vectors(self, queries, limit, node, exact, ef, bits=None) -> tuple:
+    def _vectors(self, queries, limit, node, exact, ef) -> tuple:
         """(scores, rows) of a vector search; the caller holds the read lock."""
         raise UnsupportedError(f"storage {self.name!r} has no vector search")
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef) -> list:
+        with self.lock.read():
+            scores, rows = self._vectors(queries, limit, node, exact, ef)
+            return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]
+
+    def _updated_doc(self, id: str, values: dict):
+        """(slot, new document) for a partial update; None when there is nothing to write.
+        A new document object: results already handed out keep the old one. Caller holds the write lock."""
+        slot = self.store.row_of.get(id)
+        if slot is None:
+            raise KeyError(id)
+        if not values:
+            return None
+        return slot, self.store.docs[slot].model_copy(update=values)
 
     def _vector_scores(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The user-facing similarity of q to the given rows (exact)."""

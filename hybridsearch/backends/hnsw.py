@@ -226,13 +226,10 @@ class HnswBackend(ColumnBackend):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            slot = self.store.row_of.get(id)
-            if slot is None:
-                raise KeyError(id)
-            if not values:
+            change = self._updated_doc(id, values)
+            if not change:
                 return
-            # a new document object: results already handed out keep the old one
-            doc = self.store.docs[slot].model_copy(update=values)
+            slot, doc = change
             if self.journal is not None:
                 self.journal.log_update(doc, list(values))
             self._apply_update(slot, values, doc)
@@ -243,20 +240,8 @@ class HnswBackend(ColumnBackend):
         """The plan of the most recent vector search (for tests and benchmarks)."""
         return getattr(self, "_last_plan", None)
 
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        with self.lock.read():
-            scores, rows = self._vectors(queries, limit, node, exact, ef)
-            out = []
-            ids, docs = self.store.ids, self.store.docs
-            for qs, qr in zip(scores, rows.tolist()):
-                if qr and qr[-1] < 0:
-                    qr = qr[: qr.index(-1)]
-                out.append(([ids[s] for s in qr], qs[: len(qr)], [docs[s] for s in qr]))
-            return out
-
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                 ef: Optional[int], bits=None) -> tuple:
+                 ef: Optional[int]) -> tuple:
         """(scores, rows) per query, planned from the filter's selectivity; the caller holds the lock."""
         st = self.store
         graph = self.graph
@@ -278,7 +263,7 @@ class HnswBackend(ColumnBackend):
                              filtered=node is not None)
         self._last_plan = p
         if p.strategy == planner.EXACT:
-            scores, rows = self._exact(queries, limit, node, bits)
+            scores, rows = self._exact(queries, limit, bits)
         else:
             q = queries
             if self.metric == "cosine":
@@ -289,11 +274,11 @@ class HnswBackend(ColumnBackend):
             want = min(limit, matches)
             short = [i for i, r in enumerate(rows[:, want - 1].tolist()) if r < 0]  # hits come first
             if short:  # the walk could not reach enough matches: scan them
-                es, er = self._exact(np.ascontiguousarray(queries[short]), limit, node, bits)
+                es, er = self._exact(np.ascontiguousarray(queries[short]), limit, bits)
                 scores[short], rows[short] = es, er
         return scores, rows
 
-    def _exact(self, queries: np.ndarray, limit: int, node: Optional[Node], bits) -> tuple:
+    def _exact(self, queries: np.ndarray, limit: int, bits) -> tuple:
         st = self.store
         if bits is None:
             bits = st.vector_bits(None)

@@ -149,18 +149,16 @@ class HnswlibBackend(ColumnBackend):
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
             st = self.store
-            slot = st.row_of.get(id)
-            if slot is None:
-                raise KeyError(id)
-            if not values:
+            change = self._updated_doc(id, values)
+            if not change:
                 return
+            slot, doc = change
             vec_changed = False
             if self.vec_name in values:
                 v = values[self.vec_name]
                 vec_changed = not (v is not None and self.indexed[slot]
                                    and np.array_equal(st.vectors[slot], v))
-            # a new document object: results already handed out keep the old one
-            st.set_fields(slot, values, st.docs[slot].model_copy(update=values))
+            st.set_fields(slot, values, doc)
             if vec_changed:  # only a vector change touches the index
                 if values[self.vec_name] is None:
                     self._drop([slot])
@@ -200,18 +198,10 @@ class HnswlibBackend(ColumnBackend):
         flags = np.unpackbits(bits.view(np.uint8), bitorder="little")[: st.n].tobytes()
         return self._ann(queries, limit, flags, bits)
 
-    def _hits(self, slots: list, scores: np.ndarray) -> tuple:
-        ids, docs = self.store.ids, self.store.docs
-        return [ids[s] for s in slots], scores, [docs[s] for s in slots]
-
     def _exact(self, queries: np.ndarray, bits: Optional[np.ndarray], limit: int) -> list:
         st = self.store
         scores, rows = K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric, bits, limit)
-        out = []
-        for qs, qr in zip(scores, rows):
-            kept = int(np.count_nonzero(qr >= 0))
-            out.append(self._hits(qr[:kept].tolist(), qs[:kept]))
-        return out
+        return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]
 
     def _scores(self, dists: np.ndarray) -> np.ndarray:
         # hnswlib: cosine -> 1 - cos, ip -> 1 - dot, l2 -> squared distance

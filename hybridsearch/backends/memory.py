@@ -37,12 +37,9 @@ class MemoryBackend(ColumnBackend):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            slot = self.store.row_of.get(id)
-            if slot is None:
-                raise KeyError(id)
-            if values:
-                # a new document object: results already handed out keep the old one
-                self._apply_update(slot, values, self.store.docs[slot].model_copy(update=values))
+            change = self._updated_doc(id, values)
+            if change:
+                self._apply_update(change[0], values, change[1])
 
     # the writes themselves; the caller holds the write lock
     def _apply_upsert(self, batch: Batch) -> None:
@@ -69,14 +66,7 @@ class MemoryBackend(ColumnBackend):
             self.text.update(slot, values, doc)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                 ef: Optional[int], bits=None) -> tuple:
+                 ef: Optional[int]) -> tuple:
         st = self.store
-        if bits is None:
-            bits = st.vector_bits(node)
-        return K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric, bits, limit)
-
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        with self.lock.read():
-            scores, rows = self._vectors(queries, limit, node, exact, ef)
-            return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]
+        return K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric,
+                              st.vector_bits(node), limit)

@@ -153,12 +153,10 @@ class SqliteBackend(MemoryBackend):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            slot = self.store.row_of.get(id)
-            if slot is None:
-                raise KeyError(id)
-            if not values:
+            change = self._updated_doc(id, values)
+            if not change:
                 return
-            doc = self.store.docs[slot].model_copy(update=values)
+            slot, doc = change
             row = self._row(doc, None)
             names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
             if names:
