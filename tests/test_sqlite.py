@@ -77,6 +77,37 @@ def test_sql_filters_agree_with_the_bitset_filters(tmp_path):
         assert sq.find(filter=f, limit=None).ids == mem.find(filter=f, limit=None).ids, f
 
 
+def test_prefilter_by_sql_ids_equals_prefilter_by_columns(tmp_path):
+    """prefilter="sql" (ids from the SQL WHERE) and "columns" (the C bitset) give the same
+    vector / text / hybrid results, after deletes and updates, and both match a Python check."""
+    rng = np.random.default_rng(3)
+    docs = items(0, 200, rng)
+    by_sql = hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "s.db", prefilter="sql")
+    by_cols = hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "c.db")
+    for da in (by_sql, by_cols):
+        da.extend(docs)
+        da.delete(["i10", "i11", "i12"])
+        da.update("i13", tag="b", n=1000)
+    filters = [{"tag": "a"}, {"n": {"$lt": 20}}, {"$or": [{"ok": False}, {"price": {"$gte": 90}}]},
+               {"tag": "x' OR 1=1 --"}, {"$not": {"tag": "a"}}, {"id": {"$in": ["i13", "i10", "i14"]}}]
+    q = rng.standard_normal(4)
+    sql_calls = []
+    backend = by_sql._backend
+    real = backend._sql_ids
+    backend._sql_ids = lambda *a: sql_calls.append(1) or real(*a)
+    for f in filters:
+        expected = set(by_cols.find(filter=f, limit=None).ids)
+        for kw in ({"vector": q}, {"text": "red item"}, {"text": "red", "vector": q},
+                   {"text": "red", "vector": q, "fusion": "rrf"}):
+            a, b = by_sql.find(filter=f, limit=7, **kw), by_cols.find(filter=f, limit=7, **kw)
+            assert a.ids == b.ids and np.allclose(a.scores, b.scores), (f, kw)
+            assert set(a.ids) <= expected and len(a.ids) == min(7, len(expected)), (f, kw)
+    # vector 1, text 1, hybrid 2 (its vector and its lexical side): every filtered search asked SQL
+    assert len(sql_calls) == 6 * len(filters)
+    with pytest.raises(hs.ConfigError, match="prefilter"):
+        hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "x.db", prefilter="post")
+
+
 def test_a_file_that_is_not_ours_is_a_backend_error(tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not a database" * 100)

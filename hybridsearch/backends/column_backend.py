@@ -54,6 +54,14 @@ class ColumnBackend(Backend):
         st = self.store
         return [st.ids[s] for s in r], np.asarray(scores[: len(r)], dtype=np.float32), [st.docs[s] for s in r]
 
+    def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
+        """The rows a filtered search may return, as a bitset (None: every row). `vectors`:
+        only rows that have a vector (for vector search). The caller holds the read lock."""
+        st = self.store
+        if vectors:
+            return st.vector_bits(node)
+        return st.filter_bits(node) if node is not None else None
+
     def _vectors(self, queries, limit, node, exact, ef) -> tuple:
         """(scores, rows) of a vector search; the caller holds the read lock."""
         raise UnsupportedError(f"storage {self.name!r} has no vector search")
@@ -98,7 +106,7 @@ class ColumnBackend(Backend):
                 if self.text is not None else f"text search is not available on storage {self.name!r}")
         with self.lock.read():
             st = self.store
-            bits = st.filter_bits(node) if node is not None else None
+            bits = self._prefilter_bits(node, False)
             if q is None:
                 slots, scores = self.text.search(text, k, bits)
                 return self._hits(slots, scores)

@@ -69,4 +69,4 @@ class MemoryBackend(ColumnBackend):
                  ef: Optional[int]) -> tuple:
         st = self.store
         return K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric,
-                              st.vector_bits(node), limit)
+                              self._prefilter_bits(node, True), limit)
