@@ -3,12 +3,18 @@
 A later storage joins the whole suite by adding its name to STORAGES (and, if
 it needs options such as a path or a server, a line in `make_da`).
 """
+import os
+
 import numpy as np
 import pytest
 
 import hybridsearch as hs
 
 STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path", "sqlite"]
+# annlite cannot share a process with hnswlib: tests/test_annlite_backend.py runs the
+# suite again in a child process with HS_TEST_STORAGES=annlite
+if os.environ.get("HS_TEST_STORAGES"):
+    STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # storages whose vector search is exact; approximate ones get recall-based checks
 EXACT_STORAGES = {"memory", "sqlite"}
 
@@ -27,6 +33,9 @@ def make_da(storage, tmp_path):
         if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
             da = hs.DocumentArray(schema, storage="hnsw", **options)
+        elif storage == "annlite":
+            options.setdefault("path", tmp_path / f"annlite{len(opened)}")
+            da = hs.DocumentArray(schema, storage="annlite", **options)
         elif storage == "sqlite":
             options.setdefault("path", tmp_path / f"collection{len(opened)}.db")
             da = hs.DocumentArray(schema, storage="sqlite", **options)

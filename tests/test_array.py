@@ -319,7 +319,7 @@ def test_query_errors(make_da):
         da.find(vector=np.ones(8), fusion="max")
     with pytest.raises(hs.ConfigError):
         da.find(text="nokia", candidates=0)
-    if da.storage == "hnswlib":  # the hnswlib wrapper has no inverted index
+    if da.storage in ("hnswlib", "annlite"):  # these wrapped libraries have no inverted index
         with pytest.raises(hs.UnsupportedError, match="text search"):
             da.find(text="nokia 3310")
     else:

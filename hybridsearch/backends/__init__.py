@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 
 from ..errors import ConfigError, UnsupportedError
 
@@ -11,11 +13,26 @@ REGISTRY = {
     "hnsw": "hybridsearch.backends.hnsw:HnswBackend",
     "sqlite": "hybridsearch.backends.sqlite:SqliteBackend",
     "hnswlib": "hybridsearch.backends.hnswlib_backend:HnswlibBackend",
-    "annlite": None,
+    "annlite": "hybridsearch.backends.annlite_backend:AnnliteBackend",
     "elasticsearch": None,
     "opensearch": None,
     "vespa": None,
 }
+
+# third-party packages a storage imports: `available()` looks for them without importing
+# them, because importing is not free and some cannot share a process (below)
+REQUIRES = {"hnswlib": ("hnswlib",), "annlite": ("annlite",)}
+# annlite and hnswlib both register a pybind11 class named "Index": whichever is
+# imported second fails with ImportError, so one process can use only one of them
+CONFLICTS = {"annlite": ("hnswlib",), "hnswlib": ("annlite",)}
+
+
+def conflict(name: str):
+    """The already-loaded module that stops storage `name` from loading in this process, or None."""
+    for other in CONFLICTS.get(name, ()):
+        if other in sys.modules:
+            return other
+    return None
 
 
 def backend_class(name: str):
@@ -26,6 +43,11 @@ def backend_class(name: str):
     if target is None:
         raise UnsupportedError(f"storage {name!r} is part of the API but not implemented in this version")
     module, cls = target.split(":")
+    blocker = conflict(name)
+    if blocker is not None:
+        raise UnsupportedError(
+            f"storage {name!r} cannot be loaded in a process that has already loaded {blocker!r} "
+            f"(both register a native class named 'Index'); use it in a separate process")
     try:
         return getattr(importlib.import_module(module), cls)
     except ImportError as e:
@@ -35,10 +57,9 @@ def backend_class(name: str):
 def available() -> list:
     """Names of the storages usable in this install."""
     out = []
-    for name in REGISTRY:
-        try:
-            backend_class(name)
-        except (ConfigError, UnsupportedError):
+    for name, target in REGISTRY.items():
+        if target is None or conflict(name) is not None:
             continue
-        out.append(name)
+        if all(importlib.util.find_spec(pkg) is not None for pkg in REQUIRES.get(name, ())):
+            out.append(name)
     return out
