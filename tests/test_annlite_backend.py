@@ -1,0 +1,44 @@
+"""storage="annlite": the shared suite and tests/annlite_cases.py, in a child process.
+
+annlite and hnswlib both register a native class named "Index", so they cannot be
+imported into one process; this test process uses hnswlib, so annlite runs in a
+child pytest with HS_TEST_STORAGES=annlite (tests/conftest.py)."""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("annlite") is None,
+                                reason="annlite is not installed (pip install -e '.[test]' installs it)")
+
+
+def test_shared_suite_and_annlite_cases_in_a_child_process():
+    env = dict(os.environ, HS_TEST_STORAGES="annlite")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+         "tests/test_array.py", "tests/test_filters.py", "tests/annlite_cases.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    summary = out.strip().splitlines()[-1]
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed >= 70, summary  # the whole shared suite ran on annlite, not a handful
+    assert "skipped" not in summary, summary
+
+
+def test_registry_refuses_annlite_after_hnswlib():
+    code = ("import hybridsearch as hs\n"
+            "class V(hs.Document):\n    v: hs.Vector[2]\n"
+            "hs.DocumentArray(V, storage='hnswlib').close()\n"
+            "assert 'annlite' not in hs.backends()\n"
+            "try:\n    hs.DocumentArray(V, storage='annlite')\n"
+            "except hs.UnsupportedError as e:\n    print('refused:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused:" in proc.stdout and "already loaded 'hnswlib'" in proc.stdout
