@@ -4,13 +4,15 @@ A later storage joins the whole suite by adding its name to STORAGES (and, if
 it needs options such as a path or a server, a line in `make_da`).
 """
 import os
+import uuid
 
 import numpy as np
 import pytest
 
 import hybridsearch as hs
+from tests.engines import STORAGE_KIND, engine
 
-STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path", "sqlite"]
+STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
 # annlite cannot share a process with hnswlib: tests/test_annlite_backend.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
@@ -27,7 +29,7 @@ def storage(request):
 @pytest.fixture
 def make_da(storage, tmp_path):
     """Factory: make_da(Schema, **options) -> a fresh DocumentArray on the current storage."""
-    opened = []
+    opened, remote = [], []
 
     def make(schema, **options):
         if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
@@ -39,12 +41,26 @@ def make_da(storage, tmp_path):
         elif storage == "sqlite":
             options.setdefault("path", tmp_path / f"collection{len(opened)}.db")
             da = hs.DocumentArray(schema, storage="sqlite", **options)
+        elif storage in STORAGE_KIND:  # a real node on 127.0.0.1 (tests/engines.py), a fresh index
+            url, why = engine(STORAGE_KIND[storage])
+            if url is None:
+                pytest.skip(f"no {storage} node: {why}")
+            options.setdefault("hosts", url)
+            options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
+            options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart
+            da = hs.DocumentArray(schema, storage=storage, **options)
+            remote.append(da)
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)
         return da
 
     yield make
+    for da in remote:  # drop the test's index (with a client of its own: the test may have closed da)
+        backend = da._backend
+        client = backend._make_client(backend.options)
+        client.indices.delete(index=backend.index, ignore_unavailable=True)
+        client.close()
     for da in opened:
         da.close()
 

@@ -1,0 +1,566 @@
+"""storage="elasticsearch" and "opensearch": the DocumentArray API over a real search engine.
+
+One index per collection. The mapping comes from the schema (es_query.properties);
+the vector field is `dense_vector` with HNSW `index_options` on Elasticsearch and a
+Lucene-engine `knn_vector` on OpenSearch. What the two engines share lives in
+`SearchEngineBackend`; the subclasses differ in the client, the vector mapping,
+the vector query and the error types.
+
+Semantics of API.md kept here:
+- writes are visible on return (`refresh="wait_for"` by default, or `True`);
+- `extend` goes through the bulk helper in chunks; when any document fails, the
+  documents of the batch that were written are deleted and the ones they
+  overwrote restored, and `hs.BackendError` lists the failures: nothing is
+  reported as written that was not (a crash in the middle of that repair can
+  still leave a partial batch: the engine has no multi-document transaction);
+- insertion order: an `hs_seq` field, kept by upserts of an existing id;
+- scores: vector scores are recomputed from the hits' stored vectors as
+  cosine / inner product / -euclidean (the engines report transformed
+  similarities); lexical scores are the engine's BM25 of the best field
+  (`multi_match` `best_fields`); hybrid "sum" takes its candidates from the
+  engine's bool + knn sum (the e-commerce benchmark's query) and ranks them by
+  BM25 + vector score; "rrf" is fused here;
+- a filtered vector search is pre-filtered (`knn.filter`); when the engine
+  returns fewer than min(limit, matches) hits, the query is answered exactly
+  by scoring every matching document's vector here;
+- errors: connection failures, timeouts and 4xx/5xx become `hs.BackendError`
+  with status and reason; 429 and 503 are retried with exponential backoff;
+  credentials are redacted from every message and never part of a repr.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Iterator, Optional
+
+import numpy as np
+
+from ..batch import Batch
+from ..document import Kind
+from ..errors import BackendError, ConfigError, UnsupportedError
+from ..filters import MatchAll, Node
+from ..fusion import fuse_rrf
+from . import es_query as Q
+from .base import Backend
+
+_PAGE = 5000            # documents per page when listing (engines cap one page at 10,000)
+_MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
+_RETRY_STATUS = (429, 503)
+
+
+def _secret_strings(options: dict) -> list:
+    out = []
+    auth = options.get("basic_auth")
+    if isinstance(auth, (tuple, list)) and len(auth) == 2:
+        out.append(str(auth[1]))
+    key = options.get("api_key")
+    if isinstance(key, (tuple, list)):
+        out += [str(k) for k in key]
+    elif key:
+        out.append(str(key))
+    hosts = options.get("hosts")
+    for h in (hosts if isinstance(hosts, (list, tuple)) else [hosts]):
+        if isinstance(h, str) and "@" in h.split("//", 1)[-1]:
+            userinfo = h.split("//", 1)[-1].split("@", 1)[0]
+            out += [userinfo] + userinfo.split(":", 1)[1:]
+    return [s for s in out if s]
+
+
+class SearchEngineBackend(Backend):
+    """What the Elasticsearch and OpenSearch storages share: everything but the client's dialect."""
+
+    OPTIONS = {"hosts": "http://127.0.0.1:9200", "index": "hybridsearch", "metric": "cosine",
+               "m": 16, "ef_construct": 100, "ef": 100, "refresh": "wait_for", "timeout": 30.0,
+               "chunk_size": 500, "max_retries": 3, "retry_backoff": 0.5,
+               "basic_auth": None, "api_key": None, "ca_certs": None, "verify_certs": True,
+               "client_cert": None, "client_key": None, "shards": 1, "replicas": 0}
+    engine = ""
+
+    @classmethod
+    def resolve_options(cls, options: dict) -> dict:
+        resolved = super().resolve_options(options)
+        Q.check_index_name(resolved["index"])
+        for name, low in (("m", 2), ("ef_construct", 1), ("ef", 1), ("chunk_size", 1), ("shards", 1),
+                          ("max_retries", 0), ("replicas", 0)):
+            v = resolved[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"storage {cls.name!r} option {name} must be an integer >= {low}, got {v!r}")
+        if resolved["refresh"] not in ("wait_for", True):
+            raise ConfigError(f"refresh must be 'wait_for' or True (writes must be visible on return), "
+                              f"got {resolved['refresh']!r}")
+        if resolved["basic_auth"] is not None and not (
+                isinstance(resolved["basic_auth"], (tuple, list)) and len(resolved["basic_auth"]) == 2):
+            raise ConfigError("basic_auth must be a (user, password) pair")
+        return resolved
+
+    def __init__(self, schema, **options) -> None:
+        super().__init__(schema, **options)
+        self._secrets = _secret_strings(options)
+        self.options = {k: v for k, v in options.items() if k not in ("basic_auth", "api_key")}
+        self.index = options["index"]
+        self.metric = options["metric"]
+        self.ef = options["ef"]
+        self.refresh = options["refresh"]
+        self.chunk_size = options["chunk_size"]
+        self.max_retries = options["max_retries"]
+        self.retry_backoff = float(options["retry_backoff"])
+        self.vec = schema.vector
+        self.texts = [s.name for s in schema.texts]
+        self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        self.client = self._make_client(options)
+        self._open_index(options)
+        self.next_seq = self._max_seq() + 1
+        self._size = None  # documents with a vector, as last counted; None after a write
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(index={self.index!r})"
+
+    # ------------------------------------------------------------ dialect
+    def _make_client(self, options: dict):
+        raise NotImplementedError
+
+    def _vector_mapping(self, options: dict) -> dict:
+        raise NotImplementedError
+
+    def _index_settings(self, options: dict) -> dict:
+        return {"number_of_shards": options["shards"], "number_of_replicas": options["replicas"]}
+
+    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict], fields: list) -> list:
+        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
+        raise NotImplementedError
+
+    def _hybrid_body(self, text: str, q: np.ndarray, size: int, ef: int, flt: Optional[dict]) -> dict:
+        raise NotImplementedError
+
+    def _error_info(self, e: Exception):
+        """(status or None, reason) if `e` is this client's error, else None."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- plumbing
+    def _redact(self, text: str) -> str:
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        """One client call: 429/503 retried with exponential backoff, errors -> BackendError."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # the client's errors are translated, anything else propagates
+                info = self._error_info(e)
+                if info is None:
+                    raise
+                status, reason = info
+                if status in _RETRY_STATUS and attempt < self.max_retries:
+                    time.sleep(self.retry_backoff * (2 ** attempt))
+                    continue
+                where = f"{self.engine} at {self._redact(str(self.options['hosts']))}"
+                code = f"status {status}" if status is not None else "no response"
+                raise BackendError(self._redact(f"{where} failed to {what} ({code}): {reason}")) from None
+
+    def _open_index(self, options: dict) -> None:
+        fp = Q.fingerprint(self.schema, self.metric)
+        exists = self._call("check the index", self.client.indices.exists, index=self.index)
+        if exists:
+            mapping = self._call("read the mapping", self.client.indices.get_mapping, index=self.index)
+            meta = (dict(mapping).get(self.index, {}).get("mappings", {}).get("_meta") or {})
+            if Q.META_KEY not in meta:
+                raise BackendError(f"index {self.index!r} exists and was not created by hybridsearch")
+            if meta[Q.META_KEY] != fp:
+                raise BackendError(f"index {self.index!r} holds another schema or metric ({meta[Q.META_KEY]})")
+            return
+        vector = {self.vec.name: self._vector_mapping(options)} if self.vec else {}
+        props = Q.properties(self.schema, vector.get(self.vec.name) if self.vec else None)
+        body = {"settings": self._index_settings(options),
+                "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp}, "properties": props}}
+        self._call("create the index", self.client.indices.create, index=self.index, body=body)
+
+    def _search(self, body: dict, what: str = "search") -> list:
+        res = self._call(what, self.client.search, index=self.index, body=body)
+        return list(res["hits"]["hits"])
+
+    def _max_seq(self) -> int:
+        hits = self._search({"size": 1, "sort": [{Q.SEQ_FIELD: "desc"}], "_source": False,
+                             "docvalue_fields": [Q.SEQ_FIELD]}, "read the insertion sequence")
+        return int(hits[0]["fields"][Q.SEQ_FIELD][0]) if hits else 0
+
+    # ------------------------------------------------------------ documents
+    def _source(self, doc, seq: int) -> dict:
+        src = {Q.ID_FIELD: doc.id, Q.SEQ_FIELD: seq, Q.PRESENT_FIELD: [
+            s.name for s in self.schema.fields.values() if s.optional and getattr(doc, s.name) is not None]}
+        for spec in self.schema.fields.values():
+            if spec.kind in (Kind.ID, Kind.OTHER):
+                continue
+            v = getattr(doc, spec.name)
+            if v is None:
+                continue
+            src[spec.name] = [float(x) for x in v] if spec.kind is Kind.VECTOR else v
+        if self.extra:
+            src[Q.EXTRA_FIELD] = doc.model_dump_json(include=set(self.extra))
+        return src
+
+    def _doc(self, hit_id: str, src: dict):
+        data = {"id": hit_id}
+        for spec in self.schema.fields.values():
+            if spec.kind not in (Kind.ID, Kind.OTHER) and spec.name in src:
+                data[spec.name] = src[spec.name]
+        if self.extra and Q.EXTRA_FIELD in src:
+            data.update(json.loads(src[Q.EXTRA_FIELD]))
+        return self.schema.model.model_validate(data)
+
+    def _mget(self, ids: list, source=True) -> dict:
+        """id -> _source of the ids that exist (one request per chunk)."""
+        out = {}
+        for a in range(0, len(ids), _PAGE):
+            res = self._call("read documents", self.client.mget, index=self.index,
+                             body={"ids": ids[a:a + _PAGE]}, _source=source)
+            for d in res["docs"]:
+                if d.get("found"):
+                    out[d["_id"]] = d.get("_source", {})
+        return out
+
+    # --------------------------------------------------------------- writes
+    def _bulk(self, actions: list) -> list:
+        """Runs bulk actions in chunks -> per-action (ok, info) in order."""
+        results = []
+        for a in range(0, len(actions), self.chunk_size):
+            chunk = actions[a:a + self.chunk_size]
+            body = []
+            for act in chunk:
+                body.append({act["op"]: {"_index": self.index, "_id": act["id"]}})
+                if act["op"] != "delete":
+                    body.append(act["source"])
+            res = self._call("write documents", self.client.bulk, body=body, refresh=self.refresh)
+            for item in res["items"]:
+                (op, info), = item.items()
+                ok = 200 <= int(info.get("status", 500)) < 300 or (op == "delete" and info.get("status") == 404)
+                results.append((ok, info))
+        return results
+
+    def upsert(self, batch: Batch) -> None:
+        if not batch.docs:
+            return
+        ids = [d.id for d in batch.docs]
+        before = self._mget(ids)  # pre-images: kept sequence numbers, and what to restore on failure
+        sources = []
+        for d in batch.docs:
+            if d.id in before:
+                seq = int(before[d.id][Q.SEQ_FIELD])
+            else:
+                seq, self.next_seq = self.next_seq, self.next_seq + 1
+            sources.append(self._source(d, seq))
+        self._size = None
+        results = self._bulk([{"op": "index", "id": i, "source": s} for i, s in zip(ids, sources)])
+        failed = [(i, info) for i, (ok, info) in zip(ids, results) if not ok]
+        if failed:
+            written = [i for i, (ok, _) in zip(ids, results) if ok]
+            repair = [{"op": "index", "id": i, "source": before[i]} if i in before else {"op": "delete", "id": i}
+                      for i in written]
+            repaired = all(ok for ok, _ in self._bulk(repair)) if repair else True
+            reasons = "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
+                                f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
+            state = ("the rest of the batch was rolled back" if repaired
+                     else "rolling back the rest of the batch failed too: the index may hold part of it")
+            raise BackendError(self._redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
+                                            f"({reasons}); {state}"))
+
+    def delete(self, ids: list) -> int:
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return 0
+        self._size = None
+        results = self._bulk([{"op": "delete", "id": i} for i in ids])
+        bad = [info for ok, info in results if not ok]
+        if bad:
+            raise BackendError(self._redact(f"{self.engine} failed to delete {len(bad)} documents: {bad[:3]}"))
+        return sum(1 for _, info in results if info.get("result") == "deleted")
+
+    def update_fields(self, id: str, values: dict) -> None:
+        src = self._mget([id]).get(id)
+        if src is None:
+            raise KeyError(id)
+        if not values:
+            return
+        doc = self._doc(id, src).model_copy(update=values)
+        new = self._source(doc, int(src[Q.SEQ_FIELD]))
+        partial = {k: new.get(k) for k in values if k not in self.extra}
+        partial[Q.PRESENT_FIELD] = new[Q.PRESENT_FIELD]
+        if set(values) & set(self.extra):
+            partial[Q.EXTRA_FIELD] = new[Q.EXTRA_FIELD]
+        self._size = None
+        self._call("update a document", self.client.update, index=self.index, id=id,
+                   body={"doc": partial}, refresh=self.refresh)
+
+    # ---------------------------------------------------------------- reads
+    def count(self) -> int:
+        return int(self._call("count documents", self.client.count, index=self.index)["count"])
+
+    def contains(self, id: str) -> bool:
+        return bool(self._mget([id], source=False))
+
+    def get(self, ids: list) -> list:
+        found = self._mget(list(ids))
+        return [self._doc(i, found[i]) if i in found else None for i in ids]
+
+    def _scan(self, query: dict, limit: Optional[int], source) -> list:
+        """Matching hits in insertion order (search_after over hs_seq), up to limit (None: all)."""
+        hits, after = [], None
+        while limit is None or len(hits) < limit:
+            size = _PAGE if limit is None else min(_PAGE, limit - len(hits))
+            body = {"size": size, "query": query, "sort": [{Q.SEQ_FIELD: "asc"}], "_source": source}
+            if after is not None:
+                body["search_after"] = after
+            page = self._search(body, "list documents")
+            hits += page
+            if len(page) < size:
+                break
+            after = page[-1]["sort"]
+        return hits
+
+    def iter_ids(self) -> Iterator[str]:
+        return iter([h["_id"] for h in self._scan({"match_all": {}}, None, False)])
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        if limit == 0:
+            return [], []
+        hits = self._scan({"bool": {"filter": [Q.to_query(node, self.schema)]}}, limit, True)
+        docs = [self._doc(h["_id"], h["_source"]) for h in hits]
+        return [d.id for d in docs], docs
+
+    # --------------------------------------------------------------- vectors
+    def _filter_clause(self, node: Optional[Node]) -> Optional[dict]:
+        if node is None or isinstance(node, MatchAll):
+            return None
+        return Q.to_query(node, self.schema)
+
+    def _similarity(self, X: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """API.md scores in float64 (higher is better)."""
+        X = X.astype(np.float64)
+        q = q.astype(np.float64)
+        if self.metric == "ip":
+            return X @ q
+        if self.metric == "l2":
+            return -np.linalg.norm(X - q, axis=1)
+        norms = np.linalg.norm(X, axis=1) * np.linalg.norm(q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.nan_to_num((X @ q) / norms, nan=0.0)
+
+    def _engine_score(self, sim: np.ndarray) -> np.ndarray:
+        """The similarity as both engines' knn reports it (Lucene's transforms)."""
+        if self.metric == "cosine":
+            return (1.0 + sim) / 2.0
+        if self.metric == "l2":
+            return 1.0 / (1.0 + sim * sim)
+        return np.where(sim < 0, 1.0 / (1.0 - sim), sim + 1.0)
+
+    def _ranked(self, hits: list, q: np.ndarray, limit: int) -> tuple:
+        hits = [h for h in hits if self.vec.name in h["_source"]]
+        if not hits:
+            return [], np.empty(0, dtype=np.float32), []
+        X = np.array([h["_source"][self.vec.name] for h in hits], dtype=np.float32)
+        s = self._similarity(X, q)
+        order = np.argsort(-s, kind="stable")[:limit]
+        docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
+        return [d.id for d in docs], s[order].astype(np.float32), docs
+
+    def _exact(self, q: np.ndarray, limit: int, flt: Optional[dict]) -> tuple:
+        """Brute force here over every matching document that has a vector."""
+        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
+        return self._ranked(self._scan({"bool": {"filter": must}}, None, True), q, limit)
+
+    def _count(self, flt: Optional[dict]) -> int:
+        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
+        return int(self._call("count matches", self.client.count, index=self.index,
+                              body={"query": {"bool": {"filter": must}}})["count"])
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        if self.vec is None:
+            raise UnsupportedError("this schema has no hs.Vector field")
+        flt = self._filter_clause(node)
+        if flt is None and not exact:
+            # like a filtered Lucene query whose matches fit in num_candidates: when the whole
+            # collection is no larger than the candidate list, scan it exactly (a graph walk over
+            # so few points, or over many duplicates, can miss part of the true top-k)
+            if self._size is None:
+                self._size = self._count(None)
+            exact = self._size <= min(max(ef or self.ef, limit), _MAX_CANDIDATES)
+        out = []
+        for q in queries:
+            if exact:
+                out.append(self._exact(q, limit, flt))
+                continue
+            k = min(limit, _MAX_CANDIDATES)
+            hits = self._knn_search(q, k, min(max(ef or self.ef, k), _MAX_CANDIDATES), flt, [])
+            if len(hits) < limit and len(hits) < self._count(flt):
+                out.append(self._exact(q, limit, flt))  # the engine came back short
+            else:
+                out.append(self._ranked(hits, q, limit))
+        return out
+
+    # ------------------------------------------------------------------ text
+    def _lexical_body(self, text: str, size: int, flt: Optional[dict]) -> dict:
+        query = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
+        return {"size": size, "query": {"bool": {"must": [query], "filter": [flt] if flt else []}}}
+
+    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+        if not self.texts:
+            raise UnsupportedError(f"storage {self.name!r} has no text search here: the schema has no hs.Text field")
+        flt = self._filter_clause(node)
+        if q is None:
+            hits = self._search(self._lexical_body(text, k, flt))
+            docs = [self._doc(h["_id"], h["_source"]) for h in hits]
+            return [d.id for d in docs], np.array([h["_score"] for h in hits], dtype=np.float32), docs
+        q = q[0]
+        pool = min(max(candidates, k), _MAX_CANDIDATES)
+        ef = min(max(ef or self.ef, pool), _MAX_CANDIDATES)
+        if fusion == "rrf":
+            lex = self._search(self._lexical_body(text, pool, flt))
+            vec = self._exact(q, pool, flt)[0] if exact else [h["_id"] for h in self._knn_search(q, pool, ef, flt, [])]
+            by_id = {h["_id"]: h for h in lex}
+            ids = list(dict.fromkeys([h["_id"] for h in lex] + list(vec)))
+            pos = {i: n for n, i in enumerate(ids)}
+            slots, scores = fuse_rrf(np.array([pos[h["_id"]] for h in lex], dtype=np.int64),
+                                     np.array([pos[i] for i in vec], dtype=np.int64), k, rrf_k)
+            chosen = [ids[s] for s in slots.tolist()]
+            missing = [i for i in chosen if i not in by_id]
+            fetched = self._mget(missing) if missing else {}
+            docs = [self._doc(i, by_id[i]["_source"] if i in by_id else fetched[i]) for i in chosen]
+            return chosen, scores, docs
+        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query")
+        if not hits:
+            return [], np.empty(0, dtype=np.float32), []
+        # engine score = BM25 + knn score (or BM25 alone for a hit outside the knn list);
+        # rank the pool by API.md's BM25 + vector similarity instead
+        X = np.array([h["_source"].get(self.vec.name, [0.0] * self.vec.dim) for h in hits], dtype=np.float32)
+        sim = self._similarity(X, q)
+        engine = np.array([h["_score"] for h in hits], dtype=np.float64)
+        knn_ids = {h["_id"] for h in self._knn_search(q, pool, ef, flt, [])} if hits else set()
+        in_knn = np.array([h["_id"] in knn_ids for h in hits])
+        bm25 = np.maximum(engine - np.where(in_knn, self._engine_score(sim), 0.0), 0.0)
+        total = bm25 + sim
+        order = np.argsort(-total, kind="stable")[:k]
+        docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
+        return [d.id for d in docs], total[order].astype(np.float32), docs
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # closing a client whose node is gone must not raise
+            pass
+
+
+class ElasticsearchBackend(SearchEngineBackend):
+    """Elasticsearch 8.x through the official `elasticsearch` client."""
+
+    name = "elasticsearch"
+    engine = "Elasticsearch"
+    _SIMILARITY = {"cosine": "cosine", "ip": "max_inner_product", "l2": "l2_norm"}
+
+    def _make_client(self, options: dict):
+        from elasticsearch import Elasticsearch
+        kw = {"request_timeout": float(options["timeout"]), "verify_certs": bool(options["verify_certs"]),
+              "max_retries": 0, "retry_on_timeout": False}
+        for key in ("basic_auth", "api_key", "ca_certs", "client_cert", "client_key"):
+            if options.get(key) is not None:
+                kw[key] = tuple(options[key]) if key == "basic_auth" else options[key]
+        try:
+            return Elasticsearch(options["hosts"], **kw)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(self._redact(f"cannot configure the Elasticsearch client: {e}")) from None
+
+    def _vector_mapping(self, options: dict) -> dict:
+        return {"type": "dense_vector", "dims": self.vec.dim, "index": True,
+                "similarity": self._SIMILARITY[self.metric],
+                "index_options": {"type": "hnsw", "m": options["m"], "ef_construction": options["ef_construct"]}}
+
+    def _knn_search(self, q, k, ef, flt, fields) -> list:
+        knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": k, "num_candidates": ef}
+        if flt:
+            knn["filter"] = flt
+        return self._search({"size": k, "knn": knn}, "run a vector query")
+
+    def _hybrid_body(self, text, q, size, ef, flt) -> dict:
+        body = self._lexical_body(text, size, flt)
+        body["query"]["bool"] = {"should": body["query"]["bool"]["must"], "filter": body["query"]["bool"]["filter"]}
+        knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": size, "num_candidates": ef}
+        if flt:
+            knn["filter"] = flt
+        body["knn"] = knn
+        return body
+
+    def _error_info(self, e):
+        import elastic_transport
+        from elasticsearch import ApiError
+        if isinstance(e, ApiError):
+            body = e.body if isinstance(e.body, dict) else {}
+            err = body.get("error", {})
+            reason = err.get("reason") if isinstance(err, dict) else err
+            return e.meta.status, f"{e.message}: {reason or body or ''}"
+        if isinstance(e, elastic_transport.TransportError):
+            return None, f"{type(e).__name__}: {e.message}"
+        return None
+
+
+class OpenSearchBackend(SearchEngineBackend):
+    """OpenSearch 2.x / 3.x with the k-NN plugin (Lucene engine) through `opensearch-py`."""
+
+    name = "opensearch"
+    engine = "OpenSearch"
+    _SPACE = {"cosine": "cosinesimil", "ip": "innerproduct", "l2": "l2"}
+
+    def _make_client(self, options: dict):
+        from opensearchpy import OpenSearch
+        kw = {"timeout": float(options["timeout"]), "verify_certs": bool(options["verify_certs"]),
+              "max_retries": 0, "retry_on_timeout": False}
+        if options.get("basic_auth") is not None:
+            kw["http_auth"] = tuple(options["basic_auth"])
+        if options.get("api_key") is not None:
+            kw["headers"] = {"Authorization": f"ApiKey {options['api_key']}"}
+        for key in ("ca_certs", "client_cert", "client_key"):
+            if options.get(key) is not None:
+                kw[key] = options[key]
+        hosts = options["hosts"]
+        if isinstance(hosts, str) and hosts.startswith("https://"):
+            kw["use_ssl"] = True
+        try:
+            return OpenSearch(hosts, **kw)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(self._redact(f"cannot configure the OpenSearch client: {e}")) from None
+
+    def _index_settings(self, options: dict) -> dict:
+        return {**super()._index_settings(options), "index.knn": True}
+
+    def _vector_mapping(self, options: dict) -> dict:
+        return {"type": "knn_vector", "dimension": self.vec.dim,
+                "method": {"name": "hnsw", "engine": "lucene", "space_type": self._SPACE[self.metric],
+                           "parameters": {"m": options["m"], "ef_construction": options["ef_construct"]}}}
+
+    def _knn_clause(self, q, k, ef, flt) -> dict:
+        inner = {"vector": [float(x) for x in q], "k": k, "method_parameters": {"ef_search": ef}}
+        if flt:
+            inner["filter"] = flt
+        return {"knn": {self.vec.name: inner}}
+
+    def _knn_search(self, q, k, ef, flt, fields) -> list:
+        return self._search({"size": k, "query": self._knn_clause(q, k, ef, flt)}, "run a vector query")
+
+    def _hybrid_body(self, text, q, size, ef, flt) -> dict:
+        lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
+        return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
+                                                 "filter": [flt] if flt else [], "minimum_should_match": 1}}}
+
+    def _error_info(self, e):
+        from opensearchpy.exceptions import ConnectionError as OSConnectionError
+        from opensearchpy.exceptions import TransportError
+        if isinstance(e, OSConnectionError):
+            return None, f"cannot connect: {type(e.info).__name__ if e.info else ''} {e.error}"
+        if isinstance(e, TransportError):
+            status = e.status_code if isinstance(e.status_code, int) else None
+            info = e.info if isinstance(e.info, dict) else {}
+            err = info.get("error", {})
+            reason = err.get("reason") if isinstance(err, dict) else err
+            return status, f"{e.error}: {reason or ''}"
+        return None

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Real single-node Elasticsearch 8.19 / OpenSearch 3.5 (+ k-NN) on 127.0.0.1, fetched from Maven Central.
+#
+#   scripts/searchnode.sh fetch            # download (mvn) + unpack both distributions under $ROOT (once)
+#   scripts/searchnode.sh start es|os      # start in the background, wait for yellow health, print URL
+#   scripts/searchnode.sh stop  es|os
+#   scripts/searchnode.sh pid   es|os      # the node's process id (for CPU-time readings in benchmarks)
+#
+# Env: ROOT (default ${TMPDIR:-/tmp}/hybridsearch-engines), ES_PORT (9260), OS_PORT (9250), HEAP (512m),
+#      JAVA17 (JDK for ES), JAVA21 (JDK >= 21 for OpenSearch 3.x), RUNAS (nobody: both refuse root).
+# Both bind to 127.0.0.1 only; security is off (loopback test nodes).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT=${ROOT:-${TMPDIR:-/tmp}/hybridsearch-engines}
+ES_PORT=${ES_PORT:-9260}
+OS_PORT=${OS_PORT:-9250}
+HEAP=${HEAP:-512m}
+RUNAS=${RUNAS:-nobody}
+ES_VER=8.19.21; OS_VER=3.5.0; KNN_VER=3.5.0.0
+
+pick_jdk() {  # first existing JDK home among the arguments
+  for d in "$@"; do [ -x "$d/bin/java" ] && { echo "$d"; return 0; }; done
+  return 1
+}
+JAVA17=${JAVA17:-$(pick_jdk /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-21-jdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64 || true)}
+JAVA21=${JAVA21:-$(pick_jdk /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-21-jdk-amd64 /usr/lib/jvm/java-21-openjdk-amd64 || true)}
+
+as_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u "$RUNAS" -- "$@"; else "$@"; fi
+}
+
+fetch() {
+  if [ -f "$ROOT/.fetched" ]; then echo "engines already fetched under $ROOT"; return 0; fi
+  mkdir -p "$ROOT/dist"
+  mvn -q -B -f "$HERE/engines-pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$ROOT/dist" -DincludeTypes=zip
+  cd "$ROOT"
+  rm -rf "opensearch-$OS_VER" "elasticsearch-$ES_VER"
+  unzip -q "dist/opensearch-$OS_VER.zip"
+  unzip -q "dist/elasticsearch-$ES_VER.zip"
+  OPENSEARCH_JAVA_HOME=$JAVA21 "opensearch-$OS_VER/bin/opensearch-plugin" install --batch \
+      "file://$ROOT/dist/opensearch-knn-$KNN_VER.zip" >/dev/null
+  cat >> "opensearch-$OS_VER/config/opensearch.yml" <<YML
+cluster.name: hs-os
+node.name: os1
+network.host: 127.0.0.1
+http.port: $OS_PORT
+transport.port: $((OS_PORT + 100))
+discovery.type: single-node
+path.data: $ROOT/os-data
+path.logs: $ROOT/os-logs
+cluster.routing.allocation.disk.threshold_enabled: false
+YML
+  cat >> "elasticsearch-$ES_VER/config/elasticsearch.yml" <<YML
+cluster.name: hs-es
+node.name: es1
+network.host: 127.0.0.1
+http.port: $ES_PORT
+transport.port: $((ES_PORT + 100))
+discovery.type: single-node
+path.data: $ROOT/es-data
+path.logs: $ROOT/es-logs
+xpack.security.enabled: false
+cluster.routing.allocation.disk.threshold_enabled: false
+YML
+  mkdir -p os-data os-logs es-data es-logs
+  if [ "$(id -u)" = 0 ]; then
+    chown -R "$RUNAS" "opensearch-$OS_VER" "elasticsearch-$ES_VER" os-data os-logs es-data es-logs
+    chmod o+rx "$ROOT"
+  fi
+  touch "$ROOT/.fetched"
+}
+
+port_of() { [ "$1" = os ] && echo "$OS_PORT" || echo "$ES_PORT"; }
+
+start() {
+  local kind=$1 port pidf t0 pid
+  port=$(port_of "$kind")
+  [ -f "$ROOT/.fetched" ] || fetch
+  if curl -sf "http://127.0.0.1:$port/_cluster/health" >/dev/null 2>&1; then
+    echo "$kind already running: http://127.0.0.1:$port"; return 0
+  fi
+  t0=$(date +%s.%N)
+  pidf=$ROOT/$kind-logs/node.pid; rm -f "$pidf"
+  if [ "$kind" = os ]; then
+    (cd "$ROOT/opensearch-$OS_VER" && as_user env OPENSEARCH_JAVA_HOME="$JAVA21" \
+        OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/opensearch -d -p "$pidf" >"$ROOT/os-stdout.log" 2>&1)
+  else
+    (cd "$ROOT/elasticsearch-$ES_VER" && as_user env ES_JAVA_HOME="$JAVA17" \
+        ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/elasticsearch -d -p "$pidf" >"$ROOT/es-stdout.log" 2>&1)
+  fi
+  for _ in $(seq 1 360); do
+    if curl -sf "http://127.0.0.1:$port/_cluster/health?wait_for_status=yellow&timeout=1s" >/dev/null 2>&1; then
+      pid=$(cat "$pidf")
+      echo "$kind ready after $(echo "$(date +%s.%N) - $t0" | bc) s: http://127.0.0.1:$port pid=$pid"
+      return 0
+    fi
+    if [ -s "$pidf" ] && ! kill -0 "$(cat "$pidf")" 2>/dev/null; then break; fi
+    sleep 0.5
+  done
+  echo "$kind FAILED to start; see $ROOT/$kind-stdout.log and $ROOT/$kind-logs/" >&2
+  tail -20 "$ROOT/$kind-stdout.log" >&2 || true
+  return 1
+}
+
+stop() {
+  local pidf=$ROOT/$1-logs/node.pid pid
+  [ -s "$pidf" ] || { echo "$1: not running (no $pidf)"; return 0; }
+  pid=$(cat "$pidf")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || { echo "$1 stopped"; return 0; }; sleep 0.5; done
+  kill -9 "$pid" 2>/dev/null || true; echo "$1 killed"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  start) start "${2:?es or os}" ;;
+  stop)  stop "${2:?es or os}" ;;
+  pid)   cat "$ROOT/${2:?es or os}-logs/node.pid" ;;
+  *) echo "usage: $0 fetch | start es|os | stop es|os | pid es|os" >&2; exit 2 ;;
+esac

@@ -1,0 +1,44 @@
+"""Real Elasticsearch / OpenSearch nodes on 127.0.0.1 for the remote storages' tests.
+
+A node is used when it answers at HS_ES_URL / HS_OS_URL (default ports 9260 / 9250,
+as scripts/searchnode.sh binds them); otherwise the script is asked to fetch and start
+it. Only when that fails too are the remote tests skipped, with the reason.
+"""
+import functools
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "searchnode.sh"
+DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250"}
+ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL"}
+STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os"}
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", timeout=10) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def engine(kind: str) -> tuple:
+    """(url, None) of a healthy node of this kind, or (None, why not)."""
+    url = os.environ.get(ENV[kind], DEFAULTS[kind])
+    if not url.startswith(("http://127.0.0.1", "https://127.0.0.1", "http://localhost", "https://localhost")):
+        return None, f"{ENV[kind]}={url} is not a loopback address; the tests only talk to 127.0.0.1"
+    if _healthy(url):
+        return url, None
+    if os.environ.get("HS_START_ENGINES", "1") == "0":
+        return None, f"no node answers at {url} and HS_START_ENGINES=0"
+    try:
+        proc = subprocess.run(["bash", str(SCRIPT), "start", kind], capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"scripts/searchnode.sh start {kind} failed: {e}"
+    if proc.returncode != 0 or not _healthy(url):
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        return None, f"scripts/searchnode.sh start {kind} could not start a node: {' | '.join(tail)}"
+    return url, None
