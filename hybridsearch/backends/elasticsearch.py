@@ -17,7 +17,8 @@ Semantics of API.md kept here:
 - scores: vector scores are recomputed from the hits' stored vectors as
   cosine / inner product / -euclidean (the engines report transformed
   similarities); lexical scores are the engine's BM25 of the best field
-  (`multi_match` `best_fields`); hybrid "sum" takes its candidates from the
+  (`multi_match` `best_fields`; Elasticsearch's divided by k1 + 1 = 2.2, see
+  `ElasticsearchBackend.bm25_scale`); hybrid "sum" takes its candidates from the
   engine's bool + knn sum (the e-commerce benchmark's query) and ranks them by
   BM25 + vector score; "rrf" is fused here;
 - a filtered vector search is pre-filtered (`knn.filter`); when the engine
@@ -75,6 +76,8 @@ class SearchEngineBackend(Backend):
                "basic_auth": None, "api_key": None, "ca_certs": None, "verify_certs": True,
                "client_cert": None, "client_key": None, "shards": 1, "replicas": 0}
     engine = ""
+    # BM25 as the engine reports it, times this, is Lucene's BM25 (API.md, and our own engine)
+    bm25_scale = 1.0
 
     @classmethod
     def resolve_options(cls, options: dict) -> dict:
@@ -412,7 +415,8 @@ class SearchEngineBackend(Backend):
         if q is None:
             hits = self._search(self._lexical_body(text, k, flt))
             docs = [self._doc(h["_id"], h["_source"]) for h in hits]
-            return [d.id for d in docs], np.array([h["_score"] for h in hits], dtype=np.float32), docs
+            scores = np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale
+            return [d.id for d in docs], scores.astype(np.float32), docs
         q = q[0]
         pool = min(max(candidates, k), _MAX_CANDIDATES)
         ef = min(max(ef or self.ef, pool), _MAX_CANDIDATES)
@@ -439,7 +443,7 @@ class SearchEngineBackend(Backend):
         engine = np.array([h["_score"] for h in hits], dtype=np.float64)
         knn_ids = {h["_id"] for h in self._knn_search(q, pool, ef, flt, [])} if hits else set()
         in_knn = np.array([h["_id"] in knn_ids for h in hits])
-        bm25 = np.maximum(engine - np.where(in_knn, self._engine_score(sim), 0.0), 0.0)
+        bm25 = np.maximum(engine - np.where(in_knn, self._engine_score(sim), 0.0), 0.0) * self.bm25_scale
         total = bm25 + sim
         order = np.argsort(-total, kind="stable")[:k]
         docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
@@ -457,6 +461,9 @@ class ElasticsearchBackend(SearchEngineBackend):
 
     name = "elasticsearch"
     engine = "Elasticsearch"
+    # Elasticsearch scores with LegacyBM25Similarity, which keeps the (k1 + 1) factor that
+    # Lucene 8 dropped from BM25's numerator: every lexical score is 2.2x Lucene's
+    bm25_scale = 1.0 / 2.2
     _SIMILARITY = {"cosine": "cosine", "ip": "max_inner_product", "l2": "l2_norm"}
 
     def _make_client(self, options: dict):

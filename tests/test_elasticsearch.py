@@ -1,0 +1,227 @@
+"""storage="elasticsearch" / "opensearch" beyond the shared suite, against real nodes on 127.0.0.1
+(tests/engines.py starts them with scripts/searchnode.sh when none answers)."""
+import logging
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+import hybridsearch as hs
+from hybridsearch.backends import es_query as Q
+from hybridsearch.backends.elasticsearch import ElasticsearchBackend
+from tests.engines import STORAGE_KIND, engine
+
+REMOTE = ["elasticsearch", "opensearch"]
+
+
+class Item(hs.Document):
+    title: hs.Text
+    body: hs.Text = ""
+    tag: hs.Keyword = "a"
+    n: int = 0
+    v: hs.Vector[4]
+
+
+@pytest.fixture(params=REMOTE)
+def remote(request):
+    """(storage name, url) of a running node, or a skip naming why none could be started."""
+    url, why = engine(STORAGE_KIND[request.param])
+    if url is None:
+        pytest.skip(f"no {request.param} node: {why}")
+    return request.param, url
+
+
+@pytest.fixture
+def open_da(remote):
+    storage, url = remote
+    made = []
+
+    def make(schema=Item, **options):
+        options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
+        options.setdefault("refresh", True)
+        da = hs.DocumentArray(schema, storage=storage, hosts=url, **options)
+        made.append(da)
+        return da
+
+    yield make
+    for da in made:
+        b = da._backend
+        client = b._make_client(b.options)
+        client.indices.delete(index=b.index, ignore_unavailable=True)
+        client.close()
+
+
+def items(a, b, rng):
+    return [{"id": f"i{i}", "title": f"red shoe {i}", "tag": "ab"[i % 2], "n": i, "v": rng.standard_normal(4)}
+            for i in range(a, b)]
+
+
+@pytest.mark.parametrize("metric,similarity,space", [("cosine", "cosine", "cosinesimil"),
+                                                     ("ip", "max_inner_product", "innerproduct"),
+                                                     ("l2", "l2_norm", "l2")])
+def test_mapping_comes_from_the_schema(open_da, remote, metric, similarity, space):
+    da = open_da(metric=metric, m=8, ef_construct=50)
+    b = da._backend
+    props = dict(b.client.indices.get_mapping(index=b.index))[b.index]["mappings"]["properties"]
+    assert props["title"] == {"type": "text", "analyzer": "standard"} and props["tag"]["type"] == "keyword"
+    assert props["n"]["type"] == "long"
+    vec = props["v"]
+    if remote[0] == "elasticsearch":
+        assert vec["type"] == "dense_vector" and vec["dims"] == 4 and vec["similarity"] == similarity
+        assert vec["index_options"]["type"] == "hnsw"
+        assert (vec["index_options"]["m"], vec["index_options"]["ef_construction"]) == (8, 50)
+    else:
+        assert vec["type"] == "knn_vector" and vec["dimension"] == 4
+        assert vec["method"]["engine"] == "lucene" and vec["method"]["space_type"] == space
+        assert vec["method"]["parameters"] == {"m": 8, "ef_construction": 50}
+
+
+def test_wait_for_refresh_makes_writes_visible_on_return(open_da):
+    da = open_da(refresh="wait_for")
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        da.extend(items(i, i + 1, rng))
+        assert da.find(filter={"n": i}).ids == [f"i{i}"]
+        assert da.find(text=f"shoe {i}", limit=1).ids == [f"i{i}"]
+    da.update("i1", tag="zz")
+    assert da.find(filter={"tag": "zz"}).ids == ["i1"]
+    with pytest.raises(hs.ConfigError, match="refresh"):
+        open_da(refresh=False)
+
+
+def test_a_rejected_document_rolls_the_batch_back(open_da, remote):
+    """The engine refuses a zero vector under cosine: the batch is undone, the old version restored."""
+    da = open_da()
+    rng = np.random.default_rng(1)
+    da.extend(items(0, 5, rng))
+    before = [d.model_dump_json() for d in da]
+    bad = items(3, 4, rng) + [{**items(5, 6, rng)[0], "v": [0, 0, 0, 0]}] + items(6, 8, rng)
+    bad[0]["title"] = "overwritten"
+    with pytest.raises(hs.BackendError, match="rejected 1 of 4 documents") as err:
+        da.extend(bad)
+    assert "rolled back" in str(err.value)
+    assert [d.model_dump_json() for d in da] == before and len(da) == 5
+    assert da.find(text="overwritten").ids == []
+
+
+def test_reopen_and_foreign_or_other_indexes(open_da, remote):
+    storage, url = remote
+    da = open_da()
+    rng = np.random.default_rng(2)
+    da.extend(items(0, 6, rng))
+    da.extend(items(2, 3, rng))  # an upsert keeps its place
+    again = hs.DocumentArray(Item, storage=storage, hosts=url, index=da._backend.index)
+    assert [d.id for d in again] == [f"i{i}" for i in range(6)]
+    again.extend(items(10, 11, rng))
+    assert [d.id for d in again][-1] == "i10"
+    with pytest.raises(hs.BackendError, match="another schema or metric"):
+        hs.DocumentArray(Item, storage=storage, hosts=url, index=da._backend.index, metric="l2")
+    foreign = f"hs-test-{uuid.uuid4().hex}"
+    da._backend.client.indices.create(index=foreign)
+    try:
+        with pytest.raises(hs.BackendError, match="not created by hybridsearch"):
+            hs.DocumentArray(Item, storage=storage, hosts=url, index=foreign)
+    finally:
+        da._backend.client.indices.delete(index=foreign)
+
+
+@pytest.mark.parametrize("hostile", ["../_all", "a/b", "?x=1", "q\"uote", "it's", "%2F_all", "sp ace", "é/中"])
+def test_hostile_ids_are_data(open_da, hostile):
+    da = open_da()
+    rng = np.random.default_rng(3)
+    da.extend(items(0, 3, rng))
+    da.extend([{**items(9, 10, rng)[0], "id": hostile}])
+    assert hostile in da and da[hostile].id == hostile and len(da) == 4
+    da.update(hostile, n=77)
+    assert da.find(filter={"n": 77}).ids == [hostile] and da.find(filter={"id": hostile}).ids == [hostile]
+    assert da.delete([hostile]) == 1
+    assert len(da) == 3 and hostile not in da and "i1" in da
+
+
+@pytest.mark.parametrize("name", ["../x", "UPPER", "a/b", "_all", "a b", "x#y", "", "..", "a,b", "*"])
+def test_hostile_index_names_are_refused_before_any_request(name):
+    with pytest.raises(hs.ConfigError, match="index"):
+        hs.DocumentArray(Item, storage="elasticsearch", hosts="http://127.0.0.1:1", index=name)
+
+
+@pytest.mark.parametrize("storage", REMOTE)
+def test_unreachable_node_is_a_backend_error_without_credentials(storage, caplog):
+    caplog.set_level(logging.DEBUG)
+    secret = "s3cr3t-pw"
+    with pytest.raises(hs.BackendError) as err:
+        hs.DocumentArray(Item, storage=storage, hosts="http://127.0.0.1:1", index="x",
+                         basic_auth=("elastic", secret), max_retries=0)
+    msg = str(err.value)
+    assert "127.0.0.1:1" in msg and ("no response" in msg or "connect" in msg.lower())
+    assert secret not in msg and secret not in caplog.text
+    with pytest.raises(hs.BackendError) as err:
+        hs.DocumentArray(Item, storage=storage, hosts=f"http://elastic:{secret}@127.0.0.1:1", index="x")
+    assert secret not in str(err.value) and secret not in caplog.text
+
+
+def test_credentials_are_passed_to_the_client_but_never_shown(remote):
+    storage, url = remote
+    # the test nodes run without security: the credentials reach the client and are not echoed anywhere
+    da = hs.DocumentArray(Item, storage=storage, hosts=url, index=f"hs-test-{uuid.uuid4().hex}",
+                          basic_auth=("elastic", "pw-xyz"))
+    try:
+        assert "pw-xyz" not in repr(da) and "pw-xyz" not in repr(da._backend)
+        assert "basic_auth" not in da._backend.options and "api_key" not in da._backend.options
+        client = da._backend.client
+        headers = client._headers if storage == "elasticsearch" else client.transport.connection_pool.connections[0].headers
+        assert any("authorization" == k.lower() for k in headers)
+    finally:
+        b = da._backend
+        b.client.indices.delete(index=b.index, ignore_unavailable=True)
+        da.close()
+
+
+def test_tls_verification_is_on_by_default():
+    b = ElasticsearchBackend.__new__(ElasticsearchBackend)
+    b._secrets = []
+    opts = ElasticsearchBackend.resolve_options({"hosts": "https://127.0.0.1:9"})
+    client = b._make_client(opts)
+    node = client.transport.node_pool.all()[0]
+    assert node.config.scheme == "https" and node.config.verify_certs is True
+    client.close()
+
+
+def test_429_and_503_are_retried_with_backoff(monkeypatch):
+    from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+    from elasticsearch import ApiError
+
+    def api_error(status):
+        meta = ApiResponseMeta(status=status, http_version="1.1", headers=HttpHeaders(), duration=0.0,
+                               node=NodeConfig("http", "127.0.0.1", 9200))
+        return ApiError(message="busy", meta=meta, body={"error": {"reason": "too many requests"}})
+
+    b = ElasticsearchBackend.__new__(ElasticsearchBackend)
+    b._secrets, b.max_retries, b.retry_backoff = [], 3, 0.01
+    b.options = {"hosts": "http://127.0.0.1:9200"}
+    b.engine = "Elasticsearch"
+    sleeps = []
+    monkeypatch.setattr(sys.modules["hybridsearch.backends.elasticsearch"].time, "sleep", sleeps.append)
+    calls = iter([api_error(429), api_error(503), "ok"])
+
+    def flaky():
+        r = next(calls)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    assert b._call("search", flaky) == "ok" and sleeps == [0.01, 0.02]
+    with pytest.raises(hs.BackendError, match="status 400"):
+        b._call("search", lambda: (_ for _ in ()).throw(api_error(400)))
+    always = iter([api_error(429)] * 10)
+    with pytest.raises(hs.BackendError, match="status 429"):
+        b._call("search", lambda: (_ for _ in ()).throw(next(always)))
+
+
+def test_filter_compiler_shapes():
+    from hybridsearch.document import schema_of
+    from hybridsearch.filters import parse_filter
+    S = schema_of(Item)
+    q = Q.to_query(parse_filter({"$not": {"tag": "x' OR 1=1"}, "n": {"$gte": 2, "$lt": 1e300}}, S), S)
+    assert q == {"bool": {"filter": [{"bool": {"must_not": [{"term": {"tag": "x' OR 1=1"}}]}},
+                                     {"bool": {"filter": [{"range": {"n": {"gte": 2}}}, {"match_all": {}}]}}]}}
