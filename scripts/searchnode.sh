@@ -5,6 +5,7 @@
 #   scripts/searchnode.sh start es|os      # start in the background, wait for yellow health, print URL
 #   scripts/searchnode.sh stop  es|os
 #   scripts/searchnode.sh pid   es|os      # the node's process id (for CPU-time readings in benchmarks)
+# Concurrent calls (CI's background start and a test fixture's) wait for each other on a lock file.
 #
 # Env: ROOT (default ${TMPDIR:-/tmp}/hybridsearch-engines), ES_PORT (9260), OS_PORT (9250), HEAP (512m),
 #      JAVA17 (JDK for ES), JAVA21 (JDK >= 21 for OpenSearch 3.x), RUNAS (nobody: both refuse root).
@@ -27,6 +28,12 @@ JAVA21=${JAVA21:-$(pick_jdk /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temur
 
 as_user() {
   if [ "$(id -u)" = 0 ]; then runuser -u "$RUNAS" -- "$@"; else "$@"; fi
+}
+
+locked() {  # run "$@" holding $ROOT/$1.lock: concurrent fetches / starts wait for each other
+  local name=$1; shift
+  mkdir -p "$ROOT"
+  ( flock 9; "$@" ) 9>"$ROOT/$name.lock"
 }
 
 fetch() {
@@ -76,7 +83,7 @@ port_of() { [ "$1" = os ] && echo "$OS_PORT" || echo "$ES_PORT"; }
 start() {
   local kind=$1 port pidf t0 pid
   port=$(port_of "$kind")
-  [ -f "$ROOT/.fetched" ] || fetch
+  [ -f "$ROOT/.fetched" ] || locked fetch fetch
   if curl -sf "http://127.0.0.1:$port/_cluster/health" >/dev/null 2>&1; then
     echo "$kind already running: http://127.0.0.1:$port"; return 0
   fi
@@ -113,8 +120,8 @@ stop() {
 }
 
 case "${1:-}" in
-  fetch) fetch ;;
-  start) start "${2:?es or os}" ;;
+  fetch) locked fetch fetch ;;
+  start) locked "${2:?es or os}" start "$2" ;;
   stop)  stop "${2:?es or os}" ;;
   pid)   cat "$ROOT/${2:?es or os}-logs/node.pid" ;;
   *) echo "usage: $0 fetch | start es|os | stop es|os | pid es|os" >&2; exit 2 ;;
