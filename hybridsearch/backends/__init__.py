@@ -16,13 +16,13 @@ REGISTRY = {
     "annlite": "hybridsearch.backends.annlite_backend:AnnliteBackend",
     "elasticsearch": "hybridsearch.backends.elasticsearch:ElasticsearchBackend",
     "opensearch": "hybridsearch.backends.elasticsearch:OpenSearchBackend",
-    "vespa": None,
+    "vespa": "hybridsearch.backends.vespa:VespaBackend",
 }
 
 # third-party packages a storage imports: `available()` looks for them without importing
 # them, because importing is not free and some cannot share a process (below)
 REQUIRES = {"hnswlib": ("hnswlib",), "annlite": ("annlite",), "elasticsearch": ("elasticsearch",),
-            "opensearch": ("opensearchpy",)}
+            "opensearch": ("opensearchpy",), "vespa": ("requests",)}
 # annlite and hnswlib both register a pybind11 class named "Index": whichever is
 # imported second fails with ImportError, so one process can use only one of them
 CONFLICTS = {"annlite": ("hnswlib",), "hnswlib": ("annlite",)}
