@@ -74,7 +74,9 @@ def test_schema_equals_pyvespas_rendering(metric, distance, sim):
 
 def test_application_package_files_and_zip(tmp_path):
     import zipfile
-    files = A.application_files(schema_of(Product), "product", "cosine", 16, 200)
+    from hybridsearch.backends.vespa import application_package
+    files = application_package(Product, doctype="product")
+    assert files == A.application_files(schema_of(Product), "product", "cosine", 16, 200)
     assert set(files) == {"schemas/product.sd", "services.xml"}
     A.write_application(files, tmp_path / "app")
     assert (tmp_path / "app" / "schemas" / "product.sd").read_text() == files["schemas/product.sd"]

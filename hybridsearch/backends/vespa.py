@@ -35,6 +35,16 @@ _RETRY_STATUS = (429, 503)
 _PAGE = 400
 
 
+def application_package(model, doctype: Optional[str] = None, metric: str = "cosine", m: int = 16,
+                        ef_construct: int = 200) -> dict:
+    """The application package (relative path -> text) a collection of `model` documents needs
+    deployed before `hs.DocumentArray(model, storage="vespa", ...)` can open it; write it with
+    `vespa_app.write_application(files, "app")` and deploy it with `vespa deploy app`."""
+    from ..document import schema_of
+    schema = schema_of(model)
+    return A.application_files(schema, doctype or schema.name.lower(), metric, m, ef_construct)
+
+
 def doc_path(namespace: str, doctype: str, id: str) -> str:
     """/document/v1 path of one document; the id is percent-encoded as one path segment
     (dots too, so `.` and `..` can never be read as path navigation)."""
