@@ -225,3 +225,89 @@ def test_filter_compiler_shapes():
     q = Q.to_query(parse_filter({"$not": {"tag": "x' OR 1=1"}, "n": {"$gte": 2, "$lt": 1e300}}, S), S)
     assert q == {"bool": {"filter": [{"bool": {"must_not": [{"term": {"tag": "x' OR 1=1"}}]}},
                                      {"bool": {"filter": [{"range": {"n": {"gte": 2}}}, {"match_all": {}}]}}]}}
+
+
+def _patch_bulk(monkeypatch, da, storage, change):
+    """Wraps the client class's bulk: change(call number, real bulk thunk) -> the response."""
+    cls = type(da._backend.client)
+    real = cls.bulk
+    calls = []
+
+    def bulk(self, *args, **kwargs):
+        calls.append(kwargs)
+        return change(len(calls), lambda: real(self, *args, **kwargs))
+
+    monkeypatch.setattr(cls, "bulk", bulk)
+    return calls
+
+
+def _connection_error(storage):
+    if storage == "elasticsearch":
+        from elastic_transport import ConnectionError as Err
+        return Err("connection reset (injected)")
+    from opensearchpy.exceptions import ConnectionError as Err
+    return Err("N/A", "connection reset (injected)", None)
+
+
+def test_a_document_refused_with_429_is_resent_by_the_bulk_helper(open_da, remote, monkeypatch):
+    da = open_da(retry_backoff=0.01)
+    rng = np.random.default_rng(4)
+
+    def first_item_429(n, send):
+        resp = send()
+        if n == 1:  # the node wrote it, but answers as if its write queue were full
+            body = resp.body if hasattr(resp, "body") else resp
+            (op, item), = body["items"][0].items()
+            item.update(status=429, error={"type": "es_rejected_execution_exception", "reason": "queue full"})
+            body["errors"] = True
+        return resp
+
+    calls = _patch_bulk(monkeypatch, da, remote[0], first_item_429)
+    da.extend(items(0, 6, rng))
+    assert len(calls) == 2  # the whole batch, then the one refused document again
+    assert [d.id for d in da] == [f"i{i}" for i in range(6)]
+    assert all(c.get("refresh") is True for c in calls)
+
+
+def test_a_connection_lost_mid_batch_rolls_back_the_chunks_already_written(open_da, remote, monkeypatch):
+    da = open_da(chunk_size=2)
+    rng = np.random.default_rng(5)
+    da.extend(items(0, 3, rng))
+    before = [d.model_dump_json() for d in da]
+    batch = items(1, 2, rng) + items(10, 14, rng)  # i1 overwritten in the first chunk
+    batch[0]["title"] = "overwritten"
+
+    def lose_second_chunk(n, send):
+        if n == 2:
+            raise _connection_error(remote[0])
+        return send()
+
+    calls = _patch_bulk(monkeypatch, da, remote[0], lose_second_chunk)
+    with pytest.raises(hs.BackendError, match="no response.*rolled back") as err:
+        da.extend(batch)
+    assert "injected" in str(err.value)
+    monkeypatch.undo()
+    assert len(calls) >= 3  # chunk 1, chunk 2 (lost), then the repair
+    assert [d.model_dump_json() for d in da] == before
+    assert da.find(text="overwritten").ids == [] and "i10" not in da
+    da.extend(items(20, 21, rng))  # the insertion counter was not advanced by the failed batch
+    assert [d.id for d in da] == ["i0", "i1", "i2", "i20"]
+
+
+def test_a_delete_stopped_half_way_puts_the_documents_back(open_da, remote, monkeypatch):
+    da = open_da(chunk_size=2)
+    rng = np.random.default_rng(6)
+    da.extend(items(0, 5, rng))
+    before = [d.model_dump_json() for d in da]
+
+    def lose_second_chunk(n, send):
+        if n == 2:
+            raise _connection_error(remote[0])
+        return send()
+
+    _patch_bulk(monkeypatch, da, remote[0], lose_second_chunk)
+    with pytest.raises(hs.BackendError, match="rolled back"):
+        da.delete(["i0", "i1", "i2", "i3"])
+    monkeypatch.undo()
+    assert [d.model_dump_json() for d in da] == before
+    assert da.delete(["i0", "nope", "i3"]) == 2 and [d.id for d in da] == ["i1", "i2", "i4"]

@@ -139,6 +139,10 @@ class SearchEngineBackend(Backend):
         """(status or None, reason) if `e` is this client's error, else None."""
         raise NotImplementedError
 
+    def _streaming_bulk(self, client, actions, **kwargs):
+        """The client library's `helpers.streaming_bulk`."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------- plumbing
     def _redact(self, text: str) -> str:
         for s in self._secrets:
@@ -158,9 +162,7 @@ class SearchEngineBackend(Backend):
                 if status in _RETRY_STATUS and attempt < self.max_retries:
                     time.sleep(self.retry_backoff * (2 ** attempt))
                     continue
-                where = f"{self.engine} at {self._redact(str(self.options['hosts']))}"
-                code = f"status {status}" if status is not None else "no response"
-                raise BackendError(self._redact(f"{where} failed to {what} ({code}): {reason}")) from None
+                raise self._error(what, status, reason) from None
 
     def _open_index(self, options: dict) -> None:
         fp = Q.fingerprint(self.schema, self.metric)
@@ -224,29 +226,47 @@ class SearchEngineBackend(Backend):
         return out
 
     # --------------------------------------------------------------- writes
-    def _bulk(self, actions: list) -> list:
-        """Runs bulk actions in chunks -> per-action (ok, info) in order."""
-        results = []
-        for a in range(0, len(actions), self.chunk_size):
-            chunk = actions[a:a + self.chunk_size]
-            body = []
-            for act in chunk:
-                body.append({act["op"]: {"_index": self.index, "_id": act["id"]}})
-                if act["op"] != "delete":
-                    body.append(act["source"])
-            res = self._call("write documents", self.client.bulk, body=body, refresh=self.refresh)
-            for item in res["items"]:
+    def _bulk(self, actions: list) -> tuple:
+        """Runs (op, id, source) actions through the client's bulk helper, `chunk_size` per request.
+
+        -> ({id: (ok, item)} for every action that got an answer, the BackendError that
+        stopped the run or None). Documents the engine rejects with 429 are resent by the
+        helper with backoff; other per-document failures come back as (False, item).
+        """
+        def expand(act):
+            op, i, src = act
+            out = {"_op_type": op, "_index": self.index, "_id": i}
+            if op != "delete":
+                out["_source"] = src
+            return out
+
+        results = {}
+        try:
+            for ok, item in self._streaming_bulk(
+                    self.client, map(expand, actions), chunk_size=self.chunk_size, raise_on_error=False,
+                    raise_on_exception=True, max_retries=self.max_retries,
+                    initial_backoff=self.retry_backoff, max_backoff=30, refresh=self.refresh):
                 (op, info), = item.items()
-                ok = 200 <= int(info.get("status", 500)) < 300 or (op == "delete" and info.get("status") == 404)
-                results.append((ok, info))
-        return results
+                # deleting an absent id is not a failure (delete() counts what was there)
+                results[info["_id"]] = (ok or (op == "delete" and info.get("status") == 404), info)
+        except Exception as e:  # the client's errors are translated, anything else propagates
+            info = self._error_info(e)
+            if info is None:
+                raise
+            return results, self._error("write documents", *info)
+        return results, None
+
+    def _error(self, what: str, status, reason) -> BackendError:
+        where = f"{self.engine} at {self._redact(str(self.options['hosts']))}"
+        code = f"status {status}" if status is not None else "no response"
+        return BackendError(self._redact(f"{where} failed to {what} ({code}): {reason}"))
 
     def upsert(self, batch: Batch) -> None:
         if not batch.docs:
             return
         ids = [d.id for d in batch.docs]
         before = self._mget(ids)  # pre-images: kept sequence numbers, and what to restore on failure
-        sources = []
+        sources, seq0 = [], self.next_seq
         for d in batch.docs:
             if d.id in before:
                 seq = int(before[d.id][Q.SEQ_FIELD])
@@ -254,30 +274,47 @@ class SearchEngineBackend(Backend):
                 seq, self.next_seq = self.next_seq, self.next_seq + 1
             sources.append(self._source(d, seq))
         self._size = None
-        results = self._bulk([{"op": "index", "id": i, "source": s} for i, s in zip(ids, sources)])
-        failed = [(i, info) for i, (ok, info) in zip(ids, results) if not ok]
-        if failed:
-            written = [i for i, (ok, _) in zip(ids, results) if ok]
-            repair = [{"op": "index", "id": i, "source": before[i]} if i in before else {"op": "delete", "id": i}
-                      for i in written]
-            repaired = all(ok for ok, _ in self._bulk(repair)) if repair else True
-            reasons = "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
-                                f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
-            state = ("the rest of the batch was rolled back" if repaired
-                     else "rolling back the rest of the batch failed too: the index may hold part of it")
-            raise BackendError(self._redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
-                                            f"({reasons}); {state}"))
+        results, stopped = self._bulk([("index", i, s) for i, s in zip(ids, sources)])
+        failed = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
+        if not failed and stopped is None:
+            return
+        state = self._undo(ids, results, before)
+        if state.startswith("the rest"):
+            self.next_seq = seq0
+        if stopped is not None:
+            raise BackendError(f"{stopped}; {state}")
+        reasons = "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
+                            f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
+        raise BackendError(self._redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
+                                        f"({reasons}); {state}"))
+
+    def _undo(self, ids: list, results: dict, before: dict) -> str:
+        """Puts back the pre-images of every id that was, or may have been (no answer), changed."""
+        undo = [i for i in ids if i not in results or results[i][0]]
+        repair = [("index", i, before[i]) if i in before else ("delete", i, None) for i in undo]
+        fixed, broke = self._bulk(repair) if repair else ({}, None)
+        if broke is None and all(ok for ok, _ in fixed.values()):
+            return "the rest of the batch was rolled back"
+        return "rolling the batch back failed too: the index may hold part of it"
 
     def delete(self, ids: list) -> int:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return 0
+        before = self._mget(ids)  # what to put back if the delete stops half-way
+        if not before:
+            return 0
         self._size = None
-        results = self._bulk([{"op": "delete", "id": i} for i in ids])
-        bad = [info for ok, info in results if not ok]
-        if bad:
-            raise BackendError(self._redact(f"{self.engine} failed to delete {len(bad)} documents: {bad[:3]}"))
-        return sum(1 for _, info in results if info.get("result") == "deleted")
+        ids = [i for i in ids if i in before]
+        results, stopped = self._bulk([("delete", i, None) for i in ids])
+        bad = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
+        if stopped is None and not bad:
+            return sum(1 for _, info in results.values() if info.get("result") == "deleted")
+        state = self._undo(ids, results, before)
+        if stopped is not None:
+            raise BackendError(f"{stopped}; {state}")
+        raise BackendError(self._redact(f"{self.engine} failed to delete {len(bad)} of {len(ids)} documents "
+                                        f"({bad[:3]}); {state}"))
 
     def update_fields(self, id: str, values: dict) -> None:
         src = self._mget([id]).get(id)
@@ -498,6 +535,10 @@ class ElasticsearchBackend(SearchEngineBackend):
         body["knn"] = knn
         return body
 
+    def _streaming_bulk(self, client, actions, **kwargs):
+        from elasticsearch.helpers import streaming_bulk
+        return streaming_bulk(client, actions, retry_on_status=_RETRY_STATUS, **kwargs)
+
     def _error_info(self, e):
         import elastic_transport
         from elasticsearch import ApiError
@@ -558,6 +599,10 @@ class OpenSearchBackend(SearchEngineBackend):
         lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
         return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
                                                  "filter": [flt] if flt else [], "minimum_should_match": 1}}}
+
+    def _streaming_bulk(self, client, actions, **kwargs):
+        from opensearchpy.helpers import streaming_bulk  # resends 429s only (no retry_on_status)
+        return streaming_bulk(client, actions, **kwargs)
 
     def _error_info(self, e):
         from opensearchpy.exceptions import ConnectionError as OSConnectionError
