@@ -85,6 +85,10 @@ def test_overlap_at_10_with_memory(storage, capsys):
         for t in texts[:10]:
             a, b = mem.find(text=t, limit=1).scores, remote.find(text=t, limit=1).scores
             assert len(a) == len(b) and np.allclose(a, b, rtol=0.05), (t, a, b)
+        # hybrid sum = BM25 + similarity on both sides (the engine's BM25 read from its named-query score)
+        for t, v in zip(texts[:10], vectors[:10]):
+            a, b = mem.find(text=t, vector=v, limit=5).scores, remote.find(text=t, vector=v, limit=5).scores
+            assert len(a) == len(b) == 5 and np.allclose(a, b, rtol=0.05), (t, a, b)
     finally:
         b = remote._backend
         b.client.indices.delete(index=b.index, ignore_unavailable=True)

@@ -20,7 +20,7 @@ Semantics of API.md kept here:
   (`multi_match` `best_fields`; Elasticsearch's divided by k1 + 1 = 2.2, see
   `ElasticsearchBackend.bm25_scale`); hybrid "sum" takes its candidates from the
   engine's bool + knn sum (the e-commerce benchmark's query) and ranks them by
-  BM25 + vector score; "rrf" is fused here;
+  BM25 (the lexical clause's named-query score) + vector score; "rrf" is fused here;
 - a filtered vector search is pre-filtered (`knn.filter`); when the engine
   returns fewer than min(limit, matches) hits, the query is answered exactly
   by scoring every matching document's vector here;
@@ -47,6 +47,7 @@ from .base import Backend
 _PAGE = 5000            # documents per page when listing (engines cap one page at 10,000)
 _MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 _RETRY_STATUS = (429, 503)
+_LEXICAL = "hs_text"  # the name of the lexical clause in a hybrid query (its score comes back by name)
 
 
 def _secret_strings(options: dict) -> list:
@@ -181,8 +182,8 @@ class SearchEngineBackend(Backend):
                 "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp}, "properties": props}}
         self._call("create the index", self.client.indices.create, index=self.index, body=body)
 
-    def _search(self, body: dict, what: str = "search") -> list:
-        res = self._call(what, self.client.search, index=self.index, body=body)
+    def _search(self, body: dict, what: str = "search", **params) -> list:
+        res = self._call(what, self.client.search, index=self.index, body=body, **params)
         return list(res["hits"]["hits"])
 
     def _max_seq(self) -> int:
@@ -386,14 +387,6 @@ class SearchEngineBackend(Backend):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.nan_to_num((X @ q) / norms, nan=0.0)
 
-    def _engine_score(self, sim: np.ndarray) -> np.ndarray:
-        """The similarity as both engines' knn reports it (Lucene's transforms)."""
-        if self.metric == "cosine":
-            return (1.0 + sim) / 2.0
-        if self.metric == "l2":
-            return 1.0 / (1.0 + sim * sim)
-        return np.where(sim < 0, 1.0 / (1.0 - sim), sim + 1.0)
-
     def _ranked(self, hits: list, q: np.ndarray, limit: int) -> tuple:
         hits = [h for h in hits if self.vec.name in h["_source"]]
         if not hits:
@@ -470,18 +463,20 @@ class SearchEngineBackend(Backend):
             fetched = self._mget(missing) if missing else {}
             docs = [self._doc(i, by_id[i]["_source"] if i in by_id else fetched[i]) for i in chosen]
             return chosen, scores, docs
-        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query")
+        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query",
+                            include_named_queries_score=True)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
-        # engine score = BM25 + knn score (or BM25 alone for a hit outside the knn list);
-        # rank the pool by API.md's BM25 + vector similarity instead
+        # the engine ranks its pool by BM25 + its transformed knn score; rank it by API.md's
+        # BM25 + vector similarity instead, with each hit's BM25 from its named-query score
+        # (0 for a hit that only the knn clause found)
+        named = [h.get("matched_queries") or {} for h in hits]
+        if not all(isinstance(m, dict) for m in named):
+            raise UnsupportedError(f"{self.engine} did not report per-query scores: hybrid search needs "
+                                   "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
+        bm25 = np.array([float(m.get(_LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
         X = np.array([h["_source"].get(self.vec.name, [0.0] * self.vec.dim) for h in hits], dtype=np.float32)
-        sim = self._similarity(X, q)
-        engine = np.array([h["_score"] for h in hits], dtype=np.float64)
-        knn_ids = {h["_id"] for h in self._knn_search(q, pool, ef, flt, [])} if hits else set()
-        in_knn = np.array([h["_id"] in knn_ids for h in hits])
-        bm25 = np.maximum(engine - np.where(in_knn, self._engine_score(sim), 0.0), 0.0) * self.bm25_scale
-        total = bm25 + sim
+        total = bm25 + self._similarity(X, q)
         order = np.argsort(-total, kind="stable")[:k]
         docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
         return [d.id for d in docs], total[order].astype(np.float32), docs
@@ -529,6 +524,7 @@ class ElasticsearchBackend(SearchEngineBackend):
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
         body = self._lexical_body(text, size, flt)
         body["query"]["bool"] = {"should": body["query"]["bool"]["must"], "filter": body["query"]["bool"]["filter"]}
+        body["query"]["bool"]["should"][0]["multi_match"]["_name"] = _LEXICAL
         knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": size, "num_candidates": ef}
         if flt:
             knn["filter"] = flt
@@ -596,7 +592,7 @@ class OpenSearchBackend(SearchEngineBackend):
         return self._search({"size": k, "query": self._knn_clause(q, k, ef, flt)}, "run a vector query")
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
-        lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
+        lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields", "_name": _LEXICAL}}
         return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
                                                  "filter": [flt] if flt else [], "minimum_should_match": 1}}}
 
