@@ -126,7 +126,8 @@ def test_reopen_and_foreign_or_other_indexes(open_da, remote):
         da._backend.client.indices.delete(index=foreign)
 
 
-@pytest.mark.parametrize("hostile", ["../_all", "a/b", "?x=1", "q\"uote", "it's", "%2F_all", "sp ace", "é/中"])
+@pytest.mark.parametrize("hostile", ["../_all", "a/b", "?x=1", "q\"uote", "it's", "%2F_all", "sp ace", "é/中",
+                                     "..", "a,b", "*", "#frag", "%", "_all", "x\ny"])
 def test_hostile_ids_are_data(open_da, hostile):
     da = open_da()
     rng = np.random.default_rng(3)
