@@ -312,3 +312,82 @@ def test_a_delete_stopped_half_way_puts_the_documents_back(open_da, remote, monk
     monkeypatch.undo()
     assert [d.model_dump_json() for d in da] == before
     assert da.delete(["i0", "nope", "i3"]) == 2 and [d.id for d in da] == ["i1", "i2", "i4"]
+
+
+@pytest.fixture
+def tls_node(tmp_path):
+    """An HTTPS server on 127.0.0.1 with a fresh self-signed certificate that records what reaches it.
+
+    It answers every request with a 500, so a client that gets through TLS fails with that
+    status, and the test sees which headers (credentials) the client sent.
+    """
+    import shutil
+    import ssl
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self):
+            seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+            body = b'{"error": {"type": "fake", "reason": "test node"}, "status": 500}'
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Elastic-Product", "Elasticsearch")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_HEAD = do_PUT = do_POST = answer
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", str(cert), seen
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("storage", REMOTE)
+def test_tls_is_verified_and_ca_bundle_and_credentials_reach_the_server(storage, tls_node, caplog):
+    import base64
+    import warnings
+
+    caplog.set_level(logging.DEBUG)
+    url, ca, seen = tls_node
+    # default: the self-signed certificate is refused before any request is sent
+    with pytest.raises(hs.BackendError, match="(?i)certificate") as err:
+        hs.DocumentArray(Item, storage=storage, hosts=url, index="x", basic_auth=("elastic", "pw-tls-1"))
+    assert seen == [] and "pw-tls-1" not in str(err.value)
+    # with the CA bundle the connection is trusted: the request and its credentials arrive
+    with pytest.raises(hs.BackendError, match="status 500") as err:
+        hs.DocumentArray(Item, storage=storage, hosts=url, index="x", basic_auth=("elastic", "pw-tls-1"),
+                         ca_certs=ca)
+    auth = seen[-1][2]["authorization"]
+    assert auth == "Basic " + base64.b64encode(b"elastic:pw-tls-1").decode()
+    assert "pw-tls-1" not in str(err.value)
+    with pytest.raises(hs.BackendError, match="status 500") as err:
+        hs.DocumentArray(Item, storage=storage, hosts=url, index="x", api_key="key-tls-2", ca_certs=ca)
+    assert seen[-1][2]["authorization"] == "ApiKey key-tls-2" and "key-tls-2" not in str(err.value)
+    # verification off only when asked
+    n = len(seen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(hs.BackendError, match="status 500"):
+            hs.DocumentArray(Item, storage=storage, hosts=url, index="x", verify_certs=False)
+    assert len(seen) > n
+    assert "pw-tls-1" not in caplog.text and "key-tls-2" not in caplog.text
