@@ -66,6 +66,7 @@ def test_overlap_at_10_with_memory(storage, capsys):
                 "vector": [dict(vector=v) for v in vectors],
                 "hybrid sum": [dict(text=t, vector=v) for t, v in zip(texts, vectors)],
                 "hybrid rrf": [dict(text=t, vector=v, fusion="rrf") for t, v in zip(texts, vectors)],
+                "hybrid sum exact": [dict(text=t, vector=v, exact=True) for t, v in zip(texts[:10], vectors)],
             }
             for name, calls in cases.items():
                 rows[name + label] = float(np.mean([
@@ -74,12 +75,13 @@ def test_overlap_at_10_with_memory(storage, capsys):
         with capsys.disabled():
             print(f"\noverlap@10 memory vs {storage} ({len(docs)} docs, 40 queries):")
             for name, v in rows.items():
-                print(f"  {name:32s} {v:.2f}")
+                print(f"  {name:36s} {v:.2f}")
         # floors: vector search is HNSW at ef=200 on 3,000 points; lexical differs only by Lucene's
         # one-byte length norms; hybrid inherits both (measured: 1.00 everywhere but rrf, 0.98)
         assert rows["vector"] >= 0.95 and rows["vector + category filter"] >= 0.95
         assert rows["lexical"] >= 0.95 and rows["lexical + category filter"] >= 0.95
-        for name in ("hybrid sum", "hybrid rrf", "hybrid sum + category filter", "hybrid rrf + category filter"):
+        for name in ("hybrid sum", "hybrid rrf", "hybrid sum + category filter", "hybrid rrf + category filter",
+                     "hybrid sum exact", "hybrid sum exact + category filter"):
             assert rows[name] >= 0.9, (name, rows[name])
         # the same BM25 (k1=1.2, b=0.75) on both sides: top scores agree up to Lucene's length norms
         for t in texts[:10]:

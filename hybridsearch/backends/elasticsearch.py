@@ -463,23 +463,42 @@ class SearchEngineBackend(Backend):
             fetched = self._mget(missing) if missing else {}
             docs = [self._doc(i, by_id[i]["_source"] if i in by_id else fetched[i]) for i in chosen]
             return chosen, scores, docs
-        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query",
-                            include_named_queries_score=True)
+        hits, bm25 = (self._hybrid_exact if exact else self._hybrid_engine)(text, q, pool, ef, flt)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
-        # the engine ranks its pool by BM25 + its transformed knn score; rank it by API.md's
-        # BM25 + vector similarity instead, with each hit's BM25 from its named-query score
-        # (0 for a hit that only the knn clause found)
-        named = [h.get("matched_queries") or {} for h in hits]
-        if not all(isinstance(m, dict) for m in named):
-            raise UnsupportedError(f"{self.engine} did not report per-query scores: hybrid search needs "
-                                   "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
-        bm25 = np.array([float(m.get(_LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
         X = np.array([h["_source"].get(self.vec.name, [0.0] * self.vec.dim) for h in hits], dtype=np.float32)
         total = bm25 + self._similarity(X, q)
         order = np.argsort(-total, kind="stable")[:k]
         docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
         return [d.id for d in docs], total[order].astype(np.float32), docs
+
+    def _hybrid_engine(self, text, q, pool, ef, flt) -> tuple:
+        """The engine's bool + knn pool -> (hits, BM25 of each hit)."""
+        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query",
+                            include_named_queries_score=True)
+        # the engine ranks its pool by BM25 + its transformed knn score; the caller ranks it by
+        # API.md's BM25 + vector similarity instead, with each hit's BM25 from its named-query
+        # score (0 for a hit that only the knn clause found)
+        named = [h.get("matched_queries") or {} for h in hits]
+        if not all(isinstance(m, dict) for m in named):
+            raise UnsupportedError(f"{self.engine} did not report per-query scores: hybrid search needs "
+                                   "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
+        return hits, np.array([float(m.get(_LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
+
+    def _hybrid_exact(self, text, q, pool, ef, flt) -> tuple:
+        """exact=True: the lexical top-`pool` and the exact vector top-`pool` (every matching
+        vector scored here) -> (hits, BM25 of each hit)."""
+        lex = self._search(self._lexical_body(text, pool, flt))
+        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
+        every = self._scan({"bool": {"filter": must}}, None, True)
+        by_id = {h["_id"]: h for h in lex}
+        if every:
+            X = np.array([h["_source"][self.vec.name] for h in every], dtype=np.float32)
+            for i in np.argsort(-self._similarity(X, q), kind="stable")[:pool]:
+                by_id.setdefault(every[i]["_id"], every[i])
+        bm = {h["_id"]: float(h["_score"]) * self.bm25_scale for h in lex}
+        hits = list(by_id.values())
+        return hits, np.array([bm.get(h["_id"], 0.0) for h in hits], dtype=np.float64)
 
     def close(self) -> None:
         try:
