@@ -391,3 +391,18 @@ def test_tls_is_verified_and_ca_bundle_and_credentials_reach_the_server(storage,
             hs.DocumentArray(Item, storage=storage, hosts=url, index="x", verify_certs=False)
     assert len(seen) > n
     assert "pw-tls-1" not in caplog.text and "key-tls-2" not in caplog.text
+
+
+def test_listing_pages_through_tied_sequence_numbers(open_da, monkeypatch):
+    """Two writers can hand out the same hs_seq: paging must still return every document once."""
+    from hybridsearch.backends import elasticsearch as E
+    da = open_da()
+    rng = np.random.default_rng(7)
+    docs = items(0, 23, rng)
+    da.extend(docs[:12])
+    da._backend.next_seq = 1  # a second writer that had not seen the first one's documents
+    da.extend(docs[12:])
+    monkeypatch.setattr(E, "_PAGE", 5)  # pages end between documents of equal sequence numbers
+    ids = [d.id for d in da]
+    assert sorted(ids) == sorted(d["id"] for d in docs) and len(ids) == 23
+    assert da.find(filter={"tag": "a"}, limit=None).ids == [i for i in ids if int(i[1:]) % 2 == 0]

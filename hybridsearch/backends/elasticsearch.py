@@ -349,7 +349,10 @@ class SearchEngineBackend(Backend):
         hits, after = [], None
         while limit is None or len(hits) < limit:
             size = _PAGE if limit is None else min(_PAGE, limit - len(hits))
-            body = {"size": size, "query": query, "sort": [{Q.SEQ_FIELD: "asc"}], "_source": source}
+            # the id breaks ties: two clients writing one index can hand out the same sequence
+            # number, and search_after over a tied sort value would skip documents
+            body = {"size": size, "query": query, "sort": [{Q.SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
+                    "_source": source}
             if after is not None:
                 body["search_after"] = after
             page = self._search(body, "list documents")
