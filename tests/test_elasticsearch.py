@@ -406,3 +406,26 @@ def test_listing_pages_through_tied_sequence_numbers(open_da, monkeypatch):
     ids = [d.id for d in da]
     assert sorted(ids) == sorted(d["id"] for d in docs) and len(ids) == 23
     assert da.find(filter={"tag": "a"}, limit=None).ids == [i for i in ids if int(i[1:]) % 2 == 0]
+
+
+def test_find_batched_sends_the_queries_in_one_msearch(open_da, monkeypatch):
+    da = open_da()
+    rng = np.random.default_rng(8)
+    da.extend(items(0, 400, rng))
+    Qs = rng.standard_normal((6, 4))
+    client = da._backend.client
+    sent = []
+    real = client.msearch
+    monkeypatch.setattr(client, "msearch", lambda **kw: sent.append(kw) or real(**kw))
+    batched = da.find_batched(Qs, limit=5, filter={"tag": "a"}, threads=1)
+    assert len(sent) == 1 and len(sent[0]["body"]) == 12
+    for q, res in zip(Qs, batched):
+        one = da.find(vector=q, limit=5, filter={"tag": "a"})
+        assert res.ids == one.ids and np.allclose(res.scores, one.scores)
+        ref = [d.id for d in da.find(vector=q, limit=5, filter={"tag": "a"}, exact=True)]
+        assert len(set(res.ids) & set(ref)) >= 4
+    # one failed search in the batch fails the call with the engine's status
+    body = da._backend._knn_body
+    monkeypatch.setattr(da._backend, "_knn_body", lambda q, k, ef, flt: {**body(q, k, ef, flt), "size": -5})
+    with pytest.raises(hs.BackendError, match="status 400"):
+        da.find_batched(Qs, limit=5, threads=1)

@@ -47,6 +47,7 @@ from .base import Backend
 _PAGE = 5000            # documents per page when listing (engines cap one page at 10,000)
 _MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 _RETRY_STATUS = (429, 503)
+_MSEARCH = 100  # searches per _msearch request
 _LEXICAL = "hs_text"  # the name of the lexical clause in a hybrid query (its score comes back by name)
 
 
@@ -129,9 +130,13 @@ class SearchEngineBackend(Backend):
     def _index_settings(self, options: dict) -> dict:
         return {"number_of_shards": options["shards"], "number_of_replicas": options["replicas"]}
 
-    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict], fields: list) -> list:
-        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
+    def _knn_body(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> dict:
+        """The search body of a pre-filtered vector query for the k nearest."""
         raise NotImplementedError
+
+    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
+        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
+        return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
 
     def _hybrid_body(self, text: str, q: np.ndarray, size: int, ef: int, flt: Optional[dict]) -> dict:
         raise NotImplementedError
@@ -422,17 +427,35 @@ class SearchEngineBackend(Backend):
             if self._size is None:
                 self._size = self._count(None)
             exact = self._size <= min(max(ef or self.ef, limit), _MAX_CANDIDATES)
+        if exact:
+            return [self._exact(q, limit, flt) for q in queries]
+        k = min(limit, _MAX_CANDIDATES)
+        bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), _MAX_CANDIDATES), flt) for q in queries]
+        # several queries travel in one _msearch request
+        answers = [self._search(bodies[0], "run a vector query")] if len(bodies) == 1 else self._msearch(bodies)
+        out, matches = [], None
+        for q, hits in zip(queries, answers):
+            if len(hits) < limit:
+                matches = self._count(flt) if matches is None else matches
+                if len(hits) < matches:
+                    out.append(self._exact(q, limit, flt))  # the engine came back short
+                    continue
+            out.append(self._ranked(hits, q, limit))
+        return out
+
+    def _msearch(self, bodies: list, what: str = "run vector queries") -> list:
+        """The hits of each search body, sent _MSEARCH at a time in one request."""
         out = []
-        for q in queries:
-            if exact:
-                out.append(self._exact(q, limit, flt))
-                continue
-            k = min(limit, _MAX_CANDIDATES)
-            hits = self._knn_search(q, k, min(max(ef or self.ef, k), _MAX_CANDIDATES), flt, [])
-            if len(hits) < limit and len(hits) < self._count(flt):
-                out.append(self._exact(q, limit, flt))  # the engine came back short
-            else:
-                out.append(self._ranked(hits, q, limit))
+        for a in range(0, len(bodies), _MSEARCH):
+            lines = []
+            for body in bodies[a:a + _MSEARCH]:
+                lines += [{"index": self.index}, body]
+            res = self._call(what, self.client.msearch, body=lines)
+            for r in res["responses"]:
+                if "error" in r:  # one failed search fails the call, with its own status and reason
+                    err = r["error"]
+                    raise self._error(what, r.get("status"), err.get("reason", err) if isinstance(err, dict) else err)
+                out.append(list(r["hits"]["hits"]))
         return out
 
     # ------------------------------------------------------------------ text
@@ -455,7 +478,7 @@ class SearchEngineBackend(Backend):
         ef = min(max(ef or self.ef, pool), _MAX_CANDIDATES)
         if fusion == "rrf":
             lex = self._search(self._lexical_body(text, pool, flt))
-            vec = self._exact(q, pool, flt)[0] if exact else [h["_id"] for h in self._knn_search(q, pool, ef, flt, [])]
+            vec = self._exact(q, pool, flt)[0] if exact else [h["_id"] for h in self._knn_search(q, pool, ef, flt)]
             by_id = {h["_id"]: h for h in lex}
             ids = list(dict.fromkeys([h["_id"] for h in lex] + list(vec)))
             pos = {i: n for n, i in enumerate(ids)}
@@ -537,11 +560,11 @@ class ElasticsearchBackend(SearchEngineBackend):
                 "similarity": self._SIMILARITY[self.metric],
                 "index_options": {"type": "hnsw", "m": options["m"], "ef_construction": options["ef_construct"]}}
 
-    def _knn_search(self, q, k, ef, flt, fields) -> list:
+    def _knn_body(self, q, k, ef, flt) -> dict:
         knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": k, "num_candidates": ef}
         if flt:
             knn["filter"] = flt
-        return self._search({"size": k, "knn": knn}, "run a vector query")
+        return {"size": k, "knn": knn}
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
         body = self._lexical_body(text, size, flt)
@@ -610,8 +633,8 @@ class OpenSearchBackend(SearchEngineBackend):
             inner["filter"] = flt
         return {"knn": {self.vec.name: inner}}
 
-    def _knn_search(self, q, k, ef, flt, fields) -> list:
-        return self._search({"size": k, "query": self._knn_clause(q, k, ef, flt)}, "run a vector query")
+    def _knn_body(self, q, k, ef, flt) -> dict:
+        return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
         lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields", "_name": _LEXICAL}}
