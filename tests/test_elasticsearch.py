@@ -429,3 +429,21 @@ def test_find_batched_sends_the_queries_in_one_msearch(open_da, monkeypatch):
     monkeypatch.setattr(da._backend, "_knn_body", lambda q, k, ef, flt: {**body(q, k, ef, flt), "size": -5})
     with pytest.raises(hs.BackendError, match="status 400"):
         da.find_batched(Qs, limit=5, threads=1)
+
+
+@pytest.mark.parametrize("storage", REMOTE)
+def test_a_node_that_never_answers_is_a_timeout_backend_error(storage):
+    import socket
+    import time as clock
+
+    silent = socket.socket()  # accepts connections (the kernel's backlog) and never says a word
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        t0 = clock.perf_counter()
+        with pytest.raises(hs.BackendError, match="(?i)no response.*time") as err:
+            hs.DocumentArray(Item, storage=storage, hosts=f"http://127.0.0.1:{silent.getsockname()[1]}",
+                             index="x", timeout=0.5)
+        assert clock.perf_counter() - t0 < 10 and "127.0.0.1" in str(err.value)
+    finally:
+        silent.close()
