@@ -647,7 +647,9 @@ class OpenSearchBackend(SearchEngineBackend):
 
     def _error_info(self, e):
         from opensearchpy.exceptions import ConnectionError as OSConnectionError
-        from opensearchpy.exceptions import TransportError
+        from opensearchpy.exceptions import ConnectionTimeout, TransportError
+        if isinstance(e, ConnectionTimeout):
+            return None, f"timed out: {e.error}"
         if isinstance(e, OSConnectionError):
             return None, f"cannot connect: {type(e.info).__name__ if e.info else ''} {e.error}"
         if isinstance(e, TransportError):
