@@ -1,0 +1,1 @@
+"""The benchmark harness behind `hybridsearch bench`: datasets, metrics, workloads, report."""
