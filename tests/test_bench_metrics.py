@@ -138,3 +138,25 @@ def test_report_writes_json_markdown_and_plots(tmp_path):
     assert "| hnsw | 16 | 100 | 0.1 | 20 | 0.990 | 500 |" in md and "x: not installed" in md
     for png in ("recall_vs_qps.png", "latency_vs_qps.png", "qps_per_core.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_harness_runs_end_to_end_on_a_tiny_size(tmp_path, monkeypatch):
+    """`hybridsearch bench` on tiny data (memory + hnsw, no servers): every table, the JSON and the plots."""
+    from hybridsearch.bench import cli
+    monkeypatch.setenv("HS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HS_ES_URL", "http://127.0.0.1:1")  # never reachable: the remote rows are skipped
+    monkeypatch.setenv("HS_OS_URL", "http://127.0.0.1:1")
+    out = tmp_path / "out"
+    assert cli.main(["bench", "--size", "tiny", "--out", str(out), "--storages", "memory,hnsw"]) == 0
+    data = json.loads((out / "results.json").read_text())
+    assert data["mode"] == "tiny" and {r["storage"] for r in data["six_tasks"]} == {"memory", "hnsw"}
+    assert all("error" not in r for r in data["six_tasks"] + data["ann"] + data["ecommerce"]), data
+    mem = next(r for r in data["six_tasks"] if r["storage"] == "memory")
+    assert mem["recall_at_10"] == pytest.approx(1.0)  # memory is exact
+    ann = next(r for r in data["ann"] if r["storage"] == "hnsw")
+    assert [p["ef"] for p in ann["points"]] == [16, 64] and all(0 <= p["recall"] <= 1 for p in ann["points"])
+    assert data["ecommerce"][0]["overlap"]["lexical"] == 1.0  # memory against itself
+    assert {r["storage"] for r in data["relevance"]} >= {"memory"}
+    for png in ("recall_vs_qps.png", "latency_vs_qps.png", "qps_per_core.png"):
+        assert (out / png).exists()
+    assert "## Six tasks" in (out / "report.md").read_text()

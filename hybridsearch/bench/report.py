@@ -106,6 +106,17 @@ def markdown(results: dict) -> str:
                     out.append(f"| {r['storage']} | {q} | {x['threads']} | {_fmt(x['qps'])} | {x['mean_ms']:.2f} | "
                                f"{x['p99_ms']:.2f} | {x['cores']:.2f} | {_fmt(x['qps_per_core'])} | "
                                f"{'–' if ov is None else f'{ov:.2f}'} |")
+        one = {r["storage"]: r["queries"] for r in eco if "queries" in r}
+        ratios = []
+        for ours in ("memory", "hnsw", "sqlite"):
+            for other in ("bm25s", "tantivy", "elasticsearch", "opensearch", "annlite"):
+                for q in ("lexical", "vector", "hybrid"):
+                    a, b = one.get(ours, {}).get(q), one.get(other, {}).get(q)
+                    if isinstance(a, list) and isinstance(b, list) and a and b:
+                        ratios.append(f"- {q}: {ours} / {other} = {a[0]['qps'] / b[0]['qps']:.1f}× QPS, "
+                                      f"{a[0]['qps_per_core'] / b[0]['qps_per_core']:.1f}× QPS per core")
+        if ratios:
+            out += ["", "Ratios at one client thread:", ""] + ratios
         out += ["", "Writes:", "", "| storage | phase | docs/s | cores | docs/s per core |", "| --- | --- | --- | --- | --- |"]
         for r in eco:
             for phase, w in r.get("writes", {}).items():
