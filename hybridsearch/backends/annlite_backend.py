@@ -42,7 +42,7 @@ from ..document import Kind
 from ..errors import BackendError, ConfigError, UnsupportedError
 from ..filters import MatchAll, Node
 from .annlite_filter import AnnliteFilter, TRUE, column, has_column
-from .base import Backend
+from .base import Backend, exact_scores
 
 # AnnLite passes np.uint64 row ids to sqlite3, which numpy 2 no longer lets it adapt
 sqlite3.register_adapter(np.uint64, int)
@@ -238,23 +238,11 @@ class AnnliteBackend(Backend):
         where, params = AlFilter(flt).parse_where_clause()
         return int(self._call("count matches", self.index.cell_table(0).count, where, params))
 
-    def _scores(self, X: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """API.md scores in float64: cosine similarity, inner product, or -euclidean distance."""
-        X = X.astype(np.float64)
-        q = q.astype(np.float64)
-        if self.metric == "ip":
-            return X @ q
-        if self.metric == "l2":
-            return -np.linalg.norm(X - q, axis=1)
-        norms = np.linalg.norm(X, axis=1) * np.linalg.norm(q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.nan_to_num((X @ q) / norms, nan=0.0)
-
     def _ranked(self, docs: list, q: np.ndarray, limit: int) -> tuple:
         if not docs:
             return [], np.empty(0, dtype=np.float32), []
         X = np.stack([np.asarray(d.embedding, dtype=np.float32) for d in docs])
-        s = self._scores(X, q)
+        s = exact_scores(X, q, self.metric)
         order = np.argsort(-s, kind="stable")[:limit]
         out = [self._from_annlite(docs[i]) for i in order]
         return [d.id for d in out], s[order].astype(np.float32), out

@@ -14,6 +14,20 @@ from ..filters import Node
 METRICS = ("cosine", "ip", "l2")
 
 
+def exact_scores(X: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
+    """API.md's scores of the rows of X for query q, in float64: cosine similarity (0 for a zero
+    vector), inner product, or minus the euclidean distance. Wrapped libraries and remote engines
+    report transformed distances; their storages recompute the scores with this."""
+    X = np.asarray(X, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if metric == "ip":
+        return X @ q
+    if metric == "l2":
+        return -np.linalg.norm(X - q, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num((X @ q) / (np.linalg.norm(X, axis=1) * np.linalg.norm(q)), nan=0.0)
+
+
 class Backend(ABC):
     """A storage. DocumentArray validates and converts; a backend stores and searches.
 
