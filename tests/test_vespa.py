@@ -68,8 +68,22 @@ def test_schema_equals_pyvespas_rendering(metric, distance, sim):
                                       vp.RankProfile(name="closeness", inputs=q, first_phase=sim),
                                       vp.RankProfile(name="hybrid", inputs=q, first_phase=f"{bm25} + {sim}")])
     assert ours.split() == theirs.schema_to_text.split()
-    app = vp.ApplicationPackage(name="hybridsearch", schema=[theirs])
+    app = vp.ApplicationPackage(name="hybridsearch", schema=[theirs],
+                                query_profile=vp.QueryProfile(fields=[vp.QueryField(name="maxHits", value=5000)]))
     assert A.services_xml("product").split() == app.services_to_text.split()
+    files = A.application_files(schema_of(Product), "product", metric, 16, 200, max_hits=5000)
+    assert files["search/query-profiles/default.xml"].split() == app.query_profile_to_text.split()
+    assert files["search/query-profiles/types/root.xml"].split() == app.query_profile_type_to_text.split()
+
+
+def test_package_files_are_where_pyvespa_puts_them(tmp_path):
+    vp = pytest.importorskip("vespa.package", reason="pyvespa is in the [test] extra")
+    app = vp.ApplicationPackage(name="hybridsearch", schema=[vp.Schema(name="product", document=vp.Document())],
+                                query_profile=vp.QueryProfile(fields=[vp.QueryField(name="maxHits", value=1)]))
+    app.to_files(tmp_path)
+    theirs = {str(f.relative_to(tmp_path)) for f in tmp_path.rglob("*") if f.is_file()}
+    ours = set(A.application_files(schema_of(Product), "product", "cosine", 16, 200))
+    assert ours <= theirs, ours - theirs
 
 
 def test_application_package_files_and_zip(tmp_path):
@@ -77,12 +91,18 @@ def test_application_package_files_and_zip(tmp_path):
     from hybridsearch.backends.vespa import application_package
     files = application_package(Product, doctype="product")
     assert files == A.application_files(schema_of(Product), "product", "cosine", 16, 200)
-    assert set(files) == {"schemas/product.sd", "services.xml"}
+    assert set(files) == {"schemas/product.sd", "services.xml", "search/query-profiles/default.xml",
+                          "search/query-profiles/types/root.xml"}
     A.write_application(files, tmp_path / "app")
     assert (tmp_path / "app" / "schemas" / "product.sd").read_text() == files["schemas/product.sd"]
     A.write_application(files, str(tmp_path / "app.zip"))
     with zipfile.ZipFile(tmp_path / "app.zip") as z:
-        assert sorted(z.namelist()) == ["schemas/product.sd", "services.xml"]
+        assert sorted(z.namelist()) == sorted(files)
+        assert all(z.read(n).decode() == files[n] for n in files)
+    assert (tmp_path / "app" / "search" / "query-profiles" / "default.xml").read_text() == \
+        files["search/query-profiles/default.xml"]
+    with pytest.raises(hs.ConfigError, match="max_hits"):
+        A.application_files(schema_of(Product), "product", "cosine", 16, 200, max_hits=0)
 
 
 def test_names_vespa_would_refuse_are_config_errors():
@@ -402,3 +422,76 @@ def test_a_failed_put_rolls_back_the_batch(server):
 def test_unreachable_server_is_a_backend_error():
     with pytest.raises(hs.BackendError, match="no response"):
         hs.DocumentArray(Product, storage="vespa", url="http://127.0.0.1:1", max_retries=0)
+
+
+def _visit_response(docs, continuation=None):
+    """The shape of a /document/v1 visit chunk (documents, documentCount, continuation)."""
+    out = {"pathId": "/document/v1/hybridsearch/product/docid",
+           "documents": [{"id": f"id:hybridsearch:product::{i}", "fields": {"hs_id": i, "hs_seq": seq}}
+                         for i, seq in docs],
+           "documentCount": len(docs)}
+    if continuation:
+        out["continuation"] = continuation
+    return out
+
+
+def test_iteration_visits_in_chunks_and_sorts_by_insertion(server):
+    from urllib.parse import parse_qs, urlsplit
+    da = open_da(server)
+    # chunks in bucket order, one empty chunk in between (a visit may return none and go on)
+    server.queue((200, _visit_response([("c", 3), ("a", 1)], "AAAAEAAA")),
+                 (200, _visit_response([], "AAAAEBBB")),
+                 (200, _visit_response([("../_all", 2)])))
+    assert list(da._backend.iter_ids()) == ["a", "../_all", "c"]
+    assert [r[0] for r in server.requests] == ["GET"] * 3
+    queries = []
+    for _, path, body in server.requests:
+        url = urlsplit(path)
+        assert url.path == "/document/v1/hybridsearch/product/docid" and body is None
+        queries.append({k: v[0] for k, v in parse_qs(url.query).items()})
+    assert queries[0] == {"wantedDocumentCount": "400", "fieldSet": "product:hs_id,hs_seq", "timeout": "30.0s"}
+    assert queries[1] == dict(queries[0], continuation="AAAAEAAA")
+    assert queries[2] == dict(queries[0], continuation="AAAAEBBB")
+
+
+def test_iteration_refuses_documents_another_writer_put(server):
+    da = open_da(server)
+    server.queue((200, {"documents": [{"id": "id:hybridsearch:product::x", "fields": {"title": "t"}}],
+                        "documentCount": 1}))
+    with pytest.raises(hs.BackendError, match="not written by hybridsearch"):
+        list(da._backend.iter_ids())
+
+
+def test_count_is_total_count_when_coverage_is_full_else_a_visit(server):
+    da = open_da(server, cluster="hybridsearch_content")
+    server.queue((200, _search_response([], 42)))
+    assert len(da) == 42
+    method, path, body = server.requests.pop()
+    assert (method, path) == ("POST", "/search/")
+    assert body == {"yql": "select * from sources product where true", "hits": 0, "timeout": "30.0s"}
+    degraded = _search_response([], 40)
+    degraded["root"]["coverage"].update(coverage=50, full=False, degraded={"timeout": True})
+    server.queue((200, degraded), (200, _visit_response([("a", 1), ("b", 2)], "C1")),
+                 (200, _visit_response([("c", 3)])))
+    assert len(da) == 3  # the partial 40 is not reported
+    assert "fieldSet=%5Bid%5D" in server.requests[1][1] and "cluster=hybridsearch_content" in server.requests[1][1]
+
+
+def test_more_hits_than_max_hits_is_unsupported_before_any_request(server):
+    da = open_da(server, max_hits=50)
+    with pytest.raises(hs.UnsupportedError, match="max_hits=50"):
+        da.find(vector=[1, 0, 0, 0], limit=51)
+    with pytest.raises(hs.UnsupportedError, match="max_hits=50"):
+        da.find(text="nokia", vector=[1, 0, 0, 0], limit=5, candidates=60, fusion="rrf")
+    assert server.requests == []
+    assert da._backend.application_package()["search/query-profiles/default.xml"].count("50") == 1
+
+
+def test_vespa_refusing_too_many_hits_is_a_backend_error(server):
+    # a package deployed without our query profile: Vespa's documented answer to hits > 400
+    da = open_da(server)
+    server.queue((400, {"root": {"id": "toplevel", "relevance": 1.0, "fields": {"totalCount": 0},
+                                 "errors": [{"code": 3, "summary": "Illegal query",
+                                             "message": "401 hits requested, configured limit: 400."}]}}))
+    with pytest.raises(hs.BackendError, match="status 400.*Illegal query: 401 hits requested"):
+        da.find(vector=[1, 0, 0, 0], limit=401)

@@ -12,6 +12,9 @@ return); a failed document in a batch rolls the batch back like the Elasticsearc
 storage does. Searches go through /search/ with YQL and the rank profiles `bm25`,
 `closeness` and `hybrid`; vector scores are recomputed from the hits' vectors (as
 API.md defines them) and filter-only results come in insertion order (`hs_seq`).
+Iteration visits the document type through /document/v1 (continuation tokens), sorted
+here by insertion number; `len()` is a match-all query's totalCount when coverage is
+full, else a visit. Queries ask for at most `max_hits` hits (the package's maxHits).
 """
 from __future__ import annotations
 
@@ -36,13 +39,13 @@ _PAGE = 400
 
 
 def application_package(model, doctype: Optional[str] = None, metric: str = "cosine", m: int = 16,
-                        ef_construct: int = 200) -> dict:
+                        ef_construct: int = 200, max_hits: int = 10000) -> dict:
     """The application package (relative path -> text) a collection of `model` documents needs
     deployed before `hs.DocumentArray(model, storage="vespa", ...)` can open it; write it with
     `vespa_app.write_application(files, "app")` and deploy it with `vespa deploy app`."""
     from ..document import schema_of
     schema = schema_of(model)
-    return A.application_files(schema, doctype or schema.name.lower(), metric, m, ef_construct)
+    return A.application_files(schema, doctype or schema.name.lower(), metric, m, ef_construct, max_hits)
 
 
 def doc_path(namespace: str, doctype: str, id: str) -> str:
@@ -59,12 +62,12 @@ class VespaBackend(Backend):
     OPTIONS = {"url": "http://127.0.0.1:8080", "namespace": "hybridsearch", "doctype": None, "metric": "cosine",
                "m": 16, "ef_construct": 200, "ef": 100, "timeout": 30.0, "max_retries": 3, "retry_backoff": 0.5,
                "token": None, "cert": None, "key": None, "ca_certs": None, "verify_certs": True,
-               "text_grammar": "weakAnd"}
+               "text_grammar": "weakAnd", "max_hits": 10000, "cluster": None}
 
     @classmethod
     def resolve_options(cls, options: dict) -> dict:
         resolved = super().resolve_options(options)
-        for name, low in (("m", 2), ("ef_construct", 1), ("ef", 1), ("max_retries", 0)):
+        for name, low in (("m", 2), ("ef_construct", 1), ("ef", 1), ("max_retries", 0), ("max_hits", 1)):
             v = resolved[name]
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"storage 'vespa' option {name} must be an integer >= {low}, got {v!r}")
@@ -73,6 +76,8 @@ class VespaBackend(Backend):
         A.check_name(resolved["namespace"], "namespace")
         if resolved["doctype"] is not None:
             A.check_name(resolved["doctype"], "document type")
+        if resolved["cluster"] is not None:
+            A.check_name(resolved["cluster"], "content cluster")
         if resolved["text_grammar"] not in ("weakAnd", "any", "all"):
             raise ConfigError("text_grammar must be weakAnd, any or all")
         return resolved
@@ -93,6 +98,7 @@ class VespaBackend(Backend):
         self.timeout = float(options["timeout"])
         self.max_retries, self.retry_backoff = options["max_retries"], float(options["retry_backoff"])
         self.grammar = options["text_grammar"]
+        self.max_hits, self.cluster = options["max_hits"], options["cluster"]
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
         self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
@@ -111,7 +117,8 @@ class VespaBackend(Backend):
 
     def application_package(self) -> dict:
         """Relative path -> text of the application package this collection needs deployed."""
-        return A.application_files(self.schema, self.doctype, self.metric, self.m, self.ef_construct)
+        return A.application_files(self.schema, self.doctype, self.metric, self.m, self.ef_construct,
+                                   self.max_hits)
 
     # ------------------------------------------------------------ HTTP
     def _redact(self, text: str) -> str:
@@ -147,6 +154,30 @@ class VespaBackend(Backend):
                 raise BackendError(self._redact(f"Vespa at {self.url} failed to {what} (status {r.status_code}): "
                                                 f"{reason or r.reason}"))
             return r.status_code, data
+
+    def _hits(self, n: int) -> int:
+        """n as a query's `hits`, if the deployed package's maxHits allows it."""
+        if n > self.max_hits:
+            raise UnsupportedError(f"storage 'vespa' returns at most max_hits={self.max_hits} hits per query "
+                                   f"(the application package's maxHits) and {n} were needed: ask for fewer, or "
+                                   "deploy the package with a larger max_hits and open the collection with it")
+        return n
+
+    def _visit(self, field_set: str) -> Iterator[dict]:
+        """Every document of the type through /document/v1 visiting (a linear scan in chunks,
+        chained by the continuation token until the response has none)."""
+        params = {"wantedDocumentCount": _PAGE, "fieldSet": field_set, "timeout": f"{self.timeout}s"}
+        if self.cluster:
+            params["cluster"] = self.cluster
+        path = f"/document/v1/{self.namespace}/{self.doctype}/docid"
+        continuation = None
+        while True:
+            _, data = self._http("GET", path, "visit documents",
+                                 params={**params, "continuation": continuation} if continuation else params)
+            yield from data.get("documents", [])
+            continuation = data.get("continuation")
+            if not continuation:
+                return
 
     def _search(self, body: dict, what: str = "search") -> list:
         body = {"timeout": f"{self.timeout}s", **body}
@@ -259,9 +290,15 @@ class VespaBackend(Backend):
         return int(hits[0]["fields"][A.SEQ_FIELD]) if hits else 0
 
     def count(self) -> int:
+        """totalCount of a match-all query when every node answered (coverage full); otherwise
+        the documents are counted by visiting them, rather than reporting a partial count."""
         _, data = self._http("POST", "/search/", "count documents",
-                             body={"yql": Y.select(self.doctype, "true"), "hits": 0})
-        return int(data.get("root", {}).get("fields", {}).get("totalCount", 0))
+                             body={"yql": Y.select(self.doctype, "true"), "hits": 0, "timeout": f"{self.timeout}s"})
+        root = data.get("root", {})
+        coverage = root.get("coverage", {})
+        if not root.get("errors") and coverage.get("full") is True and not coverage.get("degraded"):
+            return int(root.get("fields", {}).get("totalCount", 0))
+        return sum(1 for _ in self._visit("[id]"))
 
     def contains(self, id: str) -> bool:
         return self._get_fields(id) is not None
@@ -288,7 +325,16 @@ class VespaBackend(Backend):
         return hits
 
     def iter_ids(self) -> Iterator[str]:
-        return iter([h["fields"][A.ID_FIELD] for h in self._scan("true", None)])
+        # visiting returns documents in bucket order: sorted here by the insertion number
+        rows = []
+        for d in self._visit(f"{self.doctype}:{A.ID_FIELD},{A.SEQ_FIELD}"):
+            f = d.get("fields", {})
+            if A.ID_FIELD not in f or A.SEQ_FIELD not in f:
+                raise BackendError(f"Vespa document {d.get('id')!r} was not written by hybridsearch (it has no "
+                                   f"{A.ID_FIELD} / {A.SEQ_FIELD}): the document type is shared with another writer")
+            rows.append((int(f[A.SEQ_FIELD]), f[A.ID_FIELD]))
+        rows.sort()
+        return iter([i for _, i in rows])
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         if limit == 0:
@@ -324,7 +370,7 @@ class VespaBackend(Backend):
         if exact:
             nn = nn.replace("{targetHits", "{approximate: false, targetHits")
         cond = nn if where is None else f"{nn} and {where}"
-        return {"yql": Y.select(self.doctype, cond), "hits": k, "ranking": "closeness",
+        return {"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "closeness",
                 "input.query(q)": [float(x) for x in q]}
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
@@ -346,7 +392,8 @@ class VespaBackend(Backend):
 
         def lexical(n: int) -> list:
             cond = ui if where is None else f"{ui} and {where}"
-            return self._search({"yql": Y.select(self.doctype, cond), "hits": n, "ranking": "bm25", "userq": text},
+            return self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(n), "ranking": "bm25",
+                                 "userq": text},
                                 "run a text query")
 
         if q is None:
@@ -369,7 +416,8 @@ class VespaBackend(Backend):
         # the `hybrid` profile ranks by BM25 + similarity, as API.md's "sum"
         nn = Y.nearest_neighbor(self.vec.name, pool, ef)
         cond = f"({nn} or {ui})" + ("" if where is None else f" and {where}")
-        hits = self._search({"yql": Y.select(self.doctype, cond), "hits": k, "ranking": "hybrid", "userq": text,
+        hits = self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "hybrid",
+                             "userq": text,
                              "input.query(q)": [float(x) for x in q]}, "run a hybrid query")
         docs = [self._doc(h["fields"]) for h in hits]
         return [d.id for d in docs], np.array([h["relevance"] for h in hits], dtype=np.float32), docs

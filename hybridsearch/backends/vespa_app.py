@@ -4,9 +4,9 @@ The layout follows Vespa's e-commerce hybrid-search benchmark: text fields index
 BM25 enabled (and in the `default` fieldset, so `userInput` searches them), filterable
 fields as fast-search attributes, the vector as an HNSW-indexed tensor attribute, and
 three rank profiles: `bm25` (the best text field's BM25), `closeness` (the vector
-similarity) and `hybrid` (their sum). Scores are written so they mean what API.md
-says: cosine similarity (`cos` of the angular distance), inner product (minus the
-dotproduct distance) and -euclidean distance.
+similarity) and `hybrid` (their sum); a default query profile raises `maxHits`.
+Scores are written so they mean what API.md says: cosine similarity (`cos` of the
+angular distance), inner product (minus the dotproduct distance) and -euclidean distance.
 """
 from __future__ import annotations
 
@@ -129,10 +129,27 @@ def services_xml(doctype: str, app: str = "hybridsearch") -> str:
     ]) + "\n"
 
 
-def application_files(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int) -> dict:
+def query_profile_xml(max_hits: int) -> str:
+    """search/query-profiles/default.xml: raises `maxHits` (Vespa refuses more than 400 hits per
+    query by default, and a vector query asks for `limit` or `candidates` hits)."""
+    if isinstance(max_hits, bool) or not isinstance(max_hits, int) or max_hits < 1:
+        raise ConfigError(f"max_hits must be an integer >= 1, got {max_hits!r}")
+    return "\n".join(['<query-profile id="default" type="root">',
+                      f'    <field name="maxHits">{max_hits}</field>',
+                      "</query-profile>"]) + "\n"
+
+
+# the type the default profile names; empty: every field in the profile is a native parameter
+QUERY_PROFILE_TYPE_XML = '<query-profile-type id="root">\n</query-profile-type>\n'
+
+
+def application_files(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int,
+                      max_hits: int = 10000) -> dict:
     """Relative path -> text of every file of the application package."""
     return {f"schemas/{doctype}.sd": schema_sd(schema, doctype, metric, m, ef_construct),
-            "services.xml": services_xml(doctype)}
+            "services.xml": services_xml(doctype),
+            "search/query-profiles/default.xml": query_profile_xml(max_hits),
+            "search/query-profiles/types/root.xml": QUERY_PROFILE_TYPE_XML}
 
 
 def write_application(files: dict, path: str) -> str:
