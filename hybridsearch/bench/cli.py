@@ -96,6 +96,17 @@ def run(args) -> dict:
             row.setdefault("storage", s)
             results["ann"].append(row)
             progress.advance(task)
+        fashion = D.fashion_mnist() if mode == "full" else None
+        if fashion is not None:  # a real ANN set: 60,000 train images as the base, 1,000 test images as queries
+            FX, FQ = fashion[0], fashion[1][:1000]
+            fgi, fgs = D.ground_truth(FX, FQ, 10, "l2", cache)
+            results["ann_data"] += "; Fashion-MNIST rows: 60,000 x 784 (l2), 1,000 test queries"
+            for s in [x for x in ("hnsw", "hnswlib") if x in usable] + anchors:
+                row = W.in_child(W.ann_row, s, FX, FQ, fgi, fgs, 16, 100, size["efs"], "l2", tmp)
+                row["storage"] = f"{row.get('storage', s)} (fashion-mnist)"
+                results["ann"].append(row)
+        elif mode == "full":
+            results["skipped"].append("Fashion-MNIST: apt-get install dataset-fashion-mnist")
         # six tasks
         X6, Q6 = D.sift_like(size["six_n"], size["six_q"], seed=1)
         g6i, g6s = D.ground_truth(X6, Q6, 10, "l2", cache)

@@ -80,18 +80,27 @@ def read_vectors(path: str) -> np.ndarray:
     return read_fvecs(path)
 
 
-def fashion_mnist(path: str = "/usr/share/dataset-fashion-mnist") -> Optional[np.ndarray]:
-    """Fashion-MNIST images (Debian package dataset-fashion-mnist) as (70000, 784) float32, or None."""
-    files = sorted(Path(path).glob("*images-idx3-ubyte*")) if Path(path).exists() else []
-    if not files:
+def read_idx_images(path: str) -> np.ndarray:
+    """An IDX3 image file (optionally .gz), as Fashion-MNIST ships -> (n, rows * cols) float32."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        data = fh.read()
+    if len(data) < 16 or int.from_bytes(data[:4], "big") != 0x803:
+        raise ValueError(f"{path} is not an IDX3 image file")
+    n, rows, cols = (int.from_bytes(data[i:i + 4], "big") for i in (4, 8, 12))
+    if len(data) != 16 + n * rows * cols:
+        raise ValueError(f"{path}: {len(data) - 16} pixel bytes, the header promises {n} x {rows} x {cols}")
+    return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(n, rows * cols).astype(np.float32)
+
+
+def fashion_mnist(path: str = "/usr/share/datasets/fashion-mnist") -> Optional[tuple]:
+    """Fashion-MNIST from the Debian package dataset-fashion-mnist: (train 60000 x 784, test 10000 x 784)
+    float32, or None when it is not installed."""
+    root = Path(path)
+    train, test = root / "train-images-idx3-ubyte.gz", root / "t10k-images-idx3-ubyte.gz"
+    if not (train.exists() and test.exists()):
         return None
-    parts = []
-    for f in files:
-        opener = gzip.open if str(f).endswith(".gz") else open
-        with opener(f, "rb") as fh:
-            data = fh.read()
-        parts.append(np.frombuffer(data, dtype=np.uint8, offset=16).reshape(-1, 784).astype(np.float32))
-    return np.concatenate(parts)
+    return read_idx_images(str(train)), read_idx_images(str(test))
 
 
 # --------------------------------------------------------------- products
