@@ -25,6 +25,12 @@ def test_recall_counts_ties_as_found():
     assert M.recall_at_k([7, 3], [7, 8], true_scores=[0.9, 0.5], found_scores=[0.9, 0.4], k=2) == 0.5
 
 
+def test_recall_tolerance_is_relative_to_the_score():
+    # distances near 1,500 from a float32 kernel vs float64 recomputation differ by ~1e-3
+    assert M.recall_at_k([1], [1], true_scores=[-1500.0], found_scores=[-1500.001], k=1) == 1.0
+    assert M.recall_at_k([2], [1], true_scores=[-1500.0], found_scores=[-1501.0], k=1) == 0.0
+
+
 def test_overlap_at_k():
     assert M.overlap_at_k(["a", "b", "c"], ["c", "d", "a"], k=3) == pytest.approx(2 / 3)
     assert M.overlap_at_k([], [], k=10) == 1.0
