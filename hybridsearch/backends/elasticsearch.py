@@ -8,12 +8,16 @@ the vector query and the error types.
 
 Semantics of API.md kept here:
 - writes are visible on return (`refresh="wait_for"` by default, or `True`);
-- `extend` goes through the bulk helper in chunks; when any document fails, the
-  documents of the batch that were written are deleted and the ones they
-  overwrote restored, and `hs.BackendError` lists the failures: nothing is
-  reported as written that was not (a crash in the middle of that repair can
-  still leave a partial batch: the engine has no multi-document transaction);
-- insertion order: an `hs_seq` field, kept by upserts of an existing id;
+- `extend` goes through the client's `streaming_bulk` helper in chunks (documents
+  refused with 429 resent with backoff); when any document fails, or the
+  connection is lost half-way, the documents of the batch that were (or may have
+  been) written are deleted and the ones they overwrote restored, and
+  `hs.BackendError` lists the failures: nothing is reported as written that was
+  not (a crash in the middle of that repair can still leave a partial batch: the
+  engine has no multi-document transaction); `delete` restores the same way;
+- insertion order: an `hs_seq` field, kept by upserts of an existing id (ties
+  between several writers broken by id);
+- several query vectors travel in one `_msearch` request;
 - scores: vector scores are recomputed from the hits' stored vectors as
   cosine / inner product / -euclidean (the engines report transformed
   similarities); lexical scores are the engine's BM25 of the best field
