@@ -285,7 +285,7 @@ class VespaBackend(Backend):
 
     # -------------------------------------------------------------- reads
     def _max_seq(self) -> int:
-        hits = self._search({"yql": f"select {A.SEQ_FIELD} from sources {self.doctype} where true "
+        hits = self._search({"yql": f"select {A.SEQ_FIELD} from {self.doctype} where true "
                                      f"order by {A.SEQ_FIELD} desc limit 1", "hits": 1}, "read the insertion sequence")
         return int(hits[0]["fields"][A.SEQ_FIELD]) if hits else 0
 
@@ -315,7 +315,7 @@ class VespaBackend(Backend):
         hits, last = [], None
         while limit is None or len(hits) < limit:
             size = _PAGE if limit is None else min(_PAGE, limit - len(hits))
-            cond = where if last is None else f"({where}) and {A.SEQ_FIELD} > {last}"
+            cond = where if last is None else f"({where}) and {A.SEQ_FIELD} > {Y.number_literal(last)}"
             page = self._search({"yql": Y.select(self.doctype, cond, order_by_seq=True), "hits": size},
                                 "list documents")
             hits += page

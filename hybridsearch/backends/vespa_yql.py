@@ -1,8 +1,12 @@
 """Filter AST -> Vespa YQL, and the YQL of vector, text and hybrid queries (pure text).
 
 Values are always YQL literals written here: strings double-quoted with `\\` and `"`
-escaped (and control characters as \\uXXXX), numbers from Python's repr, booleans as
-true / false. Query text never enters the YQL: it travels as a request parameter
+escaped (and control characters as \\uXXXX), integers plain within 32 bits and with the
+`L` suffix within 64 (Vespa's parser reads a plain integer as a Java int), floats from
+Python's repr, booleans as true / false. A comparison whose argument the attribute cannot
+hold exactly is rewritten to one it can (price > 2.5 on a long -> price >= 3; an integer
+no double equals, on a double -> the nearest double with the bound adjusted), so Vespa
+never rounds the argument; bounds beyond every stored value are decided here. Query text never enters the YQL: it travels as a request parameter
 that `userInput(@userq)` refers to. Field names come from the schema and are checked
 identifiers (vespa_app.check_name).
 
@@ -23,7 +27,7 @@ from ..filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
 from .vespa_app import ID_FIELD, PRESENT_FIELD
 
 _OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-_LONG = 2.0 ** 63
+_INT32, _INT64 = 2 ** 31, 2 ** 63
 
 
 def string_literal(s: str) -> str:
@@ -39,12 +43,57 @@ def string_literal(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _number(v) -> str:
+def number_literal(v) -> str:
+    """A YQL numeric literal. Vespa reads a plain integer as a 32-bit int (Integer.valueOf in
+    its YQL parser), so integers beyond that range carry the LONG_INT suffix `L`; integers
+    beyond 64 bits become doubles (the FLOAT token accepts Python's repr)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
         return repr(v)
-    return str(int(v))
+    v = int(v)
+    if -_INT32 <= v < _INT32:
+        return str(v)
+    return f"{v}L" if -_INT64 <= v < _INT64 else repr(float(v))
+
+
+class _Inexact(float):
+    """An integer argument of a double field that no double equals: the float value is the
+    nearest double, `exact` the integer (Vespa would compare against the rounded value)."""
+
+    def __new__(cls, exact: int):
+        obj = super().__new__(cls, float(exact))
+        obj.exact = exact
+        return obj
+
+    def rewrite(self, op: str) -> tuple:
+        """(op, double) selecting exactly the doubles x with `x op exact`: no double lies
+        strictly between `exact` and its nearest double, so the bound moves onto it."""
+        d = float(self)
+        if op == "$eq":
+            return None, None
+        if op in ("$gt", "$gte"):
+            return ("$gte", d) if d > self.exact else ("$gt", d)
+        return ("$lte", d) if d < self.exact else ("$lt", d)
+
+
+def _as_double(v: int):
+    """An integer argument of a double field: a float when the conversion is exact (or the
+    integer is beyond every double), else an _Inexact."""
+    try:
+        d = float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+    return d if d == v else _Inexact(v)
+
+
+def _on_integers(op: str, v: float) -> tuple:
+    """(op, int) on a long attribute meaning the same as `x op v` for a float v."""
+    if v == math.floor(v):
+        return op, int(v)
+    if op == "$eq":
+        return None, None
+    return ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
 
 
 class YqlFilter:
@@ -71,12 +120,23 @@ class YqlFilter:
                                        f"{node.field!r}: YQL has no range comparison for strings")
             return f"{name} contains {string_literal(v)}"
         if isinstance(v, bool):
-            return f"{name} = {_number(v)}"
-        if isinstance(v, float) and (math.isinf(v) or (spec is not None and spec.kind is Kind.INT and abs(v) >= _LONG)):
-            # beyond every stored value: decided here (YQL has no infinity literal)
+            return f"{name} = {number_literal(v)}"
+        kind = spec.kind if spec is not None else None
+        if kind is Kind.FLOAT and not isinstance(v, float):
+            v = _as_double(v)
+        if (isinstance(v, float) and math.isinf(v)) or (kind is Kind.INT and not -_INT64 <= v < _INT64):
+            # beyond every stored value (long attributes are 64-bit): decided here, as YQL has
+            # no infinity literal and Vespa refuses integer literals beyond 64 bits
             holds = {"$eq": False, "$gt": v < 0, "$gte": v < 0, "$lt": v > 0, "$lte": v > 0}[node.op]
             return self._exists(node.field) if holds else "false"
-        return f"{name} {_OPS[node.op]} {_number(v)}"
+        op, v = node.op, v
+        if kind is Kind.INT and isinstance(v, float):
+            op, v = _on_integers(op, v)
+        elif kind is Kind.FLOAT and isinstance(v, _Inexact):
+            op, v = v.rewrite(op)
+        if op is None:
+            return "false"  # equality with a value no stored number can have
+        return f"{name} {_OPS[op]} {number_literal(v)}"
 
     def compile(self, node: Node) -> str:
         """The YQL condition meaning the same as `node`."""
@@ -103,7 +163,8 @@ class YqlFilter:
 
 
 def select(doctype: str, where: str, order_by_seq: bool = False) -> str:
-    yql = f"select * from sources {doctype} where {where}"
+    """A full YQL statement over one document type (the `from <source>` form of the grammar)."""
+    yql = f"select * from {doctype} where {where}"
     return yql + (" order by hs_seq asc" if order_by_seq else "")
 
 
