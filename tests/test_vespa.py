@@ -328,7 +328,7 @@ class Replay:
     (status, json) responses shaped like Vespa's documented ones."""
 
     def __init__(self):
-        self.requests, self.responses = [], []
+        self.requests, self.responses, self.headers = [], [], []
         replay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -336,6 +336,7 @@ class Replay:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n)) if n else None
                 replay.requests.append((self.command, self.path, body))
+                replay.headers.append(dict(self.headers))
                 status, data = replay.responses.pop(0) if replay.responses else (500, {"message": "no response queued"})
                 raw = json.dumps(data).encode()
                 self.send_response(status)
@@ -481,6 +482,7 @@ def test_errors_are_backend_errors_with_status_and_no_token(server):
     with pytest.raises(hs.BackendError, match=r"status 400.*Invalid query parameter") as err:
         da.find(vector=[1, 0, 0, 0])
     assert "tok-secret-123" not in str(err.value) and "tok-secret-123" not in repr(da._backend)
+    assert server.headers[-1]["Authorization"] == "Bearer tok-secret-123"
     server.queue((503, {"message": "busy"}), (200, _search_response([], 0)))
     assert da.find(vector=[1, 0, 0, 0]).ids == []  # one retry after 503
     server.queue((507, {"pathId": "/document/v1/hybridsearch/product/docid/a", "message": "Disk full"}))
@@ -576,3 +578,17 @@ def test_vespa_refusing_too_many_hits_is_a_backend_error(server):
                                              "message": "401 hits requested, configured limit: 400."}]}}))
     with pytest.raises(hs.BackendError, match="status 400.*Illegal query: 401 hits requested"):
         da.find(vector=[1, 0, 0, 0], limit=401)
+
+
+def test_credentials_in_the_url_become_basic_auth_and_are_never_shown(server):
+    import base64
+    url = server.url.replace("http://", "http://reader:s%3Ecret-pw@")
+    server.queue((200, _search_response([], 0)))
+    da = hs.DocumentArray(Product, storage="vespa", url=url, doctype="product", max_retries=0)
+    assert "s>cret-pw" not in repr(da._backend) and "s%3Ecret-pw" not in repr(da._backend)
+    assert da._backend.url == server.url
+    server.queue((500, {"message": "internal error for reader:s>cret-pw"}))
+    with pytest.raises(hs.BackendError) as err:
+        da.find(vector=[1, 0, 0, 0])
+    assert "s>cret-pw" not in str(err.value) and "status 500" in str(err.value)
+    assert server.headers[-1]["Authorization"] == "Basic " + base64.b64encode(b"reader:s>cret-pw").decode()

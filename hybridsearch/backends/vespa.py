@@ -88,7 +88,15 @@ class VespaBackend(Backend):
         self._requests = requests
         self._token = options.get("token")
         self.options = {k: v for k, v in options.items() if k != "token"}
-        self.url = options["url"].rstrip("/")
+        # user:password in the URL becomes basic auth and leaves the URL, which errors and repr show
+        parts = urllib.parse.urlsplit(options["url"].rstrip("/"))
+        basic = None
+        if parts.username is not None or parts.password is not None:
+            basic = (urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or ""))
+            host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else (parts.hostname or "")
+            parts = parts._replace(netloc=host + (f":{parts.port}" if parts.port else ""))
+        self.url = urllib.parse.urlunsplit(parts)
+        self._secrets = [x for x in (self._token, basic and basic[1]) if x]
         self.namespace = options["namespace"]
         self.doctype = options["doctype"] or schema.name.lower()
         A.check_name(self.doctype, "document type")
@@ -109,6 +117,8 @@ class VespaBackend(Backend):
         self.session.verify = options["ca_certs"] or bool(options["verify_certs"])
         if self._token:
             self.session.headers["Authorization"] = f"Bearer {self._token}"
+        elif basic:
+            self.session.auth = basic
         A.schema_sd(schema, self.doctype, self.metric, self.m, self.ef_construct)  # field names Vespa accepts
         self.next_seq = self._max_seq() + 1
 
@@ -122,7 +132,9 @@ class VespaBackend(Backend):
 
     # ------------------------------------------------------------ HTTP
     def _redact(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _http(self, method: str, path: str, what: str, params=None, body=None, ok=(200,)):
         """One request -> (status, json); 429/503 retried with backoff; errors -> BackendError."""
