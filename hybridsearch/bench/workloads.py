@@ -90,9 +90,8 @@ def timed_qps(fn, items: list, passes: int = 3) -> tuple:
 
 
 # ------------------------------------------------------------------ ANN sweep
-def ann_row(storage: str, X, Q, gt_ids, gt_scores, m: int, efc: int, efs: list, metric: str, tmp: str) -> dict:
-    """Build one index (our storage through the API, or a raw anchor library) and sweep ef."""
-    k = 10
+def _ann_index(storage: str, X, m: int, efc: int, efs: list, metric: str, tmp: str, k: int = 10) -> tuple:
+    """Builds one index (our storage through the API, or a raw anchor library) -> (search(q, ef), build s, closer)."""
     t = time.perf_counter()
     if storage == "hnswlib-raw":
         import hnswlib
@@ -100,12 +99,13 @@ def ann_row(storage: str, X, Q, gt_ids, gt_scores, m: int, efc: int, efs: list, 
         index.init_index(max_elements=len(X), M=m, ef_construction=efc)
         index.add_items(X, np.arange(len(X)))
         build = time.perf_counter() - t
+        index.set_num_threads(1)
 
         def search(q, ef):
             index.set_ef(max(ef, k))
             return index.knn_query(q[None, :], k=k)[0][0]
-        index.set_num_threads(1)
-    elif storage == "faiss-raw":
+        return search, build, lambda: None
+    if storage == "faiss-raw":
         import faiss
         faiss.omp_set_num_threads(os.cpu_count() or 1)
         index = faiss.IndexHNSWFlat(X.shape[1], m)
@@ -117,32 +117,58 @@ def ann_row(storage: str, X, Q, gt_ids, gt_scores, m: int, efc: int, efs: list, 
         def search(q, ef):
             index.hnsw.efSearch = max(ef, k)
             return index.search(q[None, :], k)[1][0]
-    else:
-        schema = _schema(X.shape[1], text=False)
-        da = open_storage(storage, schema, {"metric": metric, "m": m, "ef_construct": efc, "ef": max(efs)}, tmp)
-        t = time.perf_counter()
-        for a in range(0, len(X), 10000):
-            da.extend([{"id": str(i), "v": X[i]} for i in range(a, min(len(X), a + 10000))])
-        build = time.perf_counter() - t
+        return search, build, lambda: None
+    schema = _schema(X.shape[1], text=False)
+    da = open_storage(storage, schema, {"metric": metric, "m": m, "ef_construct": efc, "ef": max(efs)}, tmp)
+    t = time.perf_counter()
+    for a in range(0, len(X), 10000):
+        da.extend([{"id": str(i), "v": X[i]} for i in range(a, min(len(X), a + 10000))])
+    build = time.perf_counter() - t
 
-        def search(q, ef):
-            return [int(i) for i in da.find(vector=q, limit=k, ef=ef).ids]
-    points = []
-    exact = storage in ("memory", "sqlite")
-    for ef in ([max(efs)] if exact else efs):
-        found = [search(q, ef) for q in Q]
-        scores = []
-        for q, f in zip(Q, found):
-            f = [i for i in f if i >= 0]
-            d = X[f].astype(np.float64) - q
-            scores.append(-np.sqrt((d * d).sum(axis=1)) if metric == "l2" else X[f] @ q)
-        rec = float(np.mean([M.recall_at_k(f, gi, gs, k, s) for f, gi, gs, s in zip(found, gt_ids, gt_scores, scores)]))
-        qps, lat = timed_qps(lambda q: search(q, ef), list(Q))
-        points.append({"ef": ef, "recall": rec, "qps": qps, "p50_ms": 1000 * M.percentile(lat, 50),
-                       "p99_ms": 1000 * M.percentile(lat, 99)})
-    if storage not in ("hnswlib-raw", "faiss-raw"):
-        _drop(da)
-    return {"storage": storage, "m": m, "ef_construct": efc, "build_s": build, "points": points}
+    def search(q, ef):
+        return [int(i) for i in da.find(vector=q, limit=k, ef=ef).ids]
+    return search, build, lambda: _drop(da)
+
+
+def ann_group(storages: list, X, Q, gt_ids, gt_scores, m: int, efc: int, efs: list, metric: str, tmp: str,
+              passes: int = 3) -> list:
+    """Recall@10 and QPS over the ef sweep for several indexes built in this one process, timed
+    round-robin (pass 1 of every index, then pass 2, ...) so that load from elsewhere on a shared
+    machine falls on all of them alike; QPS is the median pass."""
+    k = 10
+    built = {s: _ann_index(s, X, m, efc, efs, metric, tmp, k) for s in storages}
+    rows = {s: {"storage": s, "m": m, "ef_construct": efc, "build_s": built[s][1], "points": []} for s in storages}
+    queries = list(Q)
+    for ef in efs:
+        recall = {}
+        for s in storages:
+            search = built[s][0]
+            found = [[i for i in search(q, ef) if i >= 0] for q in queries]
+            scores = [-np.sqrt(((X[f].astype(np.float64) - q) ** 2).sum(axis=1)) if metric == "l2"
+                      else X[f].astype(np.float64) @ q for q, f in zip(queries, found)]
+            recall[s] = float(np.mean([M.recall_at_k(f, gi, gs, k, sc)
+                                       for f, gi, gs, sc in zip(found, gt_ids, gt_scores, scores)]))
+            for q in queries[: max(1, len(queries) // 5)]:  # warm-up
+                search(q, ef)
+        rates = {s: [] for s in storages}
+        lats = {s: [] for s in storages}
+        for _ in range(passes):
+            for s in storages:
+                search, lat = built[s][0], []
+                t0 = time.perf_counter()
+                for q in queries:
+                    t = time.perf_counter()
+                    search(q, ef)
+                    lat.append(time.perf_counter() - t)
+                rates[s].append(len(queries) / (time.perf_counter() - t0))
+                lats[s] = lat
+        for s in storages:
+            rows[s]["points"].append({"ef": ef, "recall": recall[s], "qps": M.median(rates[s]),
+                                      "p50_ms": 1000 * M.percentile(lats[s], 50),
+                                      "p99_ms": 1000 * M.percentile(lats[s], 99)})
+    for s in storages:
+        built[s][2]()
+    return [rows[s] for s in storages]
 
 
 # ---------------------------------------------------------------- six tasks
