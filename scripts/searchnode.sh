@@ -80,26 +80,16 @@ YML
 
 port_of() { [ "$1" = os ] && echo "$OS_PORT" || echo "$ES_PORT"; }
 
-start() {
-  local kind=$1 port pidf t0 pid
-  port=$(port_of "$kind")
-  [ -f "$ROOT/.fetched" ] || locked fetch fetch
-  if curl -sf "http://127.0.0.1:$port/_cluster/health" >/dev/null 2>&1; then
-    echo "$kind already running: http://127.0.0.1:$port"; return 0
-  fi
-  t0=$(date +%s.%N)
-  pidf=$ROOT/$kind-logs/node.pid; rm -f "$pidf"
-  if [ "$kind" = os ]; then
-    (cd "$ROOT/opensearch-$OS_VER" && as_user env OPENSEARCH_JAVA_HOME="$JAVA21" \
-        OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/opensearch -d -p "$pidf" >"$ROOT/os-stdout.log" 2>&1)
-  else
-    (cd "$ROOT/elasticsearch-$ES_VER" && as_user env ES_JAVA_HOME="$JAVA17" \
-        ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/elasticsearch -d -p "$pidf" >"$ROOT/es-stdout.log" 2>&1)
-  fi
+alive() {  # the node of this pid file is a running java process
+  local pidf=$1
+  [ -s "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null && grep -qa java "/proc/$(cat "$pidf")/cmdline" 2>/dev/null
+}
+
+wait_ready() {  # until the node answers yellow health; fails if its process dies or after 180 s
+  local kind=$1 port=$2 pidf=$3 t0=$4
   for _ in $(seq 1 360); do
-    if curl -sf "http://127.0.0.1:$port/_cluster/health?wait_for_status=yellow&timeout=1s" >/dev/null 2>&1; then
-      pid=$(cat "$pidf")
-      echo "$kind ready after $(echo "$(date +%s.%N) - $t0" | bc) s: http://127.0.0.1:$port pid=$pid"
+    if curl -sf --max-time 5 "http://127.0.0.1:$port/_cluster/health?wait_for_status=yellow&timeout=1s" >/dev/null 2>&1; then
+      echo "$kind ready after $(echo "$(date +%s.%N) - $t0" | bc) s: http://127.0.0.1:$port pid=$(cat "$pidf")"
       return 0
     fi
     if [ -s "$pidf" ] && ! kill -0 "$(cat "$pidf")" 2>/dev/null; then break; fi
@@ -108,6 +98,29 @@ start() {
   echo "$kind FAILED to start; see $ROOT/$kind-stdout.log and $ROOT/$kind-logs/" >&2
   tail -20 "$ROOT/$kind-stdout.log" >&2 || true
   return 1
+}
+
+start() {
+  local kind=$1 port pidf t0
+  port=$(port_of "$kind")
+  pidf=$ROOT/$kind-logs/node.pid
+  [ -f "$ROOT/.fetched" ] || locked fetch fetch
+  t0=$(date +%s.%N)
+  # a node that is up (or whose process lives but answers slowly, e.g. under load) is
+  # never started twice: a second one could not bind the port and would lose the pid file
+  if curl -sf --max-time 10 "http://127.0.0.1:$port/_cluster/health" >/dev/null 2>&1 || alive "$pidf"; then
+    wait_ready "$kind" "$port" "$pidf" "$t0" >/dev/null && { echo "$kind already running: http://127.0.0.1:$port"; return 0; }
+    return 1
+  fi
+  rm -f "$pidf"
+  if [ "$kind" = os ]; then
+    (cd "$ROOT/opensearch-$OS_VER" && as_user env OPENSEARCH_JAVA_HOME="$JAVA21" \
+        OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/opensearch -d -p "$pidf" >"$ROOT/os-stdout.log" 2>&1)
+  else
+    (cd "$ROOT/elasticsearch-$ES_VER" && as_user env ES_JAVA_HOME="$JAVA17" \
+        ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/elasticsearch -d -p "$pidf" >"$ROOT/es-stdout.log" 2>&1)
+  fi
+  wait_ready "$kind" "$port" "$pidf" "$t0"
 }
 
 stop() {
