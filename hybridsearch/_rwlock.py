@@ -22,7 +22,10 @@ class RWLock:
     """Readers share the lock; a writer waits for them and blocks new readers."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # readers take only the plain lock (a C-level context manager); the condition
+        # over it is waited on and notified only when a writer is involved
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
@@ -38,19 +41,19 @@ class RWLock:
         return self._write
 
     def _acquire_read(self) -> None:
-        with self._cond:
+        with self._mutex:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
 
     def _release_read(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._readers -= 1
-            if not self._readers:
+            if not self._readers and self._waiting_writers:
                 self._cond.notify_all()
 
     def _acquire_write(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._waiting_writers += 1
             while self._writer or self._readers:
                 self._cond.wait()
@@ -58,6 +61,6 @@ class RWLock:
             self._writer = True
 
     def _release_write(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._writer = False
             self._cond.notify_all()

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
+from ._native import _kernels as K
 from .backends import backend_class
 from .batch import build_batch
 from .document import Document, schema_of, validate_value
@@ -158,14 +159,14 @@ class DocumentArray:
         if spec is None:
             raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
         try:
-            arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True)
+            arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")
         except (TypeError, ValueError):
             raise SchemaError(f"{name} must be numbers, got {type(vectors).__name__}") from None
         if arr.ndim != 2 or arr.shape[1] != spec.dim:
             raise SchemaError(f"{name}: expected {spec.dim} dimensions ({spec.name}), got shape {np.shape(vectors)}")
-        if not np.isfinite(arr).all():
+        if not K.all_finite(arr.reshape(-1)):
             raise SchemaError(f"{name} contains NaN or inf")
-        return np.ascontiguousarray(arr)
+        return arr
 
     @staticmethod
     def _check_limit(limit: Optional[int], allow_none: bool) -> Optional[int]:

@@ -221,3 +221,5 @@ def filter_eval(list program, Py_ssize_t n, live):
 include "hnsw.pxi"
 
 include "invindex.pxi"
+
+include "hits.pxi"

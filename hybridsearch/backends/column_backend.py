@@ -70,7 +70,13 @@ class ColumnBackend(Backend):
                        ef) -> list:
         with self.lock.read():
             scores, rows = self._vectors(queries, limit, node, exact, ef)
-            return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]
+            return self._hits_of_rows(rows, scores)
+
+    def _hits_of_rows(self, rows: np.ndarray, scores: np.ndarray) -> list:
+        """(ids, scores, docs) per row of a (nq, k) search result; the caller holds the read lock."""
+        st = self.store
+        return K.hits_of_rows(np.ascontiguousarray(rows, dtype=np.int64),
+                              np.ascontiguousarray(scores, dtype=np.float32), st.ids, st.docs)
 
     def _updated_doc(self, id: str, values: dict):
         """(slot, new document) for a partial update; None when there is nothing to write.

@@ -272,8 +272,9 @@ class HnswBackend(ColumnBackend):
             mode = K.HNSW_TWOHOP if p.strategy == planner.FILTER_FIRST else K.HNSW_PLAIN
             scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
             want = min(limit, matches)
-            short = [i for i, r in enumerate(rows[:, want - 1].tolist()) if r < 0]  # hits come first
-            if short:  # the walk could not reach enough matches: scan them
+            last = rows[:, want - 1]  # hits come first, -1 padding after them
+            short = np.flatnonzero(last < 0) if len(last) > 1 or last[0] < 0 else ()
+            if len(short):  # the walk could not reach enough matches: scan them
                 es, er = self._exact(np.ascontiguousarray(queries[short]), limit, bits)
                 scores[short], rows[short] = es, er
         return scores, rows

@@ -201,7 +201,7 @@ class HnswlibBackend(ColumnBackend):
     def _exact(self, queries: np.ndarray, bits: Optional[np.ndarray], limit: int) -> list:
         st = self.store
         scores, rows = K.exact_search(st.vector_block(), st.n, st.aux_block(), queries, self.metric, bits, limit)
-        return [self._hits(qr, qs) for qs, qr in zip(scores, rows)]
+        return self._hits_of_rows(rows, scores)
 
     def _scores(self, dists: np.ndarray) -> np.ndarray:
         # hnswlib: cosine -> 1 - cos, ip -> 1 - dot, l2 -> squared distance
@@ -221,8 +221,7 @@ class HnswlibBackend(ColumnBackend):
             if len(queries) > 1:
                 return [r for i in range(len(queries)) for r in self._ann(queries[i:i + 1], k, flags, bits)]
             return self._exact(queries, bits if bits is not None else self.store.vector_bits(None), k)
-        scores = self._scores(dists)
-        return [self._hits(lab.astype(np.int64).tolist(), sc) for lab, sc in zip(labels, scores)]
+        return self._hits_of_rows(labels.astype(np.int64), self._scores(dists))
 
     def close(self) -> None:
         self.index = None
