@@ -51,9 +51,14 @@ class TextField:
 
     def query(self, text: str) -> tuple:
         """(term ids, weights): each known term once, weighted by its occurrences."""
+        return self.query_tokens(self.analyzer.tokens(text))
+
+    def query_tokens(self, tokens) -> tuple:
+        """(term ids, weights) of already analysed query tokens."""
         counts: dict = {}
-        for tok in self.analyzer.tokens(text):
-            t = self.vocab.get(tok)
+        vocab = self.vocab
+        for tok in tokens:
+            t = vocab.get(tok)
             if t is not None:
                 counts[t] = counts.get(t, 0) + 1
         return (np.fromiter(counts.keys(), dtype=np.int32, count=len(counts)),
@@ -93,7 +98,15 @@ class TextIndex:
         self.add(slots, docs)
 
     def _queries(self, text: str) -> list:
-        return [(f, *f.query(text)) for f in self.fields]
+        """(field, term ids, weights) per field; the text is analysed once per distinct analyzer."""
+        tokens: dict = {}
+        out = []
+        for f in self.fields:
+            toks = tokens.get(id(f.analyzer))
+            if toks is None:
+                toks = tokens[id(f.analyzer)] = f.analyzer.tokens(text)
+            out.append((f, *f.query_tokens(toks)))
+        return out
 
     def scores(self, text: str, slots: np.ndarray, queries: Optional[list] = None) -> np.ndarray:
         """Best-field BM25 of the given slots (0 where no field matches)."""
@@ -107,17 +120,10 @@ class TextIndex:
     def search(self, text: str, k: int, bits: Optional[np.ndarray]) -> tuple:
         """Exact best-fields top-k -> (slots int64, scores float32), best first, ties to the lower slot."""
         queries = self._queries(text)
-        found = []
-        for f, terms, weights in queries:
-            if len(terms):
-                _, slots = f.index.search(terms, weights, k, K1, B, bits)
-                found.append(slots[slots >= 0])
-        if not found:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        cand = np.unique(np.concatenate(found))
-        scores = self.scores(text, cand, queries)
-        order = np.lexsort((cand, -scores))[:k]
-        return cand[order], scores[order]
+        scores, slots = K.search_best_fields([f.index for f, _, _ in queries], [t for _, t, _ in queries],
+                                             [w for _, _, w in queries], k, K1, B, bits)
+        n = int(np.count_nonzero(slots >= 0))
+        return slots[:n], scores[:n]
 
     def matches(self, text: str, bits: Optional[np.ndarray]) -> np.ndarray:
         """Slots where any field matches any query term."""

@@ -399,3 +399,58 @@ int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const ui
 int64_t hs_inv_docs(const hs_inv *ix) { return ix->N; }
 int64_t hs_inv_df(const hs_inv *ix, int32_t t) { return t >= 0 && t < ix->nterms ? ix->terms[t].len : 0; }
 int64_t hs_inv_total_len(const hs_inv *ix) { return ix->total; }
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *const *qt,
+                           const float *const *qw, const int64_t *nq, int64_t k, float k1, float b,
+                           const uint64_t *bits, int64_t nbits, float *out_score, int64_t *out_slot) {
+    for (int64_t i = 0; i < k; i++) {
+        out_score[i] = -INFINITY;
+        out_slot[i] = -1;
+    }
+    if (k <= 0 || nf <= 0) return 0;
+    int64_t cap = nf * k;
+    int64_t *cand = malloc((size_t)cap * sizeof(int64_t));
+    float *part = malloc((size_t)(cap > k ? cap : k) * sizeof(float));
+    float *best = malloc((size_t)cap * sizeof(float));
+    if (!cand || !part || !best) {
+        free(cand);
+        free(part);
+        free(best);
+        return -HS_ENOMEM;
+    }
+    /* the union of every field's exact top-k holds the best-field top-k (see lexical.py) */
+    int64_t n = 0, rc = 0;
+    for (int64_t f = 0; f < nf && rc >= 0; f++) {
+        if (nq[f] <= 0) continue;
+        rc = hs_inv_search(ix[f], qt[f], qw[f], nq[f], k, k1, b, bits, nbits, 0, part, cand + n);
+        if (rc > 0) n += rc;
+    }
+    if (rc >= 0 && n > 0) {
+        qsort(cand, (size_t)n, sizeof(int64_t), cmp_i64);
+        int64_t u = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (u == 0 || cand[i] != cand[u - 1]) cand[u++] = cand[i];
+        n = u;
+        for (int64_t i = 0; i < n; i++) best[i] = 0.0f;
+        /* every candidate re-scored in every field, its best field kept */
+        for (int64_t f = 0; f < nf; f++) {
+            if (nq[f] <= 0) continue;
+            hs_inv_score(ix[f], qt[f], qw[f], nq[f], k1, b, cand, n, part);
+            for (int64_t i = 0; i < n; i++)
+                if (part[i] > best[i]) best[i] = part[i];
+        }
+        hs_heap h;
+        hs_heap_init(&h, out_score, out_slot, k);
+        for (int64_t i = 0; i < n; i++) hs_heap_push(&h, best[i], cand[i]);
+        rc = hs_heap_finish(&h);
+    }
+    free(cand);
+    free(part);
+    free(best);
+    return rc < 0 ? rc : (n > 0 ? rc : 0);
+}

@@ -35,6 +35,13 @@ int hs_inv_remove(hs_inv *ix, const int64_t *slots, int64_t n);
 int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, int64_t k,
                       float k1, float b, const uint64_t *bits, int64_t nbits, int exhaustive,
                       float *out_score, int64_t *out_slot);
+/* Best-fields top-k over nf indexes (one per text field; field f queried with
+ * qt[f] / qw[f], nq[f] terms, 0 = the query has no term there): a document's
+ * score is its best field's BM25. Ties go to the lower slot. Returns the number
+ * of hits (<= k) or -error; pads with (-inf, -1). */
+int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *const *qt,
+                           const float *const *qw, const int64_t *nq, int64_t k, float k1, float b,
+                           const uint64_t *bits, int64_t nbits, float *out_score, int64_t *out_slot);
 /* BM25 of the given slots (0 where a slot has none of the terms). */
 int hs_inv_score(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, float k1, float b,
                  const int64_t *slots, int64_t n, float *out);

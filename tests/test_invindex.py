@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,3 +167,56 @@ def test_bad_arguments_raise():
         ix.add(np.array([0], dtype=np.int64), np.array([-1], dtype=np.int32), np.array([0, 1], dtype=np.int64))
     with pytest.raises(ValueError):
         ix.search(np.array([1], dtype=np.int32), np.array([], dtype=np.float32), 5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(corpus, corpus, queries, st.lists(st.integers(0, 33), max_size=4), st.integers(1, 12),
+       st.one_of(st.none(), st.integers(0, 2**32)))
+def test_best_fields_search_equals_the_max_over_field_models(docs_a, docs_b, query_a, query_b, k, seed):
+    """search_best_fields (one native call over several fields) against the plain model:
+    a document's score is the best of its fields' BM25; ties to the lower slot."""
+    fields = []
+    for docs in (docs_a, docs_b):
+        ix = K.InvertedIndex()
+        index_docs(ix, docs)
+        model = Model()
+        model.docs = dict(docs)
+        fields.append((ix, model))
+    allowed, bits = None, None
+    if seed is not None:
+        rng = np.random.default_rng(seed)
+        allowed = {s for s in range(121) if rng.random() < 0.5}
+        bits = np.zeros(2, dtype=np.uint64)
+        for s in allowed:
+            bits[s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+    best = {}
+    for (ix, model), q in zip(fields, (query_a, query_b)):
+        for s, v in model.scores(q).items():
+            if allowed is None or s in allowed:
+                best[s] = max(best.get(s, 0.0), v)
+    args = [as_args(q) if q else (np.empty(0, np.int32), np.empty(0, np.float32)) for q in (query_a, query_b)]
+    scores, slots = K.search_best_fields([ix for ix, _ in fields], [a[0] for a in args], [a[1] for a in args],
+                                         k, K1, B, bits)
+    got = [(int(s), float(v)) for s, v in zip(slots, scores) if s >= 0]
+    assert len(got) == min(k, len(best))
+    assert all(s == -1 for s in slots[len(got):])
+    for s, v in got:
+        assert math.isclose(v, best[s], rel_tol=1e-4, abs_tol=1e-6)
+    if got:
+        kth = got[-1][1]
+        assert all(best[s] <= kth + 1e-5 * max(1, kth) for s in best if s not in dict(got))
+    # best first, equal scores in slot order
+    assert all(a[1] > b[1] or (a[1] == b[1] and a[0] < b[0]) for a, b in zip(got, got[1:]))
+
+
+def test_best_fields_search_checks_its_arguments():
+    ix = K.InvertedIndex()
+    t, w = np.array([1], np.int32), np.array([1.0], np.float32)
+    with pytest.raises(ValueError, match="one terms"):
+        K.search_best_fields([ix], [t, t], [w], 3)
+    with pytest.raises(ValueError, match="one weight per term"):
+        K.search_best_fields([ix], [t], [np.ones(2, np.float32)], 3)
+    with pytest.raises(TypeError):
+        K.search_best_fields(["not an index"], [t], [w], 3)
+    scores, slots = K.search_best_fields([], [], [], 4)
+    assert slots.tolist() == [-1] * 4

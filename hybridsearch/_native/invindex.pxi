@@ -114,3 +114,59 @@ cdef class InvertedIndex:
     def df(self, int32_t term):
         """Documents containing the term."""
         return hs_inv_df(self.ix, term)
+
+
+def search_best_fields(list indexes, list terms, list weights, Py_ssize_t k, float k1=1.2,
+                       float b=0.75, const uint64_t[::1] bits=None):
+    """Best-fields BM25 top-k over several InvertedIndex (one per text field) in one call:
+    field i is queried with terms[i] (int32) weighted by weights[i] (float32).
+    -> (scores float32 (k,), slots int64 (k,)) best first, padded with -inf / -1."""
+    cdef Py_ssize_t nf = len(indexes), f
+    if len(terms) != nf or len(weights) != nf:
+        raise ValueError("one terms and one weights array per index")
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    scores = np.empty(k, dtype=np.float32)
+    slots = np.empty(k, dtype=np.int64)
+    if k == 0:
+        return scores, slots
+    if bits is not None and bits.shape[0] == 0:
+        scores[:] = -np.inf
+        slots[:] = -1
+        return scores, slots
+    held = []  # keeps the contiguous term arrays alive while C reads them
+    cdef const hs_inv **ixs = <const hs_inv **>malloc(max(nf, 1) * sizeof(hs_inv *))
+    cdef const int32_t **tps = <const int32_t **>malloc(max(nf, 1) * sizeof(int32_t *))
+    cdef const float **wps = <const float **>malloc(max(nf, 1) * sizeof(float *))
+    cdef int64_t *nqs = <int64_t *>malloc(max(nf, 1) * sizeof(int64_t))
+    cdef InvertedIndex ix
+    cdef cnp.ndarray t, w
+    cdef float[::1] s = scores
+    cdef int64_t[::1] r = slots
+    cdef const uint64_t *bp = &bits[0] if bits is not None else NULL
+    cdef int64_t nbits = bits.shape[0] * 64 if bits is not None else 0
+    cdef int64_t got
+    try:
+        if ixs == NULL or tps == NULL or wps == NULL or nqs == NULL:
+            raise MemoryError("could not allocate the field table")
+        for f in range(nf):
+            ix = <InvertedIndex?>indexes[f]
+            t = np.ascontiguousarray(terms[f], dtype=np.int32)
+            w = np.ascontiguousarray(weights[f], dtype=np.float32)
+            if t.ndim != 1 or w.ndim != 1 or t.shape[0] != w.shape[0]:
+                raise ValueError("field %d: one weight per term" % f)
+            held.append((t, w))
+            ixs[f] = ix.ix
+            tps[f] = <const int32_t *>cnp.PyArray_DATA(t) if t.shape[0] else _EMPTY_I32
+            wps[f] = <const float *>cnp.PyArray_DATA(w) if w.shape[0] else _EMPTY_F32
+            nqs[f] = t.shape[0]
+        with nogil:
+            got = hs_inv_search_best(ixs, nf, tps, wps, nqs, k, k1, b, bp, nbits, &s[0], &r[0])
+        if got < 0:
+            _check(<int>-got)
+        return scores, slots
+    finally:
+        free(ixs)
+        free(tps)
+        free(wps)
+        free(nqs)

@@ -83,6 +83,9 @@ cdef extern from "hs_invindex.h":
     int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, int64_t k,
                           float k1, float b, const uint64_t *bits, int64_t nbits, int exhaustive,
                           float *out_score, int64_t *out_slot) nogil
+    int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *const *qt,
+                               const float *const *qw, const int64_t *nq, int64_t k, float k1, float b,
+                               const uint64_t *bits, int64_t nbits, float *out_score, int64_t *out_slot) nogil
     int hs_inv_score(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t nq, float k1, float b,
                      const int64_t *slots, int64_t n, float *out) nogil
     int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const uint64_t *bits,

@@ -48,11 +48,8 @@ class ColumnBackend(Backend):
     # -------------------------------------------------------------- hits
     def _hits(self, rows, scores) -> tuple:
         """(ids, scores, docs) of one result row (slots padded with -1 at the end)."""
-        r = rows.tolist() if hasattr(rows, "tolist") else list(rows)
-        if r and r[-1] < 0:
-            r = r[: r.index(-1)]
-        st = self.store
-        return [st.ids[s] for s in r], np.asarray(scores[: len(r)], dtype=np.float32), [st.docs[s] for s in r]
+        rows = np.asarray(rows, dtype=np.int64).reshape(1, -1)
+        return self._hits_of_rows(rows, np.asarray(scores, dtype=np.float32)[: rows.shape[1]].reshape(1, -1))[0]
 
     def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
         """The rows a filtered search may return, as a bitset (None: every row). `vectors`:
