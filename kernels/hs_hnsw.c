@@ -806,6 +806,8 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         int32_t c = cand->id[0];
         if (c_d > bound && res->size >= ef) break;
         pheap_pop(cand, -1.0f);
+        /* the next candidate's links load while this one's neighbours are scored */
+        if (cand->size) __builtin_prefetch(g->links0 + (int64_t)cand->id[0] * stride);
         const int32_t *l = g->links0 + (int64_t)c * stride;
         int cnt = l[0], nf = 0;
         /* gather the unvisited neighbours first, so their vectors load in parallel */

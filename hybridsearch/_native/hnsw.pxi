@@ -6,6 +6,9 @@ _HNSW_METRICS = {"ip": HS_METRIC_IP, "l2": HS_METRIC_L2}
 _QUANT = {"none": 0, "int8": 1}
 
 
+_ONE_VISIT = np.zeros(1, dtype=np.int64)  # unused out-argument when visits are not asked for
+
+
 cdef class HnswIndex:
     """One mutable HNSW graph whose node ids are rows ("slots") of the caller's vector block.
 
@@ -116,7 +119,7 @@ cdef class HnswIndex:
             return (scores, ids, np.zeros(nq, dtype=np.int64)) if with_visits else (scores, ids)
         scores = np.empty((nq, k), dtype=np.float32)  # the kernel pads unused slots
         ids = np.empty((nq, k), dtype=np.int64)
-        visits = np.zeros(nq if with_visits else 1, dtype=np.int64)
+        visits = np.zeros(nq, dtype=np.int64) if with_visits else _ONE_VISIT
         if X.shape[1] != self.dim or X.shape[0] < self.high:
             self._check_block(X, self.high)
         cdef float[:, ::1] s = scores
