@@ -143,6 +143,27 @@ def test_products_are_deterministic_and_shaped_like_the_benchmark(tmp_path, monk
     np.testing.assert_allclose(np.linalg.norm(np.stack([x["embedding"] for x in a.docs]), axis=1), 1.0, rtol=1e-5)
 
 
+def test_products_embed_with_wordllama_offline(tmp_path, monkeypatch):
+    """The `[embeddings]` path: wordllama's 256-d static embeddings from its wheel, no download.
+    Independent check by brute force: a query (the first 8 words of a title) finds its own
+    product among the 5 nearest of 2,000."""
+    pytest.importorskip("wordllama", reason="wordllama is in the [test] extra; not installed here")
+    monkeypatch.setenv("HS_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    p = D.products(2000, 40)
+    assert p.embedder == "wordllama-256"
+    E = np.stack([d["embedding"] for d in p.docs])
+    assert E.shape == (2000, 256) and p.query_vectors.shape == (40, 256)
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-4)
+    titles = [d["title"] for d in p.docs]
+    source = [next(i for i, t in enumerate(titles) if " ".join(t.split()[:8]) == q) for q in p.queries]
+    sims = p.query_vectors @ E.T
+    ranks = [int((sims[j] > sims[j, s]).sum()) for j, s in enumerate(source)]
+    assert np.mean(np.array(ranks) < 5) >= 0.9
+    # cached per embedder: a second call reads the same vectors back
+    np.testing.assert_array_equal(D.products(2000, 40).query_vectors, p.query_vectors)
+
+
 def test_report_writes_json_markdown_and_plots(tmp_path):
     results = {"mode": "quick", "machine": R.machine_facts(), "skipped": ["x: not installed"],
                "ann_data": "tiny", "ann": [{"storage": "hnsw", "m": 16, "ef_construct": 100, "build_s": 0.1,

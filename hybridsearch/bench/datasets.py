@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 from dataclasses import dataclass
@@ -165,7 +166,9 @@ def _embed_wordllama(texts: list):
 def products(n: int, n_queries: int = 200, dim: int = 384, seed: int = 1) -> Products:
     """An e-commerce catalogue like the Amazon-products benchmark (title, description, category,
     price, average_rating, normalised embedding), Zipfian words; cached per (n, dim, seed)."""
-    path = cache_dir() / f"products-{n}-{n_queries}-{dim}-{seed}.npz"
+    # the embedder is part of the key: installing wordllama later must not reuse projections
+    embedder_kind = "wordllama" if importlib.util.find_spec("wordllama") else f"projection{dim}"
+    path = cache_dir() / f"products-{n}-{n_queries}-{seed}-{embedder_kind}.npz"
     rng = np.random.default_rng(seed)
     words = _vocab(rng, 30000)
     p = 1.0 / np.arange(1, len(words) + 1) ** 1.07
