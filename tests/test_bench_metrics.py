@@ -203,3 +203,19 @@ def test_the_harness_runs_end_to_end_on_a_tiny_size(tmp_path, monkeypatch):
     for png in ("recall_vs_qps.png", "latency_vs_qps.png", "qps_per_core.png"):
         assert (out / png).exists()
     assert "## Six tasks" in (out / "report.md").read_text()
+
+
+def test_storage_selection_says_why_a_row_cannot_run():
+    from hybridsearch.bench.cli import select_storages
+    engines = {"elasticsearch": ("http://127.0.0.1:9260", 1), "opensearch": (None, None)}
+    present = {"hnswlib"}
+    usable, skipped = select_storages(["memory", "hnswlib", "annlite", "elasticsearch", "opensearch"], engines,
+                                      lambda m: m in present)
+    assert usable == ["memory", "hnswlib"]
+    assert skipped == ["annlite: not installed",
+                       'elasticsearch: a node answers but its Python client (elasticsearch) is not installed: '
+                       'pip install -e ".[elasticsearch]"',
+                       "opensearch: no node answers (start one with scripts/searchnode.sh start os)"]
+    present |= {"annlite", "elasticsearch"}
+    assert select_storages(["annlite", "elasticsearch"], engines, lambda m: m in present) == (
+        ["annlite", "elasticsearch"], [])

@@ -30,6 +30,7 @@ SIZES = {
                  six_n=100000, six_q=500, eco_n=50000, eco_q=500, threads=[1, 2, 4, 8], rel_q=1000),
 }
 ALL = ["memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "opensearch"]
+CLIENTS = {"elasticsearch": "elasticsearch", "opensearch": "opensearchpy"}  # storage -> client module
 
 
 def _engine(kind: str):
@@ -55,6 +56,24 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def select_storages(storages: list, engines: dict, installed) -> tuple:
+    """(storages that can run, one reason per storage that cannot). `engines`: storage ->
+    (url or None, pid) of a search node; `installed(module)`: whether a module imports."""
+    usable, skipped = [], []
+    for s in storages:
+        if s in engines and engines[s][0] is None:
+            skipped.append(f"{s}: no node answers (start one with scripts/searchnode.sh start "
+                           f"{'es' if s == 'elasticsearch' else 'os'})")
+        elif s in ("hnswlib", "annlite") and not installed(s):
+            skipped.append(f"{s}: not installed")
+        elif s in engines and not installed(CLIENTS[s]):
+            skipped.append(f"{s}: a node answers but its Python client ({CLIENTS[s]}) is not installed: "
+                           f'pip install -e ".[{s}]"')
+        else:
+            usable.append(s)
+    return usable, skipped
+
+
 def run(args) -> dict:
     from rich.console import Console
     from rich.progress import Progress
@@ -65,15 +84,8 @@ def run(args) -> dict:
     results = {"mode": mode, "machine": R.machine_facts(), "skipped": [],
                "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     engines = {"elasticsearch": _engine("es"), "opensearch": _engine("os")}
-    usable = []
-    for s in storages:
-        if s in engines and engines[s][0] is None:
-            results["skipped"].append(f"{s}: no node answers (start one with scripts/searchnode.sh start "
-                                      f"{'es' if s == 'elasticsearch' else 'os'})")
-        elif s in ("hnswlib", "annlite") and not _installed(s):
-            results["skipped"].append(f"{s}: not installed")
-        else:
-            usable.append(s)
+    usable, skipped = select_storages(storages, engines, _installed)
+    results["skipped"] += skipped
     remote_opts = {s: {"hosts": engines[s][0]} for s in engines if engines[s][0]}
     tmp = tempfile.mkdtemp(prefix="hs-bench-")
     cache = D.cache_dir(args.cache)
