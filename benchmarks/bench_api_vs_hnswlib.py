@@ -33,18 +33,22 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--ef", default="20,40,80,160")
+    ap.add_argument("--quantization", default="auto", choices=["auto", "none", "int8"],
+                    help="ours: auto (the default: int8 codes for the walk, re-scored on float32) or none")
     args = ap.parse_args()
     X, Q = datasets.sift_like(args.n, args.queries)[:2]
     gt, _ = datasets.ground_truth(X, Q, 10, "l2")
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
           f"hnswlib {metadata.version('hnswlib')}; {args.n:,} x {X.shape[1]} sift-like, l2, "
-          f"m=16 ef_construct=100, {len(Q)} queries, median of {args.passes} round-robin passes")
+          f"m=16 ef_construct=100, {len(Q)} queries, median of {args.passes} round-robin passes; "
+          f"ours quantization={args.quantization}")
 
     class Vec(hs.Document):
         v: hs.Vector[X.shape[1]]
 
     t = time.perf_counter()
-    da = hs.DocumentArray(Vec, storage="hnsw", m=16, ef_construct=100, metric="l2")
+    da = hs.DocumentArray(Vec, storage="hnsw", m=16, ef_construct=100, metric="l2",
+                          quantization=None if args.quantization == "none" else args.quantization)
     da.extend([{"id": str(i), "v": X[i]} for i in range(len(X))])
     print(f"build: ours {time.perf_counter() - t:.1f} s (through extend: documents + graph)", end="; ")
     t = time.perf_counter()

@@ -12,7 +12,7 @@ import pytest
 import hybridsearch as hs
 from tests.engines import STORAGE_KIND, engine
 
-STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
+STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
 # annlite cannot share a process with hnswlib: tests/test_annlite_backend.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
@@ -34,6 +34,9 @@ def make_da(storage, tmp_path):
     def make(schema, **options):
         if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
+            da = hs.DocumentArray(schema, storage="hnsw", **options)
+        elif storage == "hnsw-f32":  # the hnsw storage walking float32 vectors (default: int8 codes)
+            options.setdefault("quantization", None)
             da = hs.DocumentArray(schema, storage="hnsw", **options)
         elif storage == "annlite":
             options.setdefault("path", tmp_path / f"annlite{len(opened)}")

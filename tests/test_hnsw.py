@@ -458,8 +458,9 @@ def test_kill_9_during_writes_keeps_every_acknowledged_batch(tmp_path, seed):
 # ------------------------------------------------------------------ int8
 def test_int8_quantization_recall_and_memory(data):
     X, Q = data
-    full = build(X[:5000], "l2")
+    full = build(X[:5000], "l2", quantization=None)
     q8 = build(X[:5000], "l2", quantization="int8")
+    assert build(X[:50], "l2")._backend.quantization == "int8"  # the default
     r_full = recall(full, X[:5000], Q, "l2")
     r_q8 = recall(q8, X[:5000], Q, "l2")
     assert r_q8 >= 0.93 and r_q8 >= r_full - 0.05, (r_full, r_q8)
@@ -470,3 +471,22 @@ def test_int8_quantization_recall_and_memory(data):
     # the traversal codes are 1 byte per dimension: a quarter of the float32 rows
     codes = q8._backend.graph.nbytes - full._backend.graph.nbytes
     assert codes <= 5000 * (32 + 8) * 1.05 + 64 * 1024
+
+
+def test_reopen_keeps_the_quantization_the_files_were_saved_with(tmp_path):
+    X = clustered(300, seed=5)
+    for saved, other in ((None, "int8"), ("int8", None)):
+        path = tmp_path / f"saved-{saved}"
+        da = build(X, "l2", path=path, quantization=saved)
+        expect = da.find(vector=X[7], limit=5)
+        da.close()
+        again = build(X[:0], "l2", path=path)  # quantization="auto" (the default) adopts the files' form
+        assert again._backend.quantization == ("int8" if saved else "none")
+        got = again.find(vector=X[7], limit=5)
+        assert got.ids == expect.ids
+        np.testing.assert_allclose(got.scores, expect.scores, rtol=1e-6)
+        again.extend([{"id": "new", "v": X[8] + 1e-3, "bucket": 0, "price": 0}])  # the graph keeps working
+        assert "new" in again.find(vector=X[8], limit=2).ids
+        again.close()
+        with pytest.raises(hs.BackendError, match="saved with quantization"):  # an explicit conflict is an error
+            build(X[:0], "l2", path=path, quantization=other)
