@@ -12,15 +12,18 @@ from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
-from ._native import _kernels as K
 from .backends import backend_class
 from .batch import build_batch
-from .document import Document, schema_of, validate_value
+from .document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
 from .errors import ConfigError, SchemaError
 from .filters import parse_filter
 from .results import Results
 
 FUSIONS = ("sum", "rrf")
+# sizes asked of a search are cut to this before anything is allocated; the storages then cut them
+# to what the collection holds, so `limit=10**9` costs what `limit=len(da)` costs
+SIZE_CAP = 2**40
+EF_MAX = 1 << 20  # the largest ef a find accepts (documented in docs/storages/hnsw.md)
 
 
 def _copy_loader(docs: list):
@@ -40,7 +43,11 @@ class DocumentArray:
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = backend_class(storage)
-        self._backend = cls(self._schema, **cls.resolve_options(options))
+        resolved = cls.resolve_options(options)
+        self._read_only = resolved.get("read_only", False)
+        if not isinstance(self._read_only, bool):
+            raise ConfigError(f"read_only must be True or False, got {self._read_only!r}")
+        self._backend = cls(self._schema, **resolved)
         self._closed = False
 
     # ------------------------------------------------------------ plumbing
@@ -74,6 +81,13 @@ class DocumentArray:
             raise ConfigError("this DocumentArray is closed")
         return self._backend
 
+    def _w(self):
+        """The storage, for a write: refused on a collection opened read_only=True."""
+        backend = self._b()
+        if self._read_only:
+            raise ConfigError("this DocumentArray was opened with read_only=True: writes are refused")
+        return backend
+
     def _validate(self, doc: Any) -> Document:
         if isinstance(doc, self._model):
             # a copy, so later changes to the caller's object do not reach the store unseen
@@ -84,6 +98,12 @@ class DocumentArray:
             raise SchemaError(f"expected a {self._model.__name__} or a dict, got a {type(doc).__name__}")
         raise SchemaError(f"expected a {self._model.__name__} or a dict, got {type(doc).__name__} {doc!r}")
 
+    def _check_storable(self, docs: list) -> None:
+        """Unindexed values must read back exactly on every storage (document.check_storable)."""
+        for spec in self._schema.fields.values():
+            if spec.kind is Kind.OTHER:
+                check_storable(self._schema, spec.name, [getattr(d, spec.name) for d in docs])
+
     @staticmethod
     def _check_id(id: Any) -> str:
         if not isinstance(id, str):
@@ -93,7 +113,7 @@ class DocumentArray:
     # ---------------------------------------------------------------- CRUD
     def extend(self, docs: Iterable[Any]) -> None:
         """Batch upsert; atomic: one invalid document -> SchemaError and nothing written."""
-        backend = self._b()
+        backend = self._w()
         validated = [self._validate(d) for d in docs]
         if not validated:
             return
@@ -103,6 +123,7 @@ class DocumentArray:
             last[d.id] = i
         if len(last) != len(validated):
             validated = [validated[i] for i in last.values()]
+        self._check_storable(validated)
         backend.upsert(build_batch(self._schema, validated))
 
     def append(self, doc: Any) -> None:
@@ -133,11 +154,12 @@ class DocumentArray:
         self._check_id(id)
         validated = self._validate(doc)
         validated = validated.model_copy(update={"id": id})
-        self._b().upsert(build_batch(self._schema, [validated]))
+        self._check_storable([validated])
+        self._w().upsert(build_batch(self._schema, [validated]))
 
     def update(self, id: str, **fields: Any) -> None:
         """Partial update of the named fields only; KeyError if absent, SchemaError if a value is bad."""
-        backend = self._b()
+        backend = self._w()
         self._check_id(id)
         if "id" in fields:
             raise SchemaError("update() cannot change a document's id; delete and re-add it")
@@ -145,13 +167,14 @@ class DocumentArray:
         backend.update_fields(id, values)
 
     def __delitem__(self, id: str) -> None:
-        if self._b().delete([self._check_id(id)]) == 0:
+        if self._w().delete([self._check_id(id)]) == 0:
             raise KeyError(id)
 
     def delete(self, ids: Iterable[str]) -> int:
         """Bulk delete; returns the number of documents deleted (absent ids are skipped)."""
+        backend = self._w()
         ids = [self._check_id(i) for i in ids]
-        return self._b().delete(list(dict.fromkeys(ids)))
+        return backend.delete(list(dict.fromkeys(ids)))
 
     # -------------------------------------------------------------- search
     def _query_vectors(self, vectors: Any, name: str) -> np.ndarray:
@@ -160,12 +183,17 @@ class DocumentArray:
             raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
         try:
             arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")
+        except OverflowError:
+            raise SchemaError(f"{name}: a number is too large for float32") from None
         except (TypeError, ValueError):
             raise SchemaError(f"{name} must be numbers, got {type(vectors).__name__}") from None
         if arr.ndim != 2 or arr.shape[1] != spec.dim:
-            raise SchemaError(f"{name}: expected {spec.dim} dimensions ({spec.name}), got shape {np.shape(vectors)}")
-        if not K.all_finite(arr.reshape(-1)):
+            raise SchemaError(f"{name}: expected {spec.dim} dimensions ({spec.name}), got shape {arr.shape}")
+        if not np.isfinite(arr).all():
             raise SchemaError(f"{name} contains NaN or inf")
+        problem = vector_norm_problem(arr)
+        if problem:
+            raise SchemaError(f"{name}: {problem}")
         return arr
 
     @staticmethod
@@ -174,9 +202,7 @@ class DocumentArray:
             if allow_none:
                 return None
             raise ConfigError("limit=None (all) only applies to filter-only find")
-        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
-            raise ConfigError(f"limit must be a non-negative integer, got {limit!r}")
-        return int(limit)
+        return _size(limit, "limit", 0)
 
     def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
              limit: Optional[int] = 10, exact: bool = False, ef: Optional[int] = None,
@@ -186,8 +212,7 @@ class DocumentArray:
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         k = self._check_limit(limit, allow_none=only_filter)
-        if ef is not None and (isinstance(ef, bool) or not isinstance(ef, int) or ef < 1):
-            raise ConfigError(f"ef must be a positive integer, got {ef!r}")
+        ef = _ef(ef)
         if fusion not in FUSIONS:
             raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
         if text is not None and not isinstance(text, str):
@@ -196,10 +221,8 @@ class DocumentArray:
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
         if text is not None:
-            if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
-                raise ConfigError(f"candidates must be a positive integer, got {candidates!r}")
-            if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0:
-                raise ConfigError(f"rrf_k must be an integer >= 0, got {rrf_k!r}")
+            candidates = _size(candidates, "candidates", 1)
+            rrf_k = _size(rrf_k, "rrf_k", 0)
             if k == 0:
                 return Results.empty()
             ids, scores, docs = backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
@@ -219,6 +242,7 @@ class DocumentArray:
         backend = self._b()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
+        ef = _ef(ef)
         Q = self._query_vectors(vectors, "vectors")
         n = Q.shape[0]
         if n == 0 or k == 0:
@@ -232,3 +256,20 @@ class DocumentArray:
                 parts = list(pool.map(lambda b: backend.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, _copy_loader(docs)) for part in parts for ids, scores, docs in part]
+
+
+def _size(value: Any, name: str, minimum: int) -> int:
+    """A size argument (limit, candidates, ...) as an int, cut to SIZE_CAP: any integer type,
+    however large, is accepted and never reaches the native code beyond 64 bits."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        what = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+        raise ConfigError(f"{name} must be {what}, got {value!r}")
+    return min(int(value), SIZE_CAP)
+
+
+def _ef(ef: Any) -> Optional[int]:
+    if ef is None:
+        return None
+    if isinstance(ef, (bool, np.bool_)) or not isinstance(ef, (int, np.integer)) or not 1 <= ef <= EF_MAX:
+        raise ConfigError(f"ef must be an integer between 1 and {EF_MAX}, got {ef!r}")
+    return int(ef)

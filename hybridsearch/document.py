@@ -20,6 +20,10 @@ from pydantic_core import PydanticCustomError, core_schema
 from .errors import SchemaError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# A nonzero vector's Euclidean norm must lie in [VECTOR_NORM_MIN, VECTOR_NORM_MAX]: inside it every
+# score of every metric (dot products, squared distances, 1/norm for cosine) stays a normal float32
+# on every storage; outside it float32 arithmetic overflows or underflows and results go wrong.
+VECTOR_NORM_MIN, VECTOR_NORM_MAX = 1e-15, 1e15
 
 
 class Kind(enum.Enum):
@@ -67,6 +71,8 @@ def _vector_validator(dim: int):
             )
         try:
             arr = np.array(value, dtype=np.float32)  # always a copy: later edits to the input do not leak in
+        except OverflowError:
+            raise PydanticCustomError("vector_range", "a number is too large for float32") from None
         except (TypeError, ValueError):
             raise PydanticCustomError("vector_type", "expected numbers only") from None
         if arr.ndim != 1 or arr.shape[0] != dim:
@@ -76,10 +82,28 @@ def _vector_validator(dim: int):
             )
         if not np.isfinite(arr).all():
             raise PydanticCustomError("vector_nan", "contains NaN or inf")
+        problem = vector_norm_problem(arr.reshape(1, -1))
+        if problem:
+            raise PydanticCustomError("vector_norm", problem)
         arr.flags.writeable = False  # stored documents share this buffer
         return arr
 
     return validate
+
+
+def vector_norm_problem(block: np.ndarray) -> Optional[str]:
+    """Why some row of a finite float32 (n, d) block cannot be stored or searched, or None.
+
+    Norms are taken in float64, so the check itself cannot overflow."""
+    if block.size == 0:
+        return None
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+    bad = (norms > VECTOR_NORM_MAX) | ((norms > 0) & (norms < VECTOR_NORM_MIN))
+    if not bad.any():
+        return None
+    norm = float(norms[np.flatnonzero(bad)[0]])
+    return (f"its Euclidean norm {norm:.3g} is outside [{VECTOR_NORM_MIN:g}, {VECTOR_NORM_MAX:g}] "
+            "(scale the vector: float32 scores would overflow or lose all precision)")
 
 
 class _VectorMeta(type):
@@ -223,8 +247,39 @@ def _check_scalar(spec: FieldSpec, value: Any) -> None:
                 raise SchemaError(f"{spec.name}: expected an integer, got {value!r}")
             if isinstance(value, (int, np.integer)) and not INT64_MIN <= int(value) <= INT64_MAX:
                 raise SchemaError(f"{spec.name}: integer {value} is outside the 64-bit range")
-        elif not math.isfinite(float(value)):
-            raise SchemaError(f"{spec.name}: expected a finite number, got {value!r}")
+        else:
+            try:
+                finite = math.isfinite(float(value))
+            except OverflowError:  # an int beyond the float range
+                finite = False
+            if not finite:
+                raise SchemaError(f"{spec.name}: expected a finite number, got {value!r}")
+    elif spec.kind in (Kind.ID, Kind.TEXT, Kind.KEYWORD) and isinstance(value, str):
+        if not is_valid_unicode(value):
+            raise SchemaError(f"{spec.name}: the string holds a lone surrogate ({_first_surrogate(value)}), "
+                              "which no storage can write as UTF-8")
+
+
+def is_valid_unicode(s: str) -> bool:
+    """False for a str holding a lone surrogate (\\ud800-\\udfff), which has no UTF-8 form."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _first_surrogate(s: str) -> str:
+    return next((f"U+{ord(c):04X} at index {i}" for i, c in enumerate(s) if 0xD800 <= ord(c) <= 0xDFFF), "?")
+
+
+def _canonical_float(value: Any) -> Any:
+    """-0.0 is stored as 0.0 on every storage (SQLite cannot keep the sign of a zero REAL)."""
+    if isinstance(value, (float, np.floating)) and value == 0 and math.copysign(1.0, value) < 0:
+        return 0.0
+    return value
 
 
 def _describe(error: ValidationError, prefix: str) -> str:
@@ -278,6 +333,8 @@ class Document(BaseModel):
                 spec = fields.get(name)
                 if spec is not None:
                     _check_scalar(spec, value)
+                    if spec.kind is Kind.FLOAT and value is not None and _canonical_float(value) is not value:
+                        data = {**data, name: _canonical_float(value)}
             if "id" in data and (not isinstance(data["id"], str) or not data["id"]):
                 raise SchemaError(f"id: expected a non-empty string, got {data['id']!r}")
         return data
@@ -315,11 +372,74 @@ def validate_value(schema: Schema, name: str, value: Any) -> Any:
         _check_scalar(spec, value)
     except SchemaError as e:
         raise SchemaError(f"{schema.name}.{e}") from None
+    if spec.kind is Kind.FLOAT:
+        value = _canonical_float(value)
     adapter = _field_adapter(schema, name)
     try:
-        return adapter.validate_python(value)
+        value = adapter.validate_python(value)
     except ValidationError as e:
         raise SchemaError(_describe(e, f"{schema.name}.{name}")) from None
+    if spec.kind is Kind.OTHER:
+        check_storable(schema, name, [value])
+    return value
+
+
+def check_storable(schema: Schema, name: str, values: list) -> None:
+    """SchemaError unless every value of unindexed field `name` reads back exactly from its JSON form.
+
+    Every storage that persists keeps unindexed fields as JSON, so a value JSON cannot carry
+    (NaN or inf, int dict keys, a set in an untyped field, bytes that are not UTF-8, arbitrary
+    objects) would come back changed or not at all. Refusing it at write time keeps every storage
+    alike, the memory storage included. One JSON round trip per batch and field."""
+    adapter = _list_adapter(schema, name)
+    try:
+        back = adapter.validate_json(adapter.dump_json(values))
+    except Exception as e:  # pydantic raises serialisation errors of several types
+        raise SchemaError(f"{schema.name}.{name}: cannot be stored (it has no exact JSON form): "
+                          f"{str(e).splitlines()[0]}") from None
+    for i, (a, b) in enumerate(zip(values, back)):
+        if not same_value(a, b):
+            raise SchemaError(f"{schema.name}.{name}: the value {_short(a)} would read back as {_short(b)}; "
+                              "unindexed fields hold only values with an exact JSON form "
+                              "(no NaN or inf, string dict keys, typed sets)")
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (0.0 is not -0.0, 1 is not 1.0 or '1')."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, dict):
+        return len(a) == len(b) and all(same_value(ka, kb) and same_value(va, vb)
+                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, BaseModel):
+        return same_value(a.__dict__, b.__dict__)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _list_adapter(schema: Schema, name: str) -> TypeAdapter:
+    key = ("list", name)
+    adapter = schema.adapters.get(key)
+    if adapter is None:
+        info = schema.model.model_fields[name]
+        annotation = info.annotation
+        if info.metadata:
+            annotation = typing.Annotated[(annotation, *info.metadata)]
+        adapter = schema.adapters[key] = TypeAdapter(list[annotation])
+    return adapter
 
 
 def _field_adapter(schema: Schema, name: str) -> TypeAdapter:

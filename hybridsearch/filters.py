@@ -12,19 +12,21 @@ match documents without a value (as Elasticsearch `must_not` and MongoDB do).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from .document import Kind, Schema
+from .document import INT64_MAX, INT64_MIN, Kind, Schema, is_valid_unicode
 from .errors import FilterError
 
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 FIELD_OPERATORS = COMPARISONS + ("$in", "$nin", "$exists")
 LOGIC_OPERATORS = ("$and", "$or", "$not")
 RANGE_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
+MAX_DEPTH = 32  # nesting of $and / $or / $not; deeper filters are refused, never recursed into
 
 
 @dataclass(frozen=True)
@@ -78,18 +80,20 @@ def parse_filter(filter: Optional[dict], schema: Schema) -> Node:
     """Validates a filter dict against the schema and returns its AST."""
     if filter is None:
         return MatchAll()
-    return _parse_dict(filter, schema, "filter")
+    return _parse_dict(filter, schema, "filter", 0)
 
 
-def _parse_dict(d: Any, schema: Schema, where: str) -> Node:
+def _parse_dict(d: Any, schema: Schema, where: str, depth: int) -> Node:
     if not isinstance(d, dict):
-        raise FilterError(f"{where} must be a dict, got {type(d).__name__} {d!r}")
+        raise FilterError(f"{where} must be a dict, got {type(d).__name__} {_short(d)}")
+    if depth > MAX_DEPTH:
+        raise FilterError(f"the filter nests $and / $or / $not deeper than {MAX_DEPTH} levels")
     nodes = []
     for key, value in d.items():
         if not isinstance(key, str):
             raise FilterError(f"{where}: keys must be field names or operators, got {key!r}")
         if key.startswith("$"):
-            nodes.append(_parse_logic(key, value, schema, where))
+            nodes.append(_parse_logic(key, value, schema, where, depth))
         else:
             nodes.append(_parse_field(key, value, schema))
     if not nodes:
@@ -97,16 +101,16 @@ def _parse_dict(d: Any, schema: Schema, where: str) -> Node:
     return nodes[0] if len(nodes) == 1 else And(tuple(nodes))
 
 
-def _parse_logic(op: str, value: Any, schema: Schema, where: str) -> Node:
+def _parse_logic(op: str, value: Any, schema: Schema, where: str, depth: int) -> Node:
     if op in ("$and", "$or"):
         if not isinstance(value, (list, tuple)) or not value:
-            raise FilterError(f"{op} needs a non-empty list of filters, got {value!r}")
-        children = tuple(_parse_dict(v, schema, f"{op}[{i}]") for i, v in enumerate(value))
+            raise FilterError(f"{op} needs a non-empty list of filters, got {_short(value)}")
+        children = tuple(_parse_dict(v, schema, f"{op}[{i}]", depth + 1) for i, v in enumerate(value))
         if len(children) == 1:
             return children[0]
         return And(children) if op == "$and" else Or(children)
     if op == "$not":
-        return Not(_parse_dict(value, schema, "$not"))
+        return negate(_parse_dict(value, schema, "$not", depth + 1))
     if op in FIELD_OPERATORS:
         raise FilterError(f"{op} must be applied to a field, e.g. {{'price': {{'{op}': ...}}}}")
     raise FilterError(
@@ -138,7 +142,7 @@ def _parse_operator(name: str, op: Any, value: Any, schema: Schema) -> Node:
     if op == "$exists":
         if not isinstance(value, bool):
             raise FilterError(f"{name}: $exists takes True or False, got {value!r}")
-        return Exists(name) if value else Not(Exists(name))
+        return Exists(name) if value else negate(Exists(name))
     if not spec.filterable:
         raise FilterError(
             f"{name} is a {spec.kind.value} field: only $exists applies to it "
@@ -148,21 +152,35 @@ def _parse_operator(name: str, op: Any, value: Any, schema: Schema) -> Node:
         raise FilterError(f"{name} is a bool field: {op} does not apply (use $eq, $ne, $in, $nin)")
     if op in ("$in", "$nin"):
         if not isinstance(value, (list, tuple, set, frozenset)):
-            raise FilterError(f"{name}: {op} takes a list of values, got {value!r}")
+            raise FilterError(f"{name}: {op} takes a list of values, got {_short(value)}")
         values = tuple(_check_value(spec, v, op) for v in value)
         node: Node = In(name, values)
-        return Not(node) if op == "$nin" else node
+        return negate(node) if op == "$nin" else node
     value = _check_value(spec, value, op)
     if op == "$ne":
-        return Not(Compare(name, "$eq", value))
+        return negate(Compare(name, "$eq", value))
     return Compare(name, op, value)
+
+
+def negate(node: Node) -> Node:
+    """Not(node), with a double negation removed: comparisons are false where a field has no
+    value, so the logic is two-valued and Not(Not(x)) is x."""
+    return node.child if isinstance(node, Not) else Not(node)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _check_value(spec, value: Any, op: str) -> Any:
     kind = spec.kind
     if kind in (Kind.KEYWORD, Kind.ID):
         if not isinstance(value, str):
-            raise FilterError(f"{spec.name} is a {kind.value} field: {op} needs a string, got {value!r}")
+            raise FilterError(f"{spec.name} is a {kind.value} field: {op} needs a string, got {_short(value)}")
+        if not is_valid_unicode(value):
+            raise FilterError(f"{spec.name}: {op} compares with a string holding a lone surrogate, "
+                              "which no stored value can hold")
         return value
     if kind is Kind.BOOL:
         if not isinstance(value, (bool, np.bool_)):
@@ -170,12 +188,19 @@ def _check_value(spec, value: Any, op: str) -> Any:
         return bool(value)
     # numbers
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise FilterError(f"{spec.name} is a number field: {op} needs a number, got {value!r}")
+        raise FilterError(f"{spec.name} is a number field: {op} needs a number, got {_short(value)}")
     if isinstance(value, (float, np.floating)):
         if math.isnan(value):
             raise FilterError(f"{spec.name}: {op} cannot compare with NaN")
         return float(value)
-    return int(value)
+    value = int(value)
+    if kind is Kind.FLOAT and not INT64_MIN <= value <= INT64_MAX:
+        # as a float (no compiler binds wider ints); beyond the float range it is beyond every value
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    return value  # an int field may be compared with any int: the compilers cut it to 64 bits exactly
 
 
 # --------------------------------------------------------------------------
@@ -276,7 +301,7 @@ class ProgramBuilder:
         else:  # INT and BOOL live in int64 columns
             if isinstance(v, bool):
                 v = int(v)
-            if isinstance(v, float):
+            if isinstance(v, float) or not INT64_MIN <= v <= INT64_MAX:
                 op, v = _int_bound(op, v)
                 if op is None:  # v says whether every row with a value matches
                     if not v:
@@ -299,14 +324,17 @@ def _string_predicate(op: str, v: str) -> Callable[[str], bool]:
     }[op]
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
 def _int_bound(op: str, v: float):
-    """Rewrites `int_column <op> float` as an exact integer comparison.
+    """Rewrites `int_column <op> v` (a float, or an int of any size) as a comparison with an int64.
 
     Returns (op, int) or (None, True/False) when the result is "every row with a
     value" / "no row"."""
+    if isinstance(v, int):
+        if INT64_MIN <= v <= INT64_MAX:
+            return op, v
+        if op == "$eq":
+            return None, False
+        return (None, (v > 0) == (op in ("$lt", "$lte")))  # every int64 is below 2**63
     if op == "$eq":
         if not math.isfinite(v) or not v.is_integer() or not INT64_MIN <= v <= INT64_MAX:
             return None, False
@@ -335,28 +363,57 @@ def to_sql(node: Node) -> tuple:
     """The AST as a parameterised SQL condition -> (sql, params); values are never pasted.
 
     Column names are the schema's field names (Python identifiers), double-quoted.
-    SQL comparisons with NULL are unknown, i.e. false, as ours are; a negation is
-    written NOT COALESCE(x, 0) so that it matches documents without a value."""
+    SQL comparisons with NULL are unknown, i.e. false, as ours are. Negations are pushed
+    down to the leaves (De Morgan; our logic is two-valued), where NOT COALESCE(x, 0)
+    also matches documents without a value: SQLite's parser pays dearly for every nested
+    NOT COALESCE, and only AND/OR nesting remains."""
+    return _sql(node, False)
+
+
+def _sql(node: Node, negated: bool) -> tuple:
+    if isinstance(node, Not):
+        return _sql(node.child, not negated)
+    if isinstance(node, (And, Or)):
+        if not node.children:
+            return ("1" if isinstance(node, And) != negated else "0"), []
+        conj = isinstance(node, And) != negated  # De Morgan: NOT (a AND b) = NOT a OR NOT b
+        return _balanced([_sql(c, negated) for c in node.children], " AND " if conj else " OR ")
+    sql, params = _sql_leaf(node)
+    return (f"NOT COALESCE(({sql}), 0)", params) if negated else (sql, params)
+
+
+def _sql_leaf(node: Node) -> tuple:
     if isinstance(node, MatchAll):
         return "1", []
     if isinstance(node, Compare):
-        op = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
         value = int(node.value) if isinstance(node.value, bool) else node.value
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:  # SQLite binds 64-bit ints only
+            _, every = _int_bound(node.op, value)
+            return (f'"{node.field}" IS NOT NULL', []) if every else ("0", [])
+        op = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
         return f'"{node.field}" {op} ?', [value]
     if isinstance(node, In):
-        if not node.values:
+        values = [int(v) if isinstance(v, bool) else v for v in node.values
+                  if not (type(v) is int and not INT64_MIN <= v <= INT64_MAX)]  # such ints equal no value
+        if not values:
             return "0", []
-        values = [int(v) if isinstance(v, bool) else v for v in node.values]
+        if len(values) > _SQL_IN_MAX:  # one JSON parameter instead of more than SQLite takes
+            return f'"{node.field}" IN (SELECT value FROM json_each(?))', [json.dumps(values)]
         return f'"{node.field}" IN ({", ".join("?" * len(values))})', values
     if isinstance(node, Exists):
         return f'"{node.field}" IS NOT NULL', []
-    if isinstance(node, Not):
-        sql, params = to_sql(node.child)
-        return f"NOT COALESCE(({sql}), 0)", params
-    if isinstance(node, (And, Or)):
-        if not node.children:
-            return ("1" if isinstance(node, And) else "0"), []
-        parts = [to_sql(c) for c in node.children]
-        joiner = " AND " if isinstance(node, And) else " OR "
-        return joiner.join(f"({s})" for s, _ in parts), [p for _, ps in parts for p in ps]
     raise FilterError(f"cannot compile {node!r} to SQL")
+
+
+_SQL_IN_MAX = 256  # longer $in lists travel as one JSON array (SQLite limits bound variables)
+
+
+def _balanced(parts: list, joiner: str) -> tuple:
+    """Joins conditions as a balanced tree: a 1,000-way $or stays ~10 levels deep, within
+    SQLite's expression-depth and parser-stack limits (a flat chain is 1,000 deep)."""
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) > 8:
+        half = len(parts) // 2
+        parts = [_balanced(parts[:half], joiner), _balanced(parts[half:], joiner)]
+    return joiner.join(f"({s})" for s, _ in parts), [p for _, ps in parts for p in ps]

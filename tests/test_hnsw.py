@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -342,10 +343,13 @@ def test_reopen_gives_the_same_collection(tmp_path, data):
 def test_reopen_without_close_replays_the_log(tmp_path):
     X = clustered(500, seed=14)
     path = tmp_path / "col"
-    da = build(X, "l2", path=path)
-    da.delete(["d3"])
-    da.update("d4", bucket=77)
-    # no close(): the log alone must carry every acknowledged write
+    # a process that writes and dies without close(): the log alone must carry every acknowledged write
+    code = ("import os\nfrom tests.test_hnsw import build, clustered\n"
+            f"da = build(clustered(500, seed=14), 'l2', path={str(path)!r})\n"
+            "da.delete(['d3'])\nda.update('d4', bucket=77)\nos._exit(0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
     again = hs.DocumentArray(Item, storage="hnsw", metric="l2", path=path)
     assert len(again) == 499 and again["d4"].bucket == 77 and "d3" not in again
     assert again.find(vector=X[10], limit=1).ids == ["d10"]

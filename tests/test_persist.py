@@ -148,8 +148,10 @@ def no_fsync(monkeypatch):
 
 
 # --------------------------------------------------------------- round trips
-finite32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
-texts = st.text(max_size=20) | st.sampled_from(["", "\x00", "\ud800 lone surrogate", "日本語", "\U0001F600", '"\\'])
+# vector elements whose norms stay inside the range every storage accepts (document.VECTOR_NORM_MIN/MAX)
+finite32 = (st.just(0.0) | st.floats(2 ** -46, 2.0 ** 46, width=32) | st.floats(-(2.0 ** 46), -(2 ** -46), width=32))
+# (a lone surrogate has no UTF-8 form and is refused at validation: tests/test_reliability.py)
+texts = st.text(max_size=20) | st.sampled_from(["", "\x00", "日本語", "\U0001F600", '"\\'])
 ids = st.text(min_size=1, max_size=12) | st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)
 
 
@@ -459,12 +461,18 @@ def test_torn_tail_at_every_offset(tmp_path, no_fsync):
         with open(work / log_name, "r+b") as f:
             f.truncate(cut)
         complete = sum(1 for e in ends[1:] if e <= cut)
+        if cut < persist._FILE.size:
+            # no crash cuts into the header (it is written before the rename that publishes
+            # the log): such a log lost every write since the snapshot, which is an error
+            with pytest.raises(hs.BackendError, match="shorter .* than its own header"):
+                Journal(work, SCHEMA)
+            assert os.path.getsize(work / log_name) == cut, cut  # left as found
+            continue
         j = Journal(work, SCHEMA)
         snap, ops = j.load()
         assert snap is None
         assert same_ops(written[:complete], ops), cut
-        good_end = ends[complete] if cut >= persist._FILE.size else persist._FILE.size
-        assert os.path.getsize(work / log_name) == good_end, cut
+        assert os.path.getsize(work / log_name) == ends[complete], cut
         j.log_upsert([extra])
         j.close()
         with Journal(work, SCHEMA) as j:

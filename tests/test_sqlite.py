@@ -162,7 +162,7 @@ def test_kill_9_during_extends_keeps_every_acknowledged_batch(tmp_path):
             break
         acked = int(line)
     # meanwhile a second process (this one) reads a consistent snapshot
-    reader = hs.DocumentArray(Item, storage="sqlite", path=path)
+    reader = hs.DocumentArray(Item, storage="sqlite", path=path, read_only=True)
     counts = {}
     for d in reader:
         counts[d.n] = counts.get(d.n, 0) + 1

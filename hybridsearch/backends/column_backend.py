@@ -42,7 +42,7 @@ class ColumnBackend(Backend):
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
             st = self.store
-            rows = st.rows_in_order(st.filter_bits(node), limit)
+            rows = st.rows_in_order(st.filter_bits(node), None if limit is None else min(limit, st.n_live))
             return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
 
     # -------------------------------------------------------------- hits
@@ -66,6 +66,9 @@ class ColumnBackend(Backend):
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef) -> list:
         with self.lock.read():
+            limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
+            if limit == 0:
+                return [([], np.empty(0, dtype=np.float32), []) for _ in range(len(queries))]
             scores, rows = self._vectors(queries, limit, node, exact, ef)
             return self._hits_of_rows(rows, scores)
 
@@ -109,6 +112,9 @@ class ColumnBackend(Backend):
                 if self.text is not None else f"text search is not available on storage {self.name!r}")
         with self.lock.read():
             st = self.store
+            k, candidates = min(k, st.n_live), min(candidates, st.n_live)
+            if k == 0:
+                return [], np.empty(0, dtype=np.float32), []
             bits = self._prefilter_bits(node, False)
             if q is None:
                 slots, scores = self.text.search(text, k, bits)

@@ -8,6 +8,7 @@ stores unit vectors and walks the graph with the inner product.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Optional
 
 import numpy as np
@@ -56,6 +57,7 @@ class HnswBackend(ColumnBackend):
         "exact_max": 10000,          # ...or when at most this many documents match
         "filter_first_below": 0.15,  # planner: two-hop filtered walk below this selectivity
         "seed": 0x5EED,
+        "read_only": False,          # with path: load the files without the writer's lock; writes refused
     }
 
     def __init__(self, schema, **options) -> None:
@@ -86,10 +88,13 @@ class HnswBackend(ColumnBackend):
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
+        self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
         self.text = TextIndex(schema)
         self.journal = None
         self._snapshot_bytes = 0
         self._graph_plans: dict = {}
+        if options["read_only"] and options["path"] is None:
+            raise ConfigError("read_only=True needs path= (the collection to open)")
         if options["path"] is not None:
             try:
                 self._open(options["path"])
@@ -106,7 +111,7 @@ class HnswBackend(ColumnBackend):
     def _open(self, path) -> None:
         from .persist import Journal
 
-        self.journal = Journal(path, self.schema)
+        self.journal = Journal(path, self.schema, read_only=bool(self.options["read_only"]))
         snapshot, ops = self.journal.load()
         if snapshot is not None:
             self._restore(snapshot, path)
@@ -168,10 +173,12 @@ class HnswBackend(ColumnBackend):
         return K.popcount(bits) if bits is not None else self.store.n_live
 
     def _maybe_snapshot(self) -> None:
+        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer`."""
         if self.journal is None:
             return
         if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
-            self._snapshot()
+            with self.lock.write():  # the graph is repaired in place
+                self._snapshot()
 
     def _snapshot(self) -> None:
         st = self.store
@@ -230,33 +237,39 @@ class HnswBackend(ColumnBackend):
             else:
                 self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
 
+    # A write is journaled (appended and fsynced) while holding only `self.writer`, which
+    # serialises writers but not readers; the exclusive lock is taken just to apply it in RAM.
+    # So searches go on during the fsync, and the log holds writes in the order they apply.
     def upsert(self, batch: Batch) -> None:
-        with self.lock.write():
+        with self.writer:
             if self.journal is not None:
                 self.journal.log_upsert(batch.docs)
-            self._apply_upsert(batch)
+            with self.lock.write():
+                self._apply_upsert(batch)
             self._maybe_snapshot()
 
     def delete(self, ids: list) -> int:
-        with self.lock.write():
+        with self.writer:
             present = [i for i in ids if i in self.store.row_of]
             if not present:
                 return 0
             if self.journal is not None:
                 self.journal.log_delete(present)
-            n = self._apply_delete(present)
+            with self.lock.write():
+                n = self._apply_delete(present)
             self._maybe_snapshot()
             return n
 
     def update_fields(self, id: str, values: dict) -> None:
-        with self.lock.write():
+        with self.writer:
             change = self._updated_doc(id, values)
             if not change:
                 return
             slot, doc = change
             if self.journal is not None:
                 self.journal.log_update(doc, list(values))
-            self._apply_update(slot, values, doc)
+            with self.lock.write():
+                self._apply_update(slot, values, doc)
             self._maybe_snapshot()
 
     # --------------------------------------------------------------- reads
@@ -270,18 +283,19 @@ class HnswBackend(ColumnBackend):
         st = self.store
         graph = self.graph
         nodes = graph.size if graph is not None else 0
+        ef = min(ef or self.ef, max(nodes, 1))  # a wider beam than the graph allocates for nothing
         if node is None:
             bits, matches = None, nodes
         else:
             bits = st.vector_bits(node)
             matches = K.popcount(bits)
         if node is None and not exact and nodes:  # the common case, without the planner's cost
-            key = max(ef or self.ef, limit)
+            key = max(ef, limit)
             p = self._graph_plans.get(key)
             if p is None:
                 p = self._graph_plans[key] = planner.Plan(planner.GRAPH, key, 1.0)
         else:
-            p = planner.plan(matches, nodes, limit, ef or self.ef, exact=exact,
+            p = planner.plan(matches, nodes, limit, ef, exact=exact,
                              exact_below=self.exact_below, exact_max=self.exact_max,
                              filter_first_below=self.filter_first_below,
                              filtered=node is not None)
@@ -316,9 +330,9 @@ class HnswBackend(ColumnBackend):
         return g + self.store.vectors.nbytes
 
     def close(self) -> None:
-        if self.journal is not None:
-            with self.lock.write():
-                if self.journal.log_bytes:
+        with self.writer, self.lock.write():
+            if self.journal is not None:
+                if self.journal.log_bytes and not self.journal.read_only:
                     self._snapshot()
                 self.journal.close()
                 self.journal = None

@@ -168,6 +168,9 @@ class HnswlibBackend(ColumnBackend):
     # -------------------------------------------------------------- reads
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
+        limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
+        if ef is not None:
+            ef = min(ef, max(self.n_indexed, limit, 1))
         if ef is None or ef == self.ef or exact:
             with self.lock.read():
                 return self._search(queries, limit, node, exact)

@@ -9,7 +9,7 @@ One collection lives in one directory:
                             sequence numbers, and opaque blobs such as the serialized graph
     log-<g>.hsl             batches logged since that snapshot, appended and fsynced one
                             record per call
-    LOCK                    an advisory lock (fcntl.lockf) against a second writing process
+    LOCK                    an exclusive flock against a second writer (in this or another process)
 
 Every file is a fixed file header followed by records. A record is
 
@@ -44,8 +44,8 @@ several times faster than `model_validate`. They compare equal field by field to
 written, with fields in declaration order and every field in `model_fields_set`; each
 vector is its own read-only float32 array.
 
-The LOCK is a POSIX record lock: it keeps a second process out, not a second Journal
-in the same process (the storage layer must not open one path twice at once).
+The LOCK is a BSD flock held by the open Journal: it refuses a second Journal on the same
+directory, in this process as in another, with `hs.BackendError`.
 """
 from __future__ import annotations
 
@@ -66,11 +66,7 @@ import numpy as np
 
 from ..document import Document, Kind, Schema, _field_adapter, schema_of
 from ..errors import BackendError, SchemaError
-
-try:  # advisory inter-process lock; absent on Windows
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None
+from .filelock import lock_exclusive, unlock
 
 FORMAT = 1
 
@@ -418,7 +414,9 @@ def _pwrite_all(fd: int, data, offset: int) -> None:
 class Journal:
     """Files of one collection in directory `path` (see the module docstring)."""
 
-    def __init__(self, path, schema) -> None:
+    def __init__(self, path, schema, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self._snap_fd: Optional[int] = None  # read-only: the snapshot, held open against a writer's cleanup
         if isinstance(schema, type) and issubclass(schema, Document):
             schema = schema_of(schema)
         self.path = os.fspath(path)
@@ -449,6 +447,9 @@ class Journal:
         return BackendError(f"{self._file(name)}: {what}")
 
     def _open(self) -> None:
+        if self.read_only:
+            self._open_read_only()
+            return
         try:
             os.makedirs(self.path, exist_ok=True)
         except OSError as e:
@@ -468,19 +469,36 @@ class Journal:
         self._open_log()
         self._clean(names)
 
+    def _open_read_only(self) -> None:
+        """Opens the files MANIFEST names without the lock and without changing anything.
+
+        A writer may replace the generation meanwhile and remove its files; the snapshot and
+        log are opened together and held open, and the manifest is read again if one is gone."""
+        if not os.path.isfile(self._file(MANIFEST)):
+            raise BackendError(f"{self.path}: no collection to open read-only (no MANIFEST)")
+        for _ in range(50):
+            self._read_manifest()
+            snap = _snap_name(self.generation) if self.has_snapshot else None
+            try:
+                snap_fd = os.open(self._file(snap), os.O_RDONLY) if snap else None
+            except FileNotFoundError:
+                continue
+            try:
+                log_fd = os.open(self._file(_log_name(self.generation)), os.O_RDONLY)
+            except FileNotFoundError:
+                if snap_fd is not None:
+                    os.close(snap_fd)
+                continue
+            self._snap_fd, self._fd = snap_fd, log_fd
+            break
+        else:
+            raise BackendError(f"{self.path}: the collection kept changing while it was opened read-only")
+        if snap_fd is not None and os.fstat(snap_fd).st_size != self._snap_bytes:
+            raise self._error(snap, f"snapshot is {os.fstat(snap_fd).st_size} bytes, MANIFEST says {self._snap_bytes}")
+        self._pending, self._end = self._scan_log(self._fd, _log_name(self.generation))
+
     def _lock(self) -> None:
-        if fcntl is None:  # pragma: no cover
-            return
-        try:
-            self._lock_fd = os.open(self._file(LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise self._error(LOCK, f"cannot open: {e}") from None
-        try:
-            fcntl.lockf(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EACCES, errno.EAGAIN):
-                raise self._error(LOCK, "the collection is open in another process") from None
-            raise self._error(LOCK, f"cannot lock: {e}") from None
+        self._lock_fd = lock_exclusive(self._file(LOCK), f"the collection {self.path}")
 
     def _create(self, names: list) -> None:
         """A directory without MANIFEST: new, or left by a crash while it was being created."""
@@ -582,11 +600,10 @@ class Journal:
             try:
                 head = f.read(_FILE.size)
                 if len(head) < _FILE.size:
-                    if head != expected[:len(head)]:
-                        raise self._error(name, "not a log of this collection (bad header)")
-                    self._truncate(fd, name, 0)  # a torn header: start the log again
-                    self._write_at(fd, name, expected, 0)
-                    return records, _FILE.size
+                    # the header is written before the rename that publishes the log: no crash
+                    # leaves it short, so the writes logged since the snapshot are lost
+                    raise self._error(name, f"shorter ({len(head)} bytes) than its own header: the log "
+                                            "was cut, and the writes since the last snapshot are gone")
                 if head != expected:
                     if head[:8] != _LOG_MAGIC:
                         raise self._error(name, "not a hybridsearch log (bad magic)")
@@ -643,18 +660,13 @@ class Journal:
         return True
 
     def _truncate(self, fd: int, name: str, end: int) -> None:
+        if self.read_only:  # a torn tail is skipped, and left for the writer to drop
+            return
         try:
             os.ftruncate(fd, end)
             os.fsync(fd)
         except OSError as e:
             raise self._error(name, f"cannot truncate the torn tail: {e}") from None
-
-    def _write_at(self, fd: int, name: str, data: bytes, offset: int) -> None:
-        try:
-            _pwrite_all(fd, data, offset)
-            os.fsync(fd)
-        except OSError as e:
-            raise self._error(name, f"cannot write: {e}") from None
 
     def _clean(self, names: list) -> None:
         """Removes temp files and files of generations the manifest no longer names."""
@@ -763,11 +775,12 @@ class Journal:
         name = _snap_name(self.generation)
         path = self._file(name)
         try:
-            f = open(path, "rb")
+            f = os.fdopen(os.dup(self._snap_fd), "rb") if self._snap_fd is not None else open(path, "rb")
         except OSError as e:
             raise self._error(name, f"cannot open: {e}") from None
         with f:
             try:
+                f.seek(0)
                 size = os.fstat(f.fileno()).st_size
                 if size != self._snap_bytes:
                     raise self._error(name, f"snapshot is {size} bytes, MANIFEST says {self._snap_bytes}")
@@ -987,6 +1000,8 @@ class Journal:
 
     def _check_writable(self) -> None:
         self._check_open()
+        if self.read_only:
+            raise BackendError(f"{self.path}: opened read-only")
         if self._broken is not None:
             raise BackendError(self._broken)
 
@@ -994,8 +1009,11 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._snap_fd is not None:
+            os.close(self._snap_fd)
+            self._snap_fd = None
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the lock
+            unlock(self._lock_fd)
             self._lock_fd = None
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from ..batch import build_batch
 from ..document import Kind
 from ..errors import BackendError, ConfigError
 from ..filters import Node, to_sql
+from .filelock import lock_exclusive, unlock
 from .memory import MemoryBackend
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
@@ -38,7 +39,7 @@ class SqliteBackend(MemoryBackend):
     """MemoryBackend's in-RAM search over a durable SQLite table."""
 
     name = "sqlite"
-    OPTIONS = {"metric": "cosine", "path": None, "table": "documents", "prefilter": "columns"}
+    OPTIONS = {"metric": "cosine", "path": None, "table": "documents", "prefilter": "columns", "read_only": False}
     PREFILTERS = ("columns", "sql")
 
     def __init__(self, schema, **options) -> None:
@@ -55,15 +56,31 @@ class SqliteBackend(MemoryBackend):
             raise ConfigError(f"prefilter must be one of {', '.join(self.PREFILTERS)}, got {self.prefilter!r}")
         self.columns = [s for s in schema.fields.values() if s.kind in _SQL_TYPES and s.kind is not Kind.ID]
         self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        self.conn = None
+        # one writer per table: a second opener (here or in another process) would keep a RAM
+        # mirror of its own and the two would drift apart. The lock is a file of its own, as
+        # SQLite's POSIX locks on the database are dropped by closing any descriptor of it.
+        self.read_only = bool(options["read_only"])
+        self._lock_fd = None
+        if self.read_only:
+            if not os.path.isfile(self.path):
+                raise BackendError(f"{self.path}: no database to open read-only")
+        else:
+            self._lock_fd = lock_exclusive(f"{self.path}-{self.table_name}.hslock",
+                                           f"table {self.table_name!r} of {self.path}")
         try:
             self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
+            if not self.read_only:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             self.db = sqlite_utils.Database(self.conn)
             self._create_or_check()
             self._load()
-        except sqlite3.DatabaseError as e:
-            raise BackendError(f"{self.path} is not a usable hybridsearch SQLite database: {e}") from None
+        except BaseException as e:
+            self.close()
+            if isinstance(e, sqlite3.Error):
+                raise BackendError(f"{self.path} is not a usable hybridsearch SQLite database: {e}") from None
+            raise
 
     # ---------------------------------------------------------------- file
     def _fingerprint(self) -> str:
@@ -79,6 +96,8 @@ class SqliteBackend(MemoryBackend):
             if rows[0]["fingerprint"] != self._fingerprint():
                 raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
             return
+        if self.read_only:
+            raise BackendError(f"{self.path}: no table {t!r} to open read-only")
         cols = {"id": str, "_seq": int}
         cols.update({s.name: _SQL_TYPES[s.kind] for s in self.columns})
         if self.extra:
@@ -124,17 +143,28 @@ class SqliteBackend(MemoryBackend):
 
     def _load(self) -> None:
         rows = self.db[self.table_name].rows_where(order_by="_seq")
-        docs = [self._doc(r) for r in rows]
+        try:
+            docs = [self._doc(r) for r in rows]
+        except (ValueError, TypeError, KeyError) as e:  # SchemaError and JSON errors are ValueErrors
+            raise BackendError(f"{self.path}: table {self.table_name!r} holds a row this schema cannot "
+                               f"read: {e}") from None
         if docs:
             self._apply_upsert(build_batch(self.schema, docs))
         cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
         self.next_seq = (cur[0] or 0) + 1
 
     def _write(self, sql: str, rows: list) -> None:
-        """One transaction: committed (WAL) before the call returns."""
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany(sql, rows)
+        """One transaction: committed (WAL) before the call returns; rolled back on any error,
+        which is raised as BackendError (disk full, a lock held by another program...)."""
+        if self.conn is None:
+            raise BackendError(f"{self.path}: the collection is closed")
+        try:
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.executemany(sql, rows)
+        except sqlite3.Error as e:
+            raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
+                               "the collection is unchanged") from None
 
     # -------------------------------------------------------------- writes
     def upsert(self, batch) -> None:
@@ -175,22 +205,28 @@ class SqliteBackend(MemoryBackend):
             self._apply_update(slot, values, doc)
 
     # --------------------------------------------------------------- reads
-    def _sql_ids(self, node: Node, limit: Optional[int] = None) -> list:
-        """Ids matching the filter in insertion order, from a parameterised SQL WHERE."""
+    def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
+        """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
+        SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then
+        answers from the RAM columns, which hold the same rows (tested equal)."""
         where, params = to_sql(node)
         sql = f'SELECT id FROM "{self.table_name}" WHERE {where} ORDER BY _seq'
         if limit is not None:
             sql += " LIMIT ?"
             params = params + [limit]
-        return [r[0] for r in self.conn.execute(sql, params)]
+        try:
+            return [r[0] for r in self.conn.execute(sql, params)]
+        except sqlite3.Error:
+            return None
 
     def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
-        if node is None or self.prefilter == "columns":
+        ids = None if node is None or self.prefilter == "columns" else self._sql_ids(node)
+        if ids is None:
             return super()._prefilter_bits(node, vectors)
         st = self.store
         flags = np.zeros(-(-max(st.n, 1) // 64) * 64, dtype=bool)
         row_of = st.row_of
-        flags[[row_of[i] for i in self._sql_ids(node)]] = True
+        flags[[row_of[i] for i in ids]] = True
         bits = np.packbits(flags, bitorder="little").view("<u8")
         if vectors:  # documents without a vector are never vector hits
             has = super()._prefilter_bits(None, True)
@@ -200,8 +236,13 @@ class SqliteBackend(MemoryBackend):
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
-            ids = self._sql_ids(node, limit)
             st = self.store
+            if limit is not None:
+                limit = min(limit, st.n_live)
+            ids = self._sql_ids(node, limit)
+            if ids is None:
+                rows = st.rows_in_order(st.filter_bits(node), limit)
+                return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
             return ids, [st.docs[st.row_of[i]] for i in ids]
 
     def close(self) -> None:
@@ -209,3 +250,5 @@ class SqliteBackend(MemoryBackend):
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+            unlock(self._lock_fd)  # after the connection: its POSIX locks are not ours to drop
+            self._lock_fd = None
