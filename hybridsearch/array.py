@@ -182,7 +182,8 @@ class DocumentArray:
         if spec is None:
             raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
         try:
-            arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, refused below
+                arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")
         except OverflowError:
             raise SchemaError(f"{name}: a number is too large for float32") from None
         except (TypeError, ValueError):

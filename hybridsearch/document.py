@@ -70,7 +70,8 @@ def _vector_validator(dim: int):
                 "vector_type", "expected a list, tuple or numpy array of {dim} numbers", {"dim": dim}
             )
         try:
-            arr = np.array(value, dtype=np.float32)  # always a copy: later edits to the input do not leak in
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, refused below
+                arr = np.array(value, dtype=np.float32)  # always a copy: later edits to the input do not leak in
         except OverflowError:
             raise PydanticCustomError("vector_range", "a number is too large for float32") from None
         except (TypeError, ValueError):

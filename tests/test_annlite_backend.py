@@ -18,18 +18,28 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("annlite") is None,
                                 reason="annlite is not installed (pip install -e '.[test]' installs it)")
 
 
-def test_shared_suite_and_annlite_cases_in_a_child_process():
+def _child_pytest(*args) -> str:
     env = dict(os.environ, HS_TEST_STORAGES="annlite")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-         "tests/test_array.py", "tests/test_filters.py", "tests/annlite_cases.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     summary = out.strip().splitlines()[-1]
+    assert "skipped" not in summary, summary
+    return summary
+
+
+def test_shared_suite_and_annlite_cases_in_a_child_process():
+    summary = _child_pytest("tests/test_array.py", "tests/test_filters.py", "tests/annlite_cases.py")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 70, summary  # the whole shared suite ran on annlite, not a handful
-    assert "skipped" not in summary, summary
+
+
+def test_reliability_suite_on_annlite_in_a_child_process():
+    # only the tests parametrised over storages: the others (hnsw, sqlite) run in this process
+    summary = _child_pytest("tests/test_reliability.py", "-k", "annlite")
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed >= 30, summary
 
 
 def test_registry_refuses_annlite_after_hnswlib():

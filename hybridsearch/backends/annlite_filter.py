@@ -43,6 +43,15 @@ def column(field: str) -> str:
     return "_doc_id" if field == "id" else f"c_{field}"
 
 
+def _grouped(op: str, parts: list) -> dict:
+    """{op: parts} as a balanced tree: AnnLite chains the parts into one SQL expression, and a
+    1,000-way chain exceeds SQLite's expression depth (1,000); balanced it is ~10 deep."""
+    if len(parts) > 8:
+        half = len(parts) // 2
+        parts = [_grouped(op, parts[:half]), _grouped(op, parts[half:])]
+    return {op: parts}
+
+
 class AnnliteFilter:
     """Compiles filter ASTs of one schema to AnnLite filter dicts."""
 
@@ -83,7 +92,7 @@ class AnnliteFilter:
         if isinstance(node, (And, Or)):
             if not node.children:
                 return TRUE if isinstance(node, And) else FALSE
-            return {"$and" if isinstance(node, And) else "$or": [self._pos(c) for c in node.children]}
+            return _grouped("$and" if isinstance(node, And) else "$or", [self._pos(c) for c in node.children])
         raise UnsupportedError(f"storage 'annlite' cannot express the filter node {node!r}")
 
     def _neg(self, node: Node) -> dict:
@@ -95,7 +104,7 @@ class AnnliteFilter:
         if isinstance(node, (And, Or)):
             if not node.children:
                 return FALSE if isinstance(node, And) else TRUE
-            return {"$or" if isinstance(node, And) else "$and": [self._neg(c) for c in node.children]}
+            return _grouped("$or" if isinstance(node, And) else "$and", [self._neg(c) for c in node.children])
         if isinstance(node, Exists):
             return self._has(node.field, False)
         if isinstance(node, Compare):

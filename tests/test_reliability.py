@@ -1,0 +1,472 @@
+"""Reliability on every embedded storage (issue 14): hostile arguments get a typed error or a correct
+answer and leave the data as it was; sizes never allocate beyond the collection; one writer per path.
+
+The hostile-input test at the end is property-based: random sequences of writes and reads with
+hostile limits, numbers, nesting, unicode and unindexed values, checked against a plain-dict model.
+"""
+import math
+import os
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hybridsearch as hs
+from tests.conftest import STORAGES
+from tests.models import matches
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED = {"memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
+FILE_BACKED = [s for s in ("hnsw-path", "sqlite", "annlite") if s in STORAGES]
+
+
+@pytest.fixture
+def embedded(storage):
+    if storage not in EMBEDDED:
+        pytest.skip("the remote storages have their own limits (tests/test_elasticsearch.py, test_vespa.py)")
+    return storage
+
+
+class Item(hs.Document):
+    title: hs.Text = ""
+    category: Optional[hs.Keyword] = None
+    price: int = 0
+    rating: float = 0.0
+    flag: bool = False
+    meta: Any = None
+    tags: list = []
+    embedding: Optional[hs.Vector[4]] = None
+
+
+def item(i, **kw):
+    rng = np.random.default_rng(i)
+    d = dict(id=f"d{i}", title=f"word{i % 3} item", category=["a", "b", "c"][i % 3], price=i,
+             rating=i / 4, flag=bool(i % 2), meta={"n": i}, tags=[str(i)], embedding=rng.standard_normal(4))
+    d.update(kw)
+    return d
+
+
+def state(da) -> list:
+    """Everything a user can read back, in iteration order, as comparable JSON."""
+    return [(d.id, d.model_dump_json()) for d in da]
+
+
+def filled(make_da, n=30):
+    da = make_da(Item)
+    da.extend([item(i) for i in range(n)])
+    return da
+
+
+# ------------------------------------------------ 1, 5, 7: refused at write time, nothing written
+UNSTORABLE = [
+    ("meta", {"x": float("nan")}), ("meta", {"x": float("inf")}), ("meta", {1: "int key"}),
+    ("meta", {1, 2}), ("meta", object()), ("meta", b"\xff"), ("tags", [b"\xff"]), ("tags", [object()]),
+    ("meta", "\ud800"), ("meta", [1.5, -float("inf")]),
+]
+
+
+@pytest.mark.parametrize("field,value", UNSTORABLE, ids=[repr(v)[:20] for _, v in UNSTORABLE])
+def test_unstorable_unindexed_values_are_refused_and_nothing_changes(make_da, embedded, field, value):
+    da = filled(make_da, 5)
+    before = state(da)
+    with pytest.raises(hs.SchemaError, match=field):
+        da.update("d1", **{field: value})
+    with pytest.raises(hs.SchemaError, match=field):
+        da.extend([item(10), item(1, **{field: value})])
+    with pytest.raises(hs.SchemaError, match=field):
+        da["d2"] = item(2, **{field: value})
+    assert state(da) == before and len(da) == 5 and len(list(da)) == 5
+
+
+@pytest.mark.parametrize("value", ["\ud800", "a\udfffb"])
+def test_lone_surrogates_are_refused_everywhere(make_da, embedded, value):
+    da = filled(make_da, 3)
+    before = state(da)
+    for bad in (item(9, id=value), item(9, category=value), item(9, title=value)):
+        with pytest.raises(hs.SchemaError, match="surrogate"):
+            da.extend([bad])
+    with pytest.raises(hs.FilterError, match="surrogate"):
+        da.find(filter={"category": value})
+    with pytest.raises(hs.FilterError, match="surrogate"):
+        da.find(filter={"id": {"$in": ["d1", value]}})
+    assert state(da) == before
+
+
+def test_negative_zero_is_stored_as_zero_on_every_storage(make_da, embedded):
+    da = filled(make_da, 2)
+    da.extend([item(5, rating=-0.0)])
+    da.update("d0", rating=np.float64(-0.0))
+    for i in ("d5", "d0"):
+        assert math.copysign(1.0, da[i].rating) == 1.0
+    assert da.find(filter={"rating": 0.0}, limit=None).ids == ["d0", "d5"]
+
+
+def test_exact_json_values_read_back_exactly(make_da, embedded):
+    da = make_da(Item)
+    values = [{"a": [1, 2.5, None, True, "x"], "b": {"c": -0.0}}, [10**30, -(10**30)], "日本\x00語", 1e308]
+    da.extend([item(i, meta=v) for i, v in enumerate(values)])
+    for i, v in enumerate(values):
+        assert hs.document.same_value(da[f"d{i}"].meta, v), (da[f"d{i}"].meta, v)
+
+
+# ---------------------------------------------------------------- 5: numbers out of range
+def test_numbers_beyond_range_are_schema_errors(make_da, embedded):
+    da = filled(make_da, 3)
+    before = state(da)
+    for bad in (item(9, rating=10**400), item(9, price=2**63), item(9, price=-(2**63) - 1),
+                item(9, embedding=[10**400, 0, 0, 0]), item(9, embedding=[3e38] * 4),
+                item(9, embedding=[1e-30, 0, 0, 0])):
+        with pytest.raises(hs.SchemaError):
+            da.extend([bad])
+    with pytest.raises(hs.SchemaError):
+        da.update("d1", rating=-(10**400))
+    for q in ([10**400, 0, 0, 0], [3e38] * 4, [1e-30, 0, 0, 0]):
+        with pytest.raises(hs.SchemaError):
+            da.find(vector=q)
+        with pytest.raises(hs.SchemaError):
+            da.find_batched(vectors=[q, q])
+    assert state(da) == before
+
+
+@pytest.mark.parametrize("flt", [
+    {"price": 2**63}, {"price": {"$lt": 2**63}}, {"price": {"$gt": -(2**63) - 1}}, {"price": {"$gte": 2**64}},
+    {"price": {"$in": [2**63, 3, -(2**70)]}}, {"price": {"$nin": [2**63, 3]}}, {"price": {"$ne": 2**65}},
+    {"price": np.uint64(2**64 - 1)}, {"rating": {"$lt": 10**400}}, {"rating": {"$gt": -(10**400)}},
+    {"rating": 10**400}, {"rating": {"$lt": 2**63}}, {"price": {"$lt": 1e300}}, {"price": {"$gt": -1e300}},
+])
+def test_filter_values_beyond_64_bits_give_the_right_answer(make_da, embedded, flt):
+    da = filled(make_da, 12)
+    docs = [item(i) for i in range(12)]
+    model = {k: int(v) if isinstance(v, np.integer) else v for k, v in flt.items()}
+    want = [d["id"] for d in docs if matches(d, model)]
+    assert da.find(filter=flt, limit=None).ids == want
+    q = np.ones(4, dtype=np.float32)
+    assert sorted(da.find(vector=q, filter=flt, limit=20).ids) == sorted(want)
+
+
+def test_deep_and_wide_filters(make_da, embedded):
+    da = filled(make_da, 12)
+    docs = [item(i) for i in range(12)]
+    deep = {"$not": {"category": "a"}}
+    for _ in range(500):
+        deep = {"$not": deep}
+    with pytest.raises(hs.FilterError, match="deeper"):
+        da.find(filter=deep)
+    nested = {"$or": [{"price": 1}, {"category": "c"}]}
+    for _ in range(500):
+        nested = {"$or": [nested]}
+    with pytest.raises(hs.FilterError, match="deeper"):
+        da.find(filter=nested, vector=np.ones(4))
+    # the deepest filter accepted, alternating $not/$or (the SQL compiler pushes negations down)
+    f = {"price": 3}
+    for i in range(16):
+        f = {"$or": [{"$not": f}, {"category": "zz"}]}
+    assert da.find(filter=f, limit=None).ids == [d["id"] for d in docs if matches(d, f)]
+    wide = {"$or": [{"price": i} for i in range(-1001, 1)] + [{"category": "b"}]}
+    assert da.find(filter=wide, limit=None).ids == [d["id"] for d in docs if matches(d, wide)]
+    long_in = {"price": {"$in": list(range(-40000, 3))}, "category": {"$nin": [str(i) for i in range(40000)]}}
+    assert da.find(filter=long_in, limit=None).ids == ["d0", "d1", "d2"]
+
+
+# ------------------------------------------------------------ 4: sizes bounded by the collection
+def _peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("huge", [10**9, 2**63, 2**64 + 5, np.uint64(2**64 - 1), np.int64(2**62)])
+def test_huge_limits_cost_what_the_collection_holds(make_da, embedded, huge):
+    da = filled(make_da, 30)
+    q = np.ones(4, dtype=np.float32)
+    calls = [
+        lambda: da.find(vector=q, limit=huge),
+        lambda: da.find(vector=q, limit=huge, exact=True),
+        lambda: da.find(filter={"price": {"$gte": 0}}, limit=huge),
+        lambda: da.find_batched(vectors=np.ones((3, 4)), limit=huge),
+        lambda: da.find(vector=q, limit=huge, filter={"category": "a"}),
+    ]
+    if da.storage not in ("annlite", "hnswlib"):  # no text search there
+        calls += [lambda: da.find(text="word1 item", limit=huge),
+                  lambda: da.find(text="word1", vector=q, limit=huge, candidates=huge),
+                  lambda: da.find(text="word1", vector=q, limit=5, candidates=huge, fusion="rrf")]
+    for call in calls:
+        assert _peak_bytes(call) < 8 << 20
+    assert len(da.find(vector=q, limit=huge)) == 30
+    assert len(da.find(filter={}, limit=huge)) == 30
+    assert [len(r) for r in da.find_batched(vectors=np.ones((3, 4)), limit=huge)] == [30, 30, 30]
+    assert len(da.find(vector=q, limit=huge, filter={"category": "a"})) == 10
+
+
+def test_ef_is_bounded(make_da, embedded):
+    da = filled(make_da, 30)
+    q = np.ones(4, dtype=np.float32)
+    with pytest.raises(hs.ConfigError, match="ef"):
+        da.find(vector=q, ef=10**9)
+    with pytest.raises(hs.ConfigError, match="ef"):
+        da.find_batched(vectors=[q], ef=2**64)
+    assert _peak_bytes(lambda: da.find(vector=q, ef=hs.array.EF_MAX, limit=5)) < 8 << 20
+    assert len(da.find(vector=q, ef=hs.array.EF_MAX, limit=50)) == 30
+
+
+# ------------------------------------------------------------ 6: extreme but allowed vectors
+@pytest.mark.parametrize("scale", [1e14, 1e-15])
+def test_extreme_norms_score_correctly(make_da, embedded, scale, storage):
+    metric = {"hnswlib": "cosine"}.get(storage, "cosine")
+    da = make_da(Item, metric=metric)
+    v = np.array([1.0, 2.0, -1.0, 0.5]) * scale / np.linalg.norm([1.0, 2.0, -1.0, 0.5]) * 2.5
+    other = np.array([-1.0, 0.5, 2.0, 1.0]) * scale
+    da.extend([item(0, embedding=v), item(1, embedding=other)])
+    res = da.find(vector=v, limit=2)
+    assert res.ids[0] == "d0"
+    assert res.scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert np.isfinite(res.scores).all()
+
+
+# ------------------------------------------------------------ 2, 3: one writer per path
+def _path_options(storage, tmp_path):
+    name = {"hnsw-path": "hnsw"}.get(storage, storage)
+    path = tmp_path / ("c.db" if storage == "sqlite" else "col")
+    return name, path
+
+
+@pytest.fixture(params=FILE_BACKED)
+def file_storage(request):
+    return request.param
+
+
+def test_a_second_writer_on_a_path_is_refused(file_storage, tmp_path):
+    name, path = _path_options(file_storage, tmp_path)
+    a = hs.DocumentArray(Item, storage=name, path=path)
+    a.extend([item(1)])
+    for _ in range(2):  # the refused opener closing its descriptors must not drop a's lock
+        with pytest.raises(hs.BackendError, match="already open"):
+            hs.DocumentArray(Item, storage=name, path=path)
+    a.extend([item(2)])
+    code = ("import hybridsearch as hs, sys\nfrom tests.test_reliability import Item\n"
+            f"try:\n    hs.DocumentArray(Item, storage={name!r}, path={str(path)!r})\n"
+            "except hs.BackendError as e:\n    print('refused:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "refused:" in proc.stdout, proc.stdout + proc.stderr
+    a.close()
+    b = hs.DocumentArray(Item, storage=name, path=path)
+    assert [d.id for d in b] == ["d1", "d2"]
+    b.close()
+
+
+@pytest.mark.parametrize("name", ["hnsw", "sqlite"])
+def test_read_only_openers_share_a_path_with_the_writer(name, tmp_path):
+    path = tmp_path / ("c.db" if name == "sqlite" else "col")
+    writer = hs.DocumentArray(Item, storage=name, path=path)
+    writer.extend([item(i) for i in range(5)])
+    r1 = hs.DocumentArray(Item, storage=name, path=path, read_only=True)
+    r2 = hs.DocumentArray(Item, storage=name, path=path, read_only=True)
+    assert [d.id for d in r1] == [d.id for d in r2] == [f"d{i}" for i in range(5)]
+    assert r1.find(vector=item(3)["embedding"], limit=1).ids == ["d3"]
+    for write in (lambda: r1.extend([item(9)]), lambda: r1.update("d1", price=5), lambda: r1.delete(["d1"]),
+                  lambda: r1.__delitem__("d1"), lambda: r1.__setitem__("d1", item(1))):
+        with pytest.raises(hs.ConfigError, match="read_only"):
+            write()
+    r1.close()
+    writer.extend([item(7)])
+    writer.close()
+    r2.close()
+    with hs.DocumentArray(Item, storage=name, path=path) as again:
+        assert len(again) == 6
+
+
+def test_read_only_needs_an_existing_collection(tmp_path):
+    with pytest.raises(hs.BackendError):
+        hs.DocumentArray(Item, storage="hnsw", path=tmp_path / "none", read_only=True)
+    with pytest.raises(hs.BackendError):
+        hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "none.db", read_only=True)
+    with pytest.raises(hs.ConfigError):
+        hs.DocumentArray(Item, storage="hnsw", read_only=True)
+
+
+def test_the_issue_sequence_loses_nothing(tmp_path):
+    """a.extend(d1); b.extend(d2); a.extend(d3); b.close(); a.extend(d4); a.close() used to keep d1, d3, d4."""
+    path = tmp_path / "col"
+    a = hs.DocumentArray(Item, storage="hnsw", path=path)
+    a.extend([item(1)])
+    with pytest.raises(hs.BackendError):
+        hs.DocumentArray(Item, storage="hnsw", path=path).extend([item(2)])
+    a.extend([item(3)])
+    a.extend([item(4)])
+    a.close()
+    with hs.DocumentArray(Item, storage="hnsw", path=path) as again:
+        assert [d.id for d in again] == ["d1", "d3", "d4"]
+
+
+# ------------------------------------------------------------ 8: a log cut inside its header
+def test_a_log_shorter_than_its_header_is_an_error(tmp_path):
+    path = tmp_path / "col"
+    with hs.DocumentArray(Item, storage="hnsw", path=path) as da:
+        da.extend([item(i) for i in range(4)])
+    with hs.DocumentArray(Item, storage="hnsw", path=path) as da:
+        da.extend([item(9)])  # logged after the snapshot of the close above
+    (log,) = [f for f in os.listdir(path) if f.startswith("log-")]
+    with open(path / log, "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(hs.BackendError, match=log):
+        hs.DocumentArray(Item, storage="hnsw", path=path)
+
+
+# ------------------------------------------------------------ 5: sqlite's own failures are BackendErrors
+def test_sqlite_locked_by_another_program_is_a_backend_error(tmp_path):
+    import sqlite3
+    path = tmp_path / "c.db"
+    da = hs.DocumentArray(Item, storage="sqlite", path=path)
+    da.extend([item(1)])
+    other = sqlite3.connect(path, timeout=0.1, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(hs.BackendError, match="unchanged"):
+            da.extend([item(2)])
+        assert [d.id for d in da] == ["d1"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    da.extend([item(2)])
+    assert len(da) == 2
+    da.close()
+
+
+_DISK_FULL = """
+import resource, signal, sys
+import numpy as np
+import hybridsearch as hs
+from tests.test_reliability import Item, item
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # writes past the limit fail with EFBIG instead
+name, path = sys.argv[1], sys.argv[2]
+da = hs.DocumentArray(Item, storage=name, path=path)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+acked = 0
+try:
+    for b in range(1000):
+        da.extend([item(b * 10 + i, title="x" * 500) for i in range(10)])
+        acked = b + 1
+except hs.BackendError as e:
+    print("error:", e)
+print("acked", acked, flush=True)
+"""
+
+
+@pytest.mark.parametrize("name", ["sqlite", "hnsw"])
+def test_a_full_disk_is_a_backend_error_and_keeps_acknowledged_writes(name, tmp_path):
+    path = tmp_path / ("c.db" if name == "sqlite" else "col")
+    proc = subprocess.run([sys.executable, "-c", _DISK_FULL, name, str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert "error:" in proc.stdout and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    acked = int(proc.stdout.split("acked")[-1])
+    assert acked > 0
+    with hs.DocumentArray(Item, storage=name, path=path) as da:
+        n = len(da)
+        assert acked * 10 <= n <= acked * 10 + 10 and n % 10 == 0
+
+
+# ------------------------------------------------------------ the hostile-input property test
+ints = st.one_of(st.integers(-5, 40), st.sampled_from([2**31, 2**63 - 1, 2**63, -(2**63) - 1, 2**64, 10**400]),
+                 st.integers())
+floats = st.one_of(st.floats(), st.sampled_from([-0.0, 1e308, 5e-324, 10**400, float("nan")]))
+texts = st.one_of(st.text(max_size=12), st.sampled_from(["\ud800", "a\x00b", "word1 item", "日本", "\U0001F600"]))
+unindexed = st.one_of(st.none(), st.integers(), floats, texts, st.binary(max_size=3),
+                      st.dictionaries(st.one_of(st.integers(0, 3), texts), st.integers(), max_size=2),
+                      st.lists(st.one_of(st.integers(), floats, texts), max_size=3),
+                      st.sets(st.integers(0, 5), max_size=2), st.just(object()))
+queries = st.one_of(st.lists(st.one_of(st.floats(-3, 3), floats, ints), min_size=4, max_size=4),
+                    st.lists(st.floats(-3, 3), min_size=3, max_size=5))
+vectors = st.one_of(st.none(), queries)
+ids = st.one_of(st.sampled_from([f"d{i}" for i in range(6)]), texts)
+limits = st.one_of(ints, st.none(), st.just(True), floats, st.sampled_from([np.uint64(2**64 - 1), np.int8(3)]))
+leaf = st.one_of(
+    st.builds(lambda v: {"price": v}, ints), st.builds(lambda op, v: {"price": {op: v}}, st.sampled_from(["$lt", "$gte", "$ne"]), ints),
+    st.builds(lambda op, v: {"rating": {op: v}}, st.sampled_from(["$lt", "$gt", "$eq"]), st.one_of(floats, ints)),
+    st.builds(lambda v: {"category": v}, texts), st.builds(lambda v: {"category": {"$in": v}}, st.lists(texts, max_size=3)),
+    st.builds(lambda v: {"id": {"$in": v}}, st.lists(ids, max_size=3)), st.just({"category": {"$exists": False}}))
+filters = st.recursive(leaf, lambda c: st.one_of(st.builds(lambda x: {"$not": x}, c),
+                                                 st.builds(lambda xs: {"$or": xs}, st.lists(c, min_size=1, max_size=3)),
+                                                 st.builds(lambda xs: {"$and": xs}, st.lists(c, min_size=1, max_size=3))),
+                       max_leaves=60)
+docs = st.fixed_dictionaries({"id": ids}, optional={"title": texts, "category": texts, "price": ints, "rating": floats,
+                                                    "meta": unindexed, "tags": st.lists(unindexed, max_size=2),
+                                                    "embedding": vectors})
+ops = st.one_of(
+    st.tuples(st.just("extend"), st.lists(docs, min_size=1, max_size=3)),
+    st.tuples(st.just("update"), ids, st.dictionaries(st.sampled_from(["price", "rating", "meta", "tags", "category", "embedding"]),
+                                                      st.one_of(unindexed, vectors), min_size=1, max_size=2)),
+    st.tuples(st.just("delete"), st.lists(ids, max_size=3)),
+    st.tuples(st.just("filter"), filters, limits),
+    st.tuples(st.just("vector"), queries, limits, st.one_of(st.none(), filters)),
+    st.tuples(st.just("text"), texts, limits, st.one_of(st.none(), filters), st.one_of(ints, st.none())),
+)
+
+
+def _as_model(doc) -> dict:
+    return doc.model_dump()
+
+
+def _snapshot(da) -> dict:
+    return {d.id: d.model_dump_json() for d in da}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(program=st.lists(ops, min_size=1, max_size=12))
+def test_hostile_calls_give_a_typed_error_or_the_right_answer(make_da, embedded, program):
+    da = make_da(Item)
+    typed = (hs.HybridSearchError, KeyError)  # KeyError: update of an absent id, as API.md says
+    for op in program:
+        before = _snapshot(da)
+        order = list(before)
+        try:
+            if op[0] == "extend":
+                da.extend(op[1])
+                last = {d["id"]: d for d in op[1]}  # the last of a repeated id wins
+                for d in last.values():  # what was accepted reads back as given
+                    _assert_reads_back(da[d["id"]], d)
+            elif op[0] == "update":
+                da.update(op[1], **op[2])
+                _assert_reads_back(da[op[1]], op[2])
+            elif op[0] == "delete":
+                da.delete(op[1])
+            elif op[0] == "filter":
+                res = da.find(filter=op[1], limit=op[2])
+                model = [i for i in order if matches(_as_model(da[i]), op[1])]
+                assert res.ids == (model if op[2] is None else model[:int(op[2])])
+            elif op[0] == "vector":
+                res = da.find(vector=op[1], limit=op[2], filter=op[3])
+                pool = [i for i in order if da[i].embedding is not None
+                        and (op[3] is None or matches(_as_model(da[i]), op[3]))]
+                assert len(res) == min(int(op[2]), len(pool)) and set(res.ids) <= set(pool)
+                assert np.isfinite(res.scores).all()
+            else:
+                kwargs = {} if op[4] is None else {"candidates": op[4]}
+                res = da.find(text=op[1], limit=op[2], filter=op[3], **kwargs)
+                assert len(res) <= int(op[2]) and np.isfinite(res.scores).all()
+                assert all(op[3] is None or matches(_as_model(da[i]), op[3]) for i in res.ids)
+        except hs.UnsupportedError:
+            assert op[0] == "text" and da.storage in ("annlite", "hnswlib")
+        except typed as e:
+            assert str(e), "an error without a sentence"
+            assert _snapshot(da) == before, f"{op[0]} failed with {type(e).__name__} but changed the data"
+
+
+def _assert_reads_back(got, given: dict) -> None:
+    for k, v in given.items():
+        if k == "id":
+            continue
+        if k == "embedding":
+            assert (got.embedding is None) if v is None else np.array_equal(got.embedding, np.asarray(v, dtype=np.float32))
+        elif k in ("meta", "tags"):
+            assert hs.document.same_value(getattr(got, k), v), (k, getattr(got, k), v)
+        else:
+            assert getattr(got, k) == v, (k, getattr(got, k), v)
