@@ -470,3 +470,37 @@ def _assert_reads_back(got, given: dict) -> None:
             assert hs.document.same_value(getattr(got, k), v), (k, getattr(got, k), v)
         else:
             assert getattr(got, k) == v, (k, getattr(got, k), v)
+
+
+# ------------------------------------------------------------ 9: readers are not blocked by a durable write
+def test_a_search_runs_while_a_write_is_being_fsynced(tmp_path, monkeypatch):
+    """The journal's fsync happens outside the readers' lock (the speed of it is measured by
+    benchmarks/bench_readers_under_writers.py; this checks the behaviour)."""
+    import threading
+    da = hs.DocumentArray(Item, storage="hnsw", path=tmp_path / "col")
+    da.extend([item(i) for i in range(20)])
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        in_fsync.set()
+        release.wait(20)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    writer = threading.Thread(target=lambda: da.extend([item(99)]))
+    writer.start()
+    try:
+        assert in_fsync.wait(20)
+        found = []
+        reader = threading.Thread(target=lambda: found.append(da.find(vector=item(7)["embedding"], limit=1).ids))
+        reader.start()
+        reader.join(10)
+        assert found == [["d7"]], "a search waited for another thread's fsync"
+        assert "d99" not in da  # not acknowledged yet: not visible yet
+    finally:
+        release.set()
+        writer.join(20)
+        monkeypatch.undo()
+    assert "d99" in da
+    da.close()
