@@ -1,4 +1,8 @@
-"""A writer-preferring reader-writer lock: many concurrent searches, one writer."""
+"""A phase-fair reader-writer lock: many concurrent searches, one writer.
+
+A waiting writer blocks new readers (writers are not starved by a stream of searches), and a
+leaving writer first lets in the readers that were waiting for it (readers are not starved by
+a stream of writes: with writers back to back, a writer-preferring lock served 0.07x the reads)."""
 import threading
 
 
@@ -29,6 +33,8 @@ class RWLock:
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
+        self._waiting_readers = 0
+        self._readers_turn = False  # set by a leaving writer while readers wait for it
         self._read = _Guard(self._acquire_read, self._release_read)
         self._write = _Guard(self._acquire_write, self._release_write)
 
@@ -42,8 +48,15 @@ class RWLock:
 
     def _acquire_read(self) -> None:
         with self._mutex:
-            while self._writer or self._waiting_writers:
-                self._cond.wait()
+            if self._writer or (self._waiting_writers and not self._readers_turn):
+                self._waiting_readers += 1
+                while self._writer or (self._waiting_writers and not self._readers_turn):
+                    self._cond.wait()
+                self._waiting_readers -= 1
+                if not self._waiting_readers:
+                    self._readers_turn = False
+                    if self._waiting_writers:
+                        self._cond.notify_all()
             self._readers += 1
 
     def _release_read(self) -> None:
@@ -55,7 +68,7 @@ class RWLock:
     def _acquire_write(self) -> None:
         with self._mutex:
             self._waiting_writers += 1
-            while self._writer or self._readers:
+            while self._writer or self._readers or self._readers_turn:
                 self._cond.wait()
             self._waiting_writers -= 1
             self._writer = True
@@ -63,4 +76,5 @@ class RWLock:
     def _release_write(self) -> None:
         with self._mutex:
             self._writer = False
+            self._readers_turn = self._waiting_readers > 0
             self._cond.notify_all()

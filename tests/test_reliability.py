@@ -467,6 +467,8 @@ def _assert_reads_back(got, given: dict) -> None:
         if k == "embedding":
             assert (got.embedding is None) if v is None else np.array_equal(got.embedding, np.asarray(v, dtype=np.float32))
         elif k in ("meta", "tags"):
+            if k == "tags" and isinstance(v, (set, frozenset, tuple)):
+                v = list(v)  # pydantic validates a set or tuple into the list field
             assert hs.document.same_value(getattr(got, k), v), (k, getattr(got, k), v)
         else:
             assert getattr(got, k) == v, (k, getattr(got, k), v)

@@ -77,3 +77,32 @@ def test_a_waiting_writer_blocks_new_readers_and_gets_in():
     for t in (r1, w, r2):
         t.join(10)
     assert order == ["reader1 out", "writer", "reader2"]
+
+
+def test_back_to_back_writers_do_not_starve_a_reader():
+    """Phase-fair: a leaving writer lets the waiting readers in before the next writer."""
+    lock = RWLock()
+    counts = {"reads": 0, "writes": 0}
+    stop = threading.Event()
+
+    def writer():
+        while not stop.is_set():
+            with lock.write():
+                counts["writes"] += 1
+                time.sleep(0.0005)
+
+    def reader():
+        while not stop.is_set():
+            with lock.read():
+                counts["reads"] += 1
+
+    threads = [threading.Thread(target=writer) for _ in range(2)] + [threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    while counts["writes"] < 400:
+        time.sleep(0.01)
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    # a writer-preferring lock lets the reader in almost never; phase-fair, about once per write
+    assert counts["reads"] >= 0.25 * counts["writes"], counts
