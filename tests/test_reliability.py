@@ -26,10 +26,14 @@ EMBEDDED = {"memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "ann
 FILE_BACKED = [s for s in ("hnsw-path", "sqlite", "annlite") if s in STORAGES]
 
 
+@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
+def storage(request):
+    """The embedded storages only: the remote engines' limits are tested in their own files."""
+    return request.param
+
+
 @pytest.fixture
 def embedded(storage):
-    if storage not in EMBEDDED:
-        pytest.skip("the remote storages have their own limits (tests/test_elasticsearch.py, test_vespa.py)")
     return storage
 
 
