@@ -392,7 +392,7 @@ def check_storable(schema: Schema, name: str, values: list) -> None:
     (NaN or inf, int dict keys, a set in an untyped field, bytes that are not UTF-8, arbitrary
     objects) would come back changed or not at all. Refusing it at write time keeps every storage
     alike, the memory storage included. One JSON round trip per batch and field."""
-    adapter = _list_adapter(schema, name)
+    adapter = _field_adapter(schema, name, as_list=True)
     try:
         back = adapter.validate_json(adapter.dump_json(values))
     except Exception as e:  # pydantic raises serialisation errors of several types
@@ -431,24 +431,14 @@ def same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def _list_adapter(schema: Schema, name: str) -> TypeAdapter:
-    key = ("list", name)
+def _field_adapter(schema: Schema, name: str, as_list: bool = False) -> TypeAdapter:
+    """The pydantic validator of one field (or of a list of its values), built once per schema."""
+    key = ("list", name) if as_list else name
     adapter = schema.adapters.get(key)
     if adapter is None:
         info = schema.model.model_fields[name]
         annotation = info.annotation
         if info.metadata:
             annotation = typing.Annotated[(annotation, *info.metadata)]
-        adapter = schema.adapters[key] = TypeAdapter(list[annotation])
-    return adapter
-
-
-def _field_adapter(schema: Schema, name: str) -> TypeAdapter:
-    adapter = schema.adapters.get(name)
-    if adapter is None:
-        info = schema.model.model_fields[name]
-        annotation = info.annotation
-        if info.metadata:
-            annotation = typing.Annotated[(annotation, *info.metadata)]
-        adapter = schema.adapters[name] = TypeAdapter(annotation)
+        adapter = schema.adapters[key] = TypeAdapter(list[annotation] if as_list else annotation)
     return adapter
