@@ -1,7 +1,13 @@
 """storage="annlite" beyond the shared suite. Runs only in a child process that has not
 loaded hnswlib (tests/test_annlite_backend.py starts it); not collected by default."""
+import base64
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -11,6 +17,7 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from hybridsearch.backends.annlite_filter import AnnliteFilter
+from hybridsearch.batch import build_batch
 from hybridsearch.document import schema_of
 from hybridsearch.filters import parse_filter
 from tests.models import exact_scores, matches
@@ -158,3 +165,294 @@ def test_temporary_collection_is_removed_on_close():
     assert os.path.isdir(path)
     da.close()
     assert not os.path.exists(path)
+
+
+# ------------------------------------------------------------ all-or-nothing writes
+INTENT = "hybridsearch-annlite.intent.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Tagged(hs.Document):
+    k: hs.Keyword = "x"
+    tags: list = []
+    v: hs.Vector[4]
+
+
+def _state(da) -> list:
+    return [d.model_dump_json() for d in da]
+
+
+def test_an_unserialisable_value_is_a_typed_error_and_changes_nothing(tmp_path):
+    path = tmp_path / "c"
+    da = hs.DocumentArray(Tagged, storage="annlite", path=path)
+    da.extend([{"id": i, "tags": [n], "v": np.full(4, n + 1.0)} for n, i in enumerate("abc")])
+    before = _state(da)
+    backend = da._backend
+    good = Tagged(id="new", v=np.ones(4))
+    a = da["a"]
+    attempts = [  # the public API (DocumentArray refuses most of these itself) ...
+        lambda: da.update("a", tags=[object()]),
+        lambda: da.update("a", tags=[b"\xff"]),
+        lambda: da.extend([{"id": "new", "v": np.ones(4)}, {"id": "a", "tags": [object()], "v": np.ones(4)}]),
+        lambda: da.__setitem__("b", {"tags": [b"\xff"], "v": np.ones(4)}),
+        # ... and the storage on its own, with values that skipped validation
+        lambda: backend.update_fields("a", {"tags": [object()]}),
+        lambda: backend.update_fields("a", {"tags": [b"\xff"]}),
+        lambda: backend.update_fields("a", {"k": "\ud800"}),
+        lambda: backend.upsert(build_batch(schema_of(Tagged), [good, a.model_copy(update={"tags": [object()]})])),
+        lambda: backend.upsert(build_batch(schema_of(Tagged), [a.model_copy(update={"k": "x\udcff"}), good])),
+        lambda: backend.upsert(build_batch(schema_of(Tagged), [a.model_copy(update={"id": "b\ud800"})])),
+    ]
+    for attempt in attempts:
+        with pytest.raises(hs.HybridSearchError) as info:
+            attempt()
+        assert isinstance(info.value, (hs.SchemaError, hs.BackendError)), repr(info.value)
+        assert len(da) == 3 and _state(da) == before and da["a"].tags == [0]
+        assert "new" not in da and not (path / INTENT).exists()
+        assert da.find(filter={"k": "x"}).ids == ["a", "b", "c"]
+    da.update("a", tags=["fine"])  # the handle is still usable
+    da.close()
+    again = hs.DocumentArray(Tagged, storage="annlite", path=path)
+    assert len(again) == 3 and [d.tags for d in again] == [["fine"], [1], [2]]
+    again.close()
+
+
+def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "c"
+    da = open_da(path)
+    da.extend(items(0, 12, rng))
+    before = _state(da)
+    backend = da._backend
+    real_delete = backend.index.delete
+
+    def delete_one_then_fail(ids, *a, **kw):
+        real_delete(ids[:1])
+        raise RuntimeError("simulated RocksDB error")
+
+    def fail(*a, **kw):
+        raise RuntimeError("simulated RocksDB error")
+
+    monkeypatch.setattr(backend.index, "delete", delete_one_then_fail)
+    with pytest.raises(hs.BackendError, match="simulated RocksDB error.*unchanged"):
+        da.delete(["i1", "i2", "i3"])
+    assert _state(da) == before and len(da) == 12
+    # the deletes of an upsert or update succeed, its insert fails (after an undo AnnLite is a new object)
+    for write in (lambda: da.update("i4", price=99.0), lambda: da.extend(items(3, 5, rng) + items(50, 52, rng))):
+        monkeypatch.setattr(backend.index, "index", fail)
+        with pytest.raises(hs.BackendError, match="unchanged"):
+            write()
+    assert _state(da) == before and da.find(filter={"price": {"$gt": 50}}).ids == []
+    assert not (path / INTENT).exists()
+    da.update("i4", price=99.0)  # AnnLite was reopened: the handle works
+    assert [d.id for d in da][4] == "i4" and da["i4"].price == 99.0
+    before = _state(da)
+    da.close()
+    again = open_da(path)
+    assert _state(again) == before
+    expected = [(d.model_copy(update={"order": -5}) if d.id == "i5" else d).model_dump_json() for d in again]
+    # the restore failing too: the handle refuses every call; reopening completes the write
+    monkeypatch.setattr(again._backend.index, "index", fail)
+    monkeypatch.setattr(again._backend, "_open_index", fail)
+    with pytest.raises(hs.BackendError, match="restoring the collection failed too"):
+        again.update("i5", order=-5)
+    for call in (lambda: len(again), lambda: list(again), lambda: again.extend(items(60, 61, rng))):
+        with pytest.raises(hs.BackendError, match="close and reopen"):
+            call()
+    again.close()
+    third = open_da(path)
+    assert _state(third) == expected and not (path / INTENT).exists()
+    third.close()
+
+
+def _entry(doc, seq):
+    return {"seq": seq, "doc": doc.model_dump_json(exclude={"v"}),
+            "vector": base64.b64encode(np.asarray(doc.v, dtype="<f4").tobytes()).decode("ascii")}
+
+
+def test_an_intent_left_by_a_crash_is_completed_on_open(tmp_path):
+    """The documented format, written by hand: the crash came after the intent and after part of
+    AnnLite's work (i1 is already deleted), before the rest."""
+    rng = np.random.default_rng(4)
+    path = tmp_path / "c"
+    da = open_da(path)
+    da.extend(items(0, 10, rng))  # seqs 1..10
+    i3 = da["i3"].model_copy(update={"price": 99.0, "group": "z"})
+    new = Item(id="n1", v=rng.standard_normal(8), order=7)
+    da.delete(["i1"])
+    da.close()
+    intent = {"format": "hybridsearch-annlite-intent", "version": 1, "delete": ["i1", "i2", "absent"],
+              "insert": [_entry(i3, 4), _entry(new, 11)]}
+    (path / INTENT).write_text(json.dumps(intent))
+    (path / (INTENT + ".tmp")).write_text("{half a write")  # an intent never renamed: ignored and removed
+    for _ in range(2):  # and the second open has nothing left to do
+        da = open_da(path)
+        assert [d.id for d in da] == ["i0", "i3", "i4", "i5", "i6", "i7", "i8", "i9", "n1"]
+        assert da["i3"].price == 99.0 and da.find(filter={"group": "z"}).ids == ["i3"]
+        assert np.array_equal(da["n1"].v, new.v.astype(np.float32)) and da["n1"].order == 7
+        assert not any(n.endswith(".tmp") for n in os.listdir(path))
+        assert not (path / INTENT).exists()
+        da.close()
+
+
+@pytest.mark.parametrize("text", [
+    "{broken", "[]", '{"format": "other", "version": 1, "delete": [], "insert": []}',
+    '{"format": "hybridsearch-annlite-intent", "version": 1, "delete": "i1", "insert": []}',
+    '{"format": "hybridsearch-annlite-intent", "version": 1, "delete": [], "insert": [{"seq": 1}]}',
+    '{"format": "hybridsearch-annlite-intent", "version": 1, "delete": [], '
+    '"insert": [{"seq": 1, "doc": "{\\"id\\": \\"x\\"}", "vector": "not base64!"}]}',
+    '{"format": "hybridsearch-annlite-intent", "version": 1, "delete": [], '
+    '"insert": [{"seq": 1, "doc": "{\\"id\\": \\"x\\"}", "vector": "AAAAAA=="}]}',  # 1 float, not 8
+    '{"format": "hybridsearch-annlite-intent", "version": 1, "delete": [], '
+    '"insert": [{"seq": 1, "doc": "{\\"id\\": \\"x\\", \\"price\\": \\"cheap\\"}", "vector": "' + "A" * 43 + '="}]}',
+    b"\xff\xfe",
+])
+def test_a_damaged_intent_is_a_backend_error_naming_it(tmp_path, text):
+    path = tmp_path / "c"
+    da = open_da(path)
+    da.extend(items(0, 3, np.random.default_rng(5)))
+    da.close()
+    (path / INTENT).write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(hs.BackendError, match=f"{INTENT} is damaged"):
+        open_da(path)
+    os.remove(path / INTENT)  # the refused open released the folder
+    da = open_da(path)
+    assert [d.id for d in da] == ["i0", "i1", "i2"]
+    da.close()
+
+
+_KILL_INSIDE = """
+import os, signal, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from tests.annlite_cases import open_da, items
+da = open_da({path!r})
+backend = da._backend
+real_delete = backend.index.delete
+def kill(*a, **kw):
+    os.kill(os.getpid(), signal.SIGKILL)
+def delete_one_then_die(ids, *a, **kw):
+    real_delete(ids[:1])
+    kill()
+if {where!r} == "insert":   # the deletes of an upsert are done, its insert is not
+    backend.index.index = kill
+    da.extend(items(2, 6, np.random.default_rng(7)) + items(20, 22, np.random.default_rng(7)))
+else:                       # one of three deletes is done
+    backend.index.delete = delete_one_then_die
+    da.delete(["i1", "i4", "i7"])
+print("not killed")
+"""
+
+
+@pytest.mark.parametrize("where", ["insert", "delete"])
+def test_a_kill_inside_annlite_is_completed_on_reopen(tmp_path, where):
+    path = tmp_path / "c"
+    da = open_da(path)
+    da.extend(items(0, 10, np.random.default_rng(6)))
+    da.close()
+    code = _KILL_INSIDE.format(root=str(ROOT), path=str(path), where=where)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    assert (path / INTENT).exists()
+    da = open_da(path)
+    if where == "insert":
+        expected = [f"i{i}" for i in range(10)] + ["i20", "i21"]
+        fresh = {r["id"]: Item(**r) for r in items(2, 6, np.random.default_rng(7)) + items(20, 22, np.random.default_rng(7))}
+        for i, d in fresh.items():
+            assert da[i].model_dump_json() == d.model_dump_json()
+    else:
+        expected = ["i0", "i2", "i3", "i5", "i6", "i8", "i9"]
+    assert [d.id for d in da] == expected and len(da) == len(expected)
+    assert da.find(filter={"group": {"$in": ["a", "b", "c"]}}, limit=100).ids == expected
+    assert not (path / INTENT).exists()
+    da.close()
+
+
+_CRASH_WRITER = """
+import json, random, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from tests.annlite_cases import open_da, crash_vector
+da = open_da({path!r})
+rng = random.Random({seed})
+pool = [f"k{{j}}" for j in range(12)]
+print("ready", flush=True)
+n = 0
+while True:
+    n += 1
+    r = rng.random()
+    if r < 0.35:
+        op = {{"op": "delete", "ids": rng.sample(pool, rng.randint(2, 5))}}
+    elif r < 0.8:
+        op = {{"op": "upsert", "ids": rng.sample(pool, rng.randint(1, 4)), "n": n}}
+    else:
+        op = {{"op": "update", "id": rng.choice(pool), "n": n}}
+    print("begin " + json.dumps(op), flush=True)
+    if op["op"] == "delete":
+        da.delete(op["ids"])
+    elif op["op"] == "upsert":
+        da.extend([{{"id": i, "order": n, "price": float(j), "v": crash_vector(i, n)}} for j, i in enumerate(op["ids"])])
+    elif op["id"] in da:
+        da.update(op["id"], order=n, v=crash_vector(op["id"], n))
+    print("done", flush=True)
+"""
+
+
+def crash_vector(id, n):
+    return [float(n), float(id[1:]) + 1.0, 1, 2, 3, 4, 5, 6]
+
+
+def _crash_apply(model: dict, op: dict) -> dict:
+    model = dict(model)
+    if op["op"] == "delete":
+        for i in op["ids"]:
+            model.pop(i, None)
+    elif op["op"] == "upsert":
+        for j, i in enumerate(op["ids"]):
+            model[i] = (op["n"], float(j), crash_vector(i, op["n"]))
+    elif op["id"] in model:
+        model[op["id"]] = (op["n"], model[op["id"]][1], crash_vector(op["id"], op["n"]))
+    return model
+
+
+def test_kill_9_during_writes_leaves_every_write_whole(tmp_path):
+    """SIGKILL at random moments of a delete/upsert/update loop: after reopening, the collection is
+    the acknowledged writes, plus possibly the one in flight applied entirely, never half of it."""
+    path = tmp_path / "c"
+    open_da(path).close()
+    model, in_flight = {}, 0
+    delays = np.random.default_rng(8).uniform(0.15, 1.0, size=6)
+    for trial, delay in enumerate(delays):
+        out, err = tmp_path / f"out{trial}", tmp_path / f"err{trial}"
+        code = _CRASH_WRITER.format(root=str(ROOT), path=str(path), seed=trial)
+        with open(out, "w") as o, open(err, "w") as e:
+            proc = subprocess.Popen([sys.executable, "-c", code], stdout=o, stderr=e)
+        deadline = time.monotonic() + 60
+        while "ready" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(delay)
+        alive = proc.poll() is None
+        proc.kill()
+        proc.wait()
+        assert alive, out.read_text()[-2000:] + err.read_text()[-3000:]
+        text = out.read_text()
+        lines = text.split("\n")[:-1]  # a line cut by the kill has no newline yet
+        assert "ready" in lines, text + err.read_text()
+        acked, pending = 0, None
+        for line in lines[lines.index("ready") + 1:]:  # (AnnLite logs to stdout too)
+            if line.startswith("begin "):
+                pending = json.loads(line[6:])
+            elif line == "done":
+                model = _crash_apply(model, pending)
+                acked, pending = acked + 1, None
+        assert acked > 0, "the writer did not get going"
+        da = open_da(path)
+        got = {d.id: (d.order, d.price, [float(x) for x in d.v]) for d in da}
+        assert len(da) == len(got) == len(da.find(filter={"price": {"$gte": 0}}, limit=100))
+        allowed = [model] + ([_crash_apply(model, pending)] if pending else [])
+        assert any(list(got.items()) == list(m.items()) for m in allowed), (trial, pending, got, allowed)
+        in_flight += pending is not None
+        model = got
+        assert not (path / INTENT).exists()
+        da.close()
+    assert in_flight > 0, "no kill landed inside a write"
