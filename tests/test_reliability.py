@@ -111,12 +111,26 @@ def test_negative_zero_is_stored_as_zero_on_every_storage(make_da, embedded):
     assert da.find(filter={"rating": 0.0}, limit=None).ids == ["d0", "d5"]
 
 
-def test_exact_json_values_read_back_exactly(make_da, embedded):
-    da = make_da(Item)
+def test_exact_json_values_read_back_exactly_also_after_reopening(make_da, embedded, tmp_path):
     values = [{"a": [1, 2.5, None, True, "x"], "b": {"c": -0.0}}, [10**30, -(10**30)], "日本\x00語", 1e308]
-    da.extend([item(i, meta=v) for i, v in enumerate(values)])
-    for i, v in enumerate(values):
-        assert hs.document.same_value(da[f"d{i}"].meta, v), (da[f"d{i}"].meta, v)
+    docs = [item(i, meta=v, tags=[v], rating=-0.0, title="\x00 \U0001F600") for i, v in enumerate(values)]
+    if embedded not in FILE_BACKED:
+        da = make_da(Item)
+        da.extend(docs)
+        opened = [da]
+    else:
+        name, path = _path_options(embedded, tmp_path)
+        with hs.DocumentArray(Item, storage=name, path=path) as da:
+            da.extend(docs)
+            first = state(da)
+        opened = [hs.DocumentArray(Item, storage=name, path=path)]
+        assert state(opened[0]) == first
+    for da in opened:
+        for i, v in enumerate(values):
+            got = da[f"d{i}"]
+            assert hs.document.same_value(got.meta, v) and hs.document.same_value(got.tags, [v]), (got, v)
+            assert hs.document.same_value(got.rating, 0.0) and got.title == "\x00 \U0001F600"
+        da.close()
 
 
 # ---------------------------------------------------------------- 5: numbers out of range
