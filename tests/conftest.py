@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.engines import STORAGE_KIND, engine
+from tests.engines import STORAGE_KIND, engine, stop_started
 
 STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
 # annlite cannot share a process with hnswlib: tests/test_annlite_backend.py runs the
@@ -71,3 +71,8 @@ def make_da(storage, tmp_path):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Search nodes the tests started are stopped: no JVM outlives the test run."""
+    stop_started()

@@ -14,6 +14,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "searchnode.sh"
 DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250"}
 ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL"}
 STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os"}
+STARTED: list = []  # kinds of node this process started
 
 
 def _healthy(url: str) -> bool:
@@ -38,7 +39,14 @@ def engine(kind: str) -> tuple:
         proc = subprocess.run(["bash", str(SCRIPT), "start", kind], capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"scripts/searchnode.sh start {kind} failed: {e}"
+    STARTED.append(kind)  # stopped when the test session ends (tests/conftest.py)
     if proc.returncode != 0 or not _healthy(url):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return None, f"scripts/searchnode.sh start {kind} could not start a node: {' | '.join(tail)}"
     return url, None
+
+
+def stop_started() -> None:
+    """Stops the nodes this test process started (a node that was already running is left alone)."""
+    while STARTED:
+        subprocess.run(["bash", str(SCRIPT), "stop", STARTED.pop()], capture_output=True, timeout=120)
