@@ -2,16 +2,17 @@
 
 The public names of API.md, nothing else.
 """
-from .array import DocumentArray
-from .backends import available as backends
-from .document import Analyzer, Document, Keyword, Text, Vector
-from .errors import (BackendError, ConfigError, FilterError, HybridSearchError, SchemaError,
-                     UnsupportedError)
-from .results import Hit, Results
+from hybridsearch.array import DocumentArray
+from hybridsearch.document import Analyzer, Document, Keyword, Text, Vector
+from hybridsearch.errors import BackendError, ConfigError, FilterError, HybridSearchError, SchemaError, UnsupportedError
+from hybridsearch.results import Hit, Results
+from hybridsearch.storages.registry import available as storages
 
 __all__ = [
     "Analyzer", "BackendError", "ConfigError", "Document", "DocumentArray", "FilterError", "Hit",
     "HybridSearchError", "Keyword", "Results", "SchemaError", "Text", "UnsupportedError", "Vector",
-    "backends",
+    "backends", "storages",
 ]
+
+backends = storages  # the first release's name for storages(); kept
 __version__ = "0.1.0"

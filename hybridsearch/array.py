@@ -12,18 +12,13 @@ from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
-from .backends import backend_class
-from .batch import build_batch
-from .document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
-from .errors import ConfigError, SchemaError
-from .filters import parse_filter
-from .results import Results
-
-FUSIONS = ("sum", "rrf")
-# sizes asked of a search are cut to this before anything is allocated; the storages then cut them
-# to what the collection holds, so `limit=10**9` costs what `limit=len(da)` costs
-SIZE_CAP = 2**40
-EF_MAX = 1 << 20  # the largest ef a find accepts (documented in docs/storages/hnsw.md)
+from hybridsearch.batch import build_batch
+from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
+from hybridsearch.errors import ConfigError, SchemaError
+from hybridsearch.query.filters import parse_filter
+from hybridsearch.query.options import EF_MAX, SIZE_CAP, check_ef, check_fusion, check_size  # noqa: F401
+from hybridsearch.results import Results
+from hybridsearch.storages.registry import backend_class
 
 
 def _copy_loader(docs: list):
@@ -43,11 +38,9 @@ class DocumentArray:
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = backend_class(storage)
-        resolved = cls.resolve_options(options)
-        self._read_only = resolved.get("read_only", False)
-        if not isinstance(self._read_only, bool):
-            raise ConfigError(f"read_only must be True or False, got {self._read_only!r}")
-        self._backend = cls(self._schema, **resolved)
+        config = cls.Config.parse(storage, options)
+        self._read_only = getattr(config, "read_only", False)
+        self._backend = cls(self._schema, config)
         self._closed = False
 
     # ------------------------------------------------------------ plumbing
@@ -203,7 +196,7 @@ class DocumentArray:
             if allow_none:
                 return None
             raise ConfigError("limit=None (all) only applies to filter-only find")
-        return _size(limit, "limit", 0)
+        return check_size(limit, "limit", 0)
 
     def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
              limit: Optional[int] = 10, exact: bool = False, ef: Optional[int] = None,
@@ -213,17 +206,16 @@ class DocumentArray:
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         k = self._check_limit(limit, allow_none=only_filter)
-        ef = _ef(ef)
-        if fusion not in FUSIONS:
-            raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+        ef = check_ef(ef)
+        fusion = check_fusion(fusion)
         if text is not None and not isinstance(text, str):
             raise ConfigError(f"text must be a string, got {type(text).__name__}")
         q = self._query_vectors(vector, "vector") if vector is not None else None
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
         if text is not None:
-            candidates = _size(candidates, "candidates", 1)
-            rrf_k = _size(rrf_k, "rrf_k", 0)
+            candidates = check_size(candidates, "candidates", 1)
+            rrf_k = check_size(rrf_k, "rrf_k", 0)
             if k == 0:
                 return Results.empty()
             ids, scores, docs = backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
@@ -243,7 +235,7 @@ class DocumentArray:
         backend = self._b()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
-        ef = _ef(ef)
+        ef = check_ef(ef)
         Q = self._query_vectors(vectors, "vectors")
         n = Q.shape[0]
         if n == 0 or k == 0:
@@ -257,20 +249,3 @@ class DocumentArray:
                 parts = list(pool.map(lambda b: backend.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, _copy_loader(docs)) for part in parts for ids, scores, docs in part]
-
-
-def _size(value: Any, name: str, minimum: int) -> int:
-    """A size argument (limit, candidates, ...) as an int, cut to SIZE_CAP: any integer type,
-    however large, is accepted and never reaches the native code beyond 64 bits."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        what = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
-        raise ConfigError(f"{name} must be {what}, got {value!r}")
-    return min(int(value), SIZE_CAP)
-
-
-def _ef(ef: Any) -> Optional[int]:
-    if ef is None:
-        return None
-    if isinstance(ef, (bool, np.bool_)) or not isinstance(ef, (int, np.integer)) or not 1 <= ef <= EF_MAX:
-        raise ConfigError(f"ef must be an integer between 1 and {EF_MAX}, got {ef!r}")
-    return int(ef)

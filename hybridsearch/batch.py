@@ -6,7 +6,7 @@ from typing import Optional
 
 import numpy as np
 
-from .document import Kind, Schema
+from hybridsearch.document import Kind, Schema
 
 _DTYPES = {Kind.INT: np.int64, Kind.BOOL: np.int64, Kind.FLOAT: np.float64, Kind.KEYWORD: object}
 _MISSING = {Kind.INT: 0, Kind.BOOL: 0, Kind.FLOAT: 0.0, Kind.KEYWORD: None}

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
-from .errors import SchemaError
+from hybridsearch.errors import SchemaError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # A nonzero vector's Euclidean norm must lie in [VECTOR_NORM_MIN, VECTOR_NORM_MAX]: inside it every
@@ -167,6 +167,12 @@ class Schema:
     @property
     def name(self) -> str:
         return self.model.__name__
+
+    def fingerprint(self) -> list:
+        """What stored data depends on: [name, kind, optional, dim] of every field, in
+        declaration order. Every storage that records its schema records this (the hnsw
+        files sort it by name; remote indexes and annlite append the metric)."""
+        return [[s.name, s.kind.value, bool(s.optional), int(s.dim)] for s in self.fields.values()]
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool, tuple]:
@@ -375,7 +381,7 @@ def validate_value(schema: Schema, name: str, value: Any) -> Any:
         raise SchemaError(f"{schema.name}.{e}") from None
     if spec.kind is Kind.FLOAT:
         value = _canonical_float(value)
-    adapter = _field_adapter(schema, name)
+    adapter = field_adapter(schema, name)
     try:
         value = adapter.validate_python(value)
     except ValidationError as e:
@@ -392,7 +398,7 @@ def check_storable(schema: Schema, name: str, values: list) -> None:
     (NaN or inf, int dict keys, a set in an untyped field, bytes that are not UTF-8, arbitrary
     objects) would come back changed or not at all. Refusing it at write time keeps every storage
     alike, the memory storage included. One JSON round trip per batch and field."""
-    adapter = _field_adapter(schema, name, as_list=True)
+    adapter = field_adapter(schema, name, as_list=True)
     try:
         back = adapter.validate_json(adapter.dump_json(values))
     except Exception as e:  # pydantic raises serialisation errors of several types
@@ -431,7 +437,7 @@ def same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def _field_adapter(schema: Schema, name: str, as_list: bool = False) -> TypeAdapter:
+def field_adapter(schema: Schema, name: str, as_list: bool = False) -> TypeAdapter:
     """The pydantic validator of one field (or of a list of its values), built once per schema."""
     key = ("list", name) if as_list else name
     adapter = schema.adapters.get(key)

@@ -589,20 +589,36 @@ static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s) {
         int c = l[0], hit = 0;
         for (int j = 0; j < c; j++) hit |= g->dead[l[1 + j]];
         if (!hit) continue;
-        /* candidates: live neighbours + live neighbours of the removed ones */
+        /* candidates: live neighbours + live neighbours of the removed ones; when that leaves
+           fewer than a full list, chains of removed nodes are followed too (a bounded walk), so
+           a cluster joined to the rest only through removed nodes stays joined */
         pheap *t = &s->tmp;
         t->size = 0;
+        enum { WALK = 16 };
+        int32_t walk[WALK];
+        int nwalk = 0;
         for (int j = 0; j < c; j++) {
             int32_t e = l[1 + j];
             if (!g->dead[e]) {
                 if (pheap_push(t, 0.0f, e, 1.0f)) return HS_ENOMEM;
-                continue;
+            } else if (nwalk < WALK) {
+                walk[nwalk++] = e;
             }
-            int32_t *le = links_at(g, e, lc);
+        }
+        int direct = nwalk; /* the removed neighbours themselves: their live links first */
+        for (int w = 0; w < nwalk; w++) {
+            if (w == direct && t->size >= max_links(g, lc)) break; /* enough without the chains */
+            int32_t *le = links_at(g, walk[w], lc);
             for (int i = 0; i < le[0]; i++) {
                 int32_t f = le[1 + i];
-                if (f == y || g->dead[f] || g->level[f] < lc) continue;
-                if (pheap_push(t, 0.0f, f, 1.0f)) return HS_ENOMEM;
+                if (f == y || g->level[f] < lc) continue;
+                if (!g->dead[f]) {
+                    if (pheap_push(t, 0.0f, f, 1.0f)) return HS_ENOMEM;
+                    continue;
+                }
+                int seen = 0;
+                for (int v = 0; v < nwalk && !seen; v++) seen = walk[v] == f;
+                if (!seen && nwalk < WALK) walk[nwalk++] = f;
             }
         }
         /* dedupe + distances (heap order does not matter: we sort below) */
@@ -666,7 +682,25 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
                 g->entry = live[j];
             }
     }
-    /* nodes left without any level-0 link are re-linked by search */
+    /* an entry point left without level-0 links (all its neighbours went) would cut every
+       search off: it is re-linked by a search from the next-highest node, and becomes
+       the entry again (insert_one keeps the higher node on top) */
+    int32_t old_entry = g->entry;
+    if (nl > 1 && old_entry >= 0 && g->links0[(int64_t)old_entry * (g->M0 + 1)] == 0) {
+        int32_t alt = -1;
+        for (int64_t j = 0; j < nl; j++)
+            if (live[j] != old_entry && (alt < 0 || g->level[live[j]] > g->level[alt])) alt = live[j];
+        g->entry = alt;
+        g->max_level = g->level[alt];
+        scratch *s0 = scratch_get(g);
+        rc = s0 ? relink_one(g, X, old_entry, s0) : HS_ENOMEM;
+        scratch_put(g, s0);
+        if (rc) {
+            free(live);
+            return rc;
+        }
+    }
+    /* other nodes left without any level-0 link are re-linked by search */
     int64_t orphans = 0;
     for (int64_t j = 0; j < nl; j++)
         if (g->links0[(int64_t)live[j] * (g->M0 + 1)] == 0 && live[j] != g->entry)
@@ -692,26 +726,79 @@ static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     return insert_one(g, X, q, s);
 }
 
+/* the entry point while `cleared` nodes (marked 1) have no links: the highest other live
+   node, so the searches that re-link them start from a linked node; -1 when none is left */
+static int32_t entry_outside(const hs_hnsw *g, const uint8_t *cleared) {
+    int32_t alt = -1;
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] >= 0 && !g->dead[i] && !cleared[i] && (alt < 0 || g->level[i] > g->level[alt]))
+            alt = (int32_t)i;
+    return alt;
+}
+
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
     for (int64_t i = 0; i < n; i++)
         if (slots[i] < 0 || slots[i] >= g->cap) return HS_EINVAL;
-    /* a slot that is a node gets a new vector: unlink it first */
-    for (int64_t i = 0; i < n; i++) {
-        int64_t s = slots[i];
-        if (s < g->n && g->level[s] >= 0 && !g->dead[s]) {
-            g->dead[s] = 1;
-            g->pending++;
-            g->count--;
-        }
-    }
-    int rc = hs_hnsw_repair(g, X, nthreads);
+    int rc = hs_hnsw_repair(g, X, nthreads); /* pending removals go first: inserts never meet them */
     if (rc) return rc;
     int32_t *nodes = malloc((size_t)(n + 1) * sizeof(int32_t));
-    if (!nodes) return HS_ENOMEM;
-    int64_t m = 0;
+    uint8_t *cleared = calloc((size_t)g->cap + 1, 1);
+    if (!nodes || !cleared) {
+        free(nodes);
+        free(cleared);
+        return HS_ENOMEM;
+    }
+    /* a slot that is a node gets a new vector: it keeps its level and the links that point
+       at it (they stay valid edges), and its own links are rebuilt by a search, as for a new
+       node - ef x M work per node, where unlinking it would repair the whole graph */
+    int64_t m = 0, again = 0;
+    int32_t **before = calloc((size_t)n + 1, sizeof(int32_t *)); /* old lists of the re-added */
+    if (!before) {
+        free(nodes);
+        free(cleared);
+        return HS_ENOMEM;
+    }
     for (int64_t i = 0; i < n; i++) {
         int32_t s = (int32_t)slots[i];
-        if (g->level[s] >= 0) continue; /* duplicate slot in the batch */
+        if (s >= g->n || g->level[s] < 0 || cleared[s]) continue;
+        size_t words = (size_t)(g->M0 + 1) + (size_t)g->level[s] * (g->M + 1);
+        before[again] = malloc(words * sizeof(int32_t));
+        if (!before[again]) {
+            rc = HS_ENOMEM;
+            break;
+        }
+        int32_t *b = before[again];
+        for (int lc = 0; lc <= g->level[s]; lc++) {
+            int32_t *l = links_at(g, s, lc);
+            memcpy(b, l, (size_t)(l[0] + 1) * sizeof(int32_t));
+            b += lc == 0 ? g->M0 + 1 : g->M + 1;
+            l[0] = 0;
+        }
+        if (g->quant) quantize_row(g, X, s);
+        cleared[s] = 1;
+        nodes[m++] = s;
+        again++;
+    }
+    if (rc) { /* out of memory before anything was unlinked for good: restore */
+        for (int64_t j = 0; j < again; j++) {
+            int32_t s = nodes[j], *b = before[j];
+            for (int lc = 0; lc <= g->level[s]; lc++, b += lc == 1 ? g->M0 + 1 : g->M + 1)
+                memcpy(links_at(g, s, lc), b, (size_t)(b[0] + 1) * sizeof(int32_t));
+            free(before[j]);
+        }
+        free(before);
+        free(nodes);
+        free(cleared);
+        return rc;
+    }
+    if (again && cleared[g->entry]) {
+        int32_t alt = entry_outside(g, cleared);
+        g->entry = alt;
+        g->max_level = alt >= 0 ? g->level[alt] : -1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int32_t s = (int32_t)slots[i];
+        if (g->level[s] >= 0) continue; /* re-added above, or a duplicate slot in the batch */
         int lvl = random_level(g);
         if (lvl > 0) {
             g->upper[s] = calloc((size_t)lvl * (g->M + 1), sizeof(int32_t));
@@ -739,7 +826,26 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             rc = run_parallel(g, X, nodes, m, nthreads, insert_work);
         }
     }
+    /* a re-added node keeps its old out-links where its lists have room: the nodes reached
+       only through it stay reachable (the heuristic alone may now prune them away) */
+    scratch *s0 = rc ? NULL : scratch_get(g);
+    if (!rc && !s0) rc = HS_ENOMEM;
+    for (int64_t j = 0; j < again; j++) {
+        int32_t q = nodes[j], *b = before[j];
+        for (int lc = 0; !rc && lc <= g->level[q]; lc++) {
+            int32_t *l = links_at(g, q, lc);
+            for (int i = 0; i < b[0] && l[0] < max_links(g, lc); i++) {
+                int32_t v = b[1 + i];
+                if (v != q && g->level[v] >= lc && !g->dead[v]) link_back(g, X, q, v, lc, s0);
+            }
+            b += lc == 0 ? g->M0 + 1 : g->M + 1;
+        }
+        free(before[j]);
+    }
+    if (s0) scratch_put(g, s0);
+    free(before);
     free(nodes);
+    free(cleared);
     return rc;
 }
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.backends.annlite_filter import AnnliteFilter
 from hybridsearch.batch import build_batch
 from hybridsearch.document import schema_of
-from hybridsearch.filters import parse_filter
+from hybridsearch.query.filters import parse_filter
+from hybridsearch.storages.wrapped.annlite.filter import AnnliteFilter
 from tests.models import exact_scores, matches
 
 

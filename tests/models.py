@@ -3,7 +3,7 @@ import numpy as np
 
 
 def matches(doc: dict, flt: dict) -> bool:
-    """Reference semantics of the filter language, written independently of hybridsearch.filters."""
+    """Reference semantics of the filter language, written independently of hybridsearch.query.filters."""
     for key, cond in flt.items():
         if key == "$and":
             if not all(matches(doc, f) for f in cond):

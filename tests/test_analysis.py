@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch import analysis
-from hybridsearch.analysis import TextAnalyzer, analyzer_for
 from hybridsearch.document import schema_of
+from hybridsearch.engine import analysis
+from hybridsearch.engine.analysis import TextAnalyzer, analyzer_for
 
 
 def reference_words(text, lowercase=True):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from hybridsearch.backends import es_query as Q
-from hybridsearch.backends.elasticsearch import ElasticsearchBackend
+from hybridsearch.storages.remote.elasticsearch import query as Q
+from hybridsearch.storages.remote.elasticsearch.storage import ElasticsearchStorage
 from tests.engines import STORAGE_KIND, engine
 
 REMOTE = ["elasticsearch", "opensearch"]
@@ -179,9 +179,9 @@ def test_credentials_are_passed_to_the_client_but_never_shown(remote):
 
 
 def test_tls_verification_is_on_by_default():
-    b = ElasticsearchBackend.__new__(ElasticsearchBackend)
+    b = ElasticsearchStorage.__new__(ElasticsearchStorage)
     b._secrets = []
-    opts = ElasticsearchBackend.resolve_options({"hosts": "https://127.0.0.1:9"})
+    opts = ElasticsearchStorage.Config.parse("elasticsearch", {"hosts": "https://127.0.0.1:9"}).as_dict()
     client = b._make_client(opts)
     node = client.transport.node_pool.all()[0]
     assert node.config.scheme == "https" and node.config.verify_certs is True
@@ -197,12 +197,12 @@ def test_429_and_503_are_retried_with_backoff(monkeypatch):
                                node=NodeConfig("http", "127.0.0.1", 9200))
         return ApiError(message="busy", meta=meta, body={"error": {"reason": "too many requests"}})
 
-    b = ElasticsearchBackend.__new__(ElasticsearchBackend)
+    b = ElasticsearchStorage.__new__(ElasticsearchStorage)
     b._secrets, b.max_retries, b.retry_backoff = [], 3, 0.01
     b.options = {"hosts": "http://127.0.0.1:9200"}
     b.engine = "Elasticsearch"
     sleeps = []
-    monkeypatch.setattr(sys.modules["hybridsearch.backends.elasticsearch"].time, "sleep", sleeps.append)
+    monkeypatch.setattr(sys.modules["hybridsearch.storages.remote.elasticsearch.storage"].time, "sleep", sleeps.append)
     calls = iter([api_error(429), api_error(503), "ok"])
 
     def flaky():
@@ -221,7 +221,7 @@ def test_429_and_503_are_retried_with_backoff(monkeypatch):
 
 def test_filter_compiler_shapes():
     from hybridsearch.document import schema_of
-    from hybridsearch.filters import parse_filter
+    from hybridsearch.query.filters import parse_filter
     S = schema_of(Item)
     q = Q.to_query(parse_filter({"$not": {"tag": "x' OR 1=1"}, "n": {"$gte": 2, "$lt": 1e300}}, S), S)
     assert q == {"bool": {"filter": [{"bool": {"must_not": [{"term": {"tag": "x' OR 1=1"}}]}},
@@ -395,7 +395,7 @@ def test_tls_is_verified_and_ca_bundle_and_credentials_reach_the_server(storage,
 
 def test_listing_pages_through_tied_sequence_numbers(open_da, monkeypatch):
     """Two writers can hand out the same hs_seq: paging must still return every document once."""
-    from hybridsearch.backends import elasticsearch as E
+    from hybridsearch.storages.remote.elasticsearch import storage as E
     da = open_da()
     rng = np.random.default_rng(7)
     docs = items(0, 23, rng)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from hybridsearch.document import schema_of
-from hybridsearch.filters import And, Compare, Exists, In, MatchAll, Not, Or, parse_filter
+from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Not, Or, parse_filter
 from tests.models import matches
 
 

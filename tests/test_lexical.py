@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.analysis import analyzer_for
+from hybridsearch.engine.analysis import analyzer_for
 
 TEXT_STORAGES = ["memory", "hnsw"]
 K1, B = 1.2, 0.75

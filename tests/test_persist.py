@@ -1,4 +1,4 @@
-"""hybridsearch.backends.persist: snapshot + log durability layer.
+"""hybridsearch.engine.persist: snapshot + log durability layer.
 
 Round trips, replay order, torn tails at every offset, corruption fuzz (a damaged file
 gives BackendError or a prefix of what was written, nothing else), kill -9 of a
@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.backends import persist
-from hybridsearch.backends.persist import DocCodec, Journal, Snapshot
 from hybridsearch.document import schema_of
+from hybridsearch.engine import persist
+from hybridsearch.engine.persist import DocCodec, Journal, Snapshot, records
+from hybridsearch.engine.persist.codec import Corrupt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -290,7 +291,7 @@ def test_load_sees_every_write_of_the_same_journal(tmp_path):
 
 
 def test_large_snapshot_in_chunks(tmp_path, monkeypatch):
-    monkeypatch.setattr(persist, "_SNAP_CHUNK", 7)
+    monkeypatch.setattr(records, "SNAP_CHUNK", 7)  # many snapshot records from few documents
     docs = [item(i) for i in range(50)]
     with Journal(tmp_path, SCHEMA) as j:
         j.snapshot(np.arange(50), np.arange(50), docs, {"g": b"x" * 1000})
@@ -411,7 +412,7 @@ def test_bad_record_followed_by_data_is_an_error(tmp_path):
         j.log_upsert([item(2)])
     log = tmp_path / "log-0000000000.hsl"
     data = bytearray(log.read_bytes())
-    data[persist._FILE.size + mid // 2] ^= 0x40  # inside the first record's payload
+    data[records.FILE.size + mid // 2] ^= 0x40  # inside the first record's payload
     log.write_bytes(bytes(data))
     with pytest.raises(hs.BackendError, match="log-0000000000.hsl"):
         Journal(tmp_path, SCHEMA)
@@ -434,16 +435,16 @@ def _small_log(path) -> tuple:
     """A log of a few records of every kind; -> (written ops, record end offsets in the file)."""
     written = [("upsert", [item(1), item(2)]), ("delete", ["d1"]),
                ("update", item(2, title="x"), ["title"]), ("upsert", [item(3)])]
-    ends = [persist._FILE.size]
+    ends = [records.FILE.size]
     with Journal(path, SCHEMA) as j:
         j.log_upsert(written[0][1])
-        ends.append(persist._FILE.size + j.log_bytes)
+        ends.append(records.FILE.size + j.log_bytes)
         j.log_delete(written[1][1])
-        ends.append(persist._FILE.size + j.log_bytes)
+        ends.append(records.FILE.size + j.log_bytes)
         j.log_update(written[2][1], written[2][2])
-        ends.append(persist._FILE.size + j.log_bytes)
+        ends.append(records.FILE.size + j.log_bytes)
         j.log_upsert(written[3][1])
-        ends.append(persist._FILE.size + j.log_bytes)
+        ends.append(records.FILE.size + j.log_bytes)
     return written, ends
 
 
@@ -461,7 +462,7 @@ def test_torn_tail_at_every_offset(tmp_path, no_fsync):
         with open(work / log_name, "r+b") as f:
             f.truncate(cut)
         complete = sum(1 for e in ends[1:] if e <= cut)
-        if cut < persist._FILE.size:
+        if cut < records.FILE.size:
             # no crash cuts into the header (it is written before the rename that publishes
             # the log): such a log lost every write since the snapshot, which is an error
             with pytest.raises(hs.BackendError, match="shorter .* than its own header"):
@@ -571,7 +572,7 @@ def test_codec_never_crashes_on_garbage(payload):
     codec = DocCodec(SCHEMA)
     try:
         codec.decode(payload)
-    except persist._Corrupt:
+    except Corrupt:
         pass
 
 
@@ -707,7 +708,7 @@ CHILD = textwrap.dedent("""
     import numpy as np
     from typing import Optional
     import hybridsearch as hs
-    from hybridsearch.backends.persist import Journal
+    from hybridsearch.engine.persist import Journal
 
     class Item(hs.Document):
         title: hs.Text
@@ -800,7 +801,7 @@ def test_a_second_process_cannot_open_it(tmp_path):
         import sys
         sys.path.insert(0, {ROOT!r})
         import hybridsearch as hs
-        from hybridsearch.backends.persist import Journal
+        from hybridsearch.engine.persist import Journal
         class Item(hs.Document):
             title: hs.Text
         try:

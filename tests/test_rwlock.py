@@ -2,7 +2,7 @@
 import threading
 import time
 
-from hybridsearch._rwlock import RWLock
+from hybridsearch.engine.rwlock import RWLock
 
 
 def test_readers_share_and_a_writer_is_alone():

@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.backends import vespa_app as A
-from hybridsearch.backends.vespa import doc_path
-from hybridsearch.backends.vespa_yql import YqlFilter, string_literal
 from hybridsearch.document import schema_of
-from hybridsearch.filters import parse_filter
+from hybridsearch.query.filters import parse_filter
+from hybridsearch.storages.remote.vespa import app as A
+from hybridsearch.storages.remote.vespa.storage import doc_path
+from hybridsearch.storages.remote.vespa.yql import YqlFilter, string_literal
 from tests.models import matches
 from tests.test_filters import BRANDS, CATS, doc_strategy, filters
 
@@ -88,7 +88,8 @@ def test_package_files_are_where_pyvespa_puts_them(tmp_path):
 
 def test_application_package_files_and_zip(tmp_path):
     import zipfile
-    from hybridsearch.backends.vespa import application_package
+
+    from hybridsearch.storages.remote.vespa.storage import application_package
     files = application_package(Product, doctype="product")
     assert files == A.application_files(schema_of(Product), "product", "cosine", 16, 200)
     assert set(files) == {"schemas/product.sd", "services.xml", "search/query-profiles/default.xml",
@@ -300,7 +301,7 @@ def test_query_terms_equal_pyvespas_querybuilder():
     # pyvespa's builder does not escape strings, so only benign values are compared here;
     # hostile strings are covered by the tokeniser tests above
     qb = pytest.importorskip("vespa.querybuilder", reason="pyvespa is in the [test] extra")
-    from hybridsearch.backends.vespa_yql import nearest_neighbor, select, user_input
+    from hybridsearch.storages.remote.vespa.yql import nearest_neighbor, select, user_input
 
     def same(ours, theirs):
         theirs = theirs.build() if hasattr(theirs, "build") and not hasattr(theirs, "from_") else str(theirs)

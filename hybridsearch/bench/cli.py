@@ -16,9 +16,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import datasets as D
-from . import report as R
-from . import workloads as W
+from hybridsearch.bench import datasets as D
+from hybridsearch.bench import report as R
+from hybridsearch.bench import workloads as W
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SIZES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import metrics as M
+from hybridsearch.bench import metrics as M
 
 
 def machine_facts() -> dict:

@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import metrics as M
+from hybridsearch.bench import metrics as M
 
 REMOTE = ("elasticsearch", "opensearch")
 
@@ -289,6 +289,7 @@ def lexical_anchor(name: str, prod, threads: list) -> dict:
             return [str(x) for x in retriever.retrieve(toks, k=10, show_progress=False, n_threads=0)[0][0]]
     else:
         import re
+
         import tantivy
         sb = tantivy.SchemaBuilder()
         sb.add_integer_field("id", stored=True, fast=True)

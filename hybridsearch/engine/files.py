@@ -1,0 +1,88 @@
+"""Files the embedded storages can trust: one writer per collection (an exclusive BSD lock,
+flock, on a lock file), durable replacement (write, fsync, rename, fsync the folder).
+
+flock belongs to the open file description, not to the process (as POSIX record locks
+do), so a second opener in the same process is refused exactly like one in another
+process, and closing some other descriptor of the file never drops the lock.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from typing import Optional
+
+from hybridsearch.errors import BackendError
+
+try:  # absent on Windows, where the lock is skipped
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+
+def lock_exclusive(lock_path: str, what: str) -> Optional[int]:
+    """Opens (creating) `lock_path` and locks it; returns the descriptor that holds the lock.
+
+    BackendError when another DocumentArray, in this or another process, holds it."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise BackendError(f"{lock_path}: cannot open the lock file: {e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
+            raise BackendError(f"{what} is already open for writing (in this or another process); "
+                               f"close the other DocumentArray first (lock: {lock_path})") from None
+        raise BackendError(f"{lock_path}: cannot lock: {e}") from None
+    return fd
+
+
+def unlock(fd: Optional[int]) -> None:
+    """Releases a lock taken by lock_exclusive (closing its descriptor)."""
+    if fd is not None:
+        os.close(fd)
+
+
+def fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: this filesystem cannot sync directories
+            raise
+    finally:
+        os.close(fd)
+
+
+def pwrite_all(fd: int, data, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        k = os.pwrite(fd, view, offset)
+        if k <= 0:  # pragma: no cover
+            raise OSError("short write")
+        view = view[k:]
+        offset += k
+
+
+def write_durably(path: str, data: bytes) -> None:
+    """data -> path.tmp, fsync, rename over path, fsync the folder. The .tmp is removed on failure."""
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")

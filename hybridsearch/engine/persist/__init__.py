@@ -1,0 +1,54 @@
+"""Durability for embedded storages with a `path`: snapshots plus a log of batches.
+
+One collection lives in one directory:
+
+    MANIFEST                the current generation g and the schema fingerprint
+                            (written to MANIFEST.tmp, fsynced, renamed, directory fsynced)
+    snap-<g>.hss            the snapshot of generation g (absent for a collection that has
+                            never been snapshotted): live documents, their slots and insertion
+                            sequence numbers, and opaque blobs such as the serialized graph
+    log-<g>.hsl             batches logged since that snapshot, appended and fsynced one
+                            record per call
+    LOCK                    an exclusive flock against a second writer (in this or another process)
+
+Every file is a fixed file header followed by records. A record is
+
+    magic (4 bytes) | kind (u16) | flags (u16, 0) | payload length (u64)
+    | crc32(the 16 bytes before it + payload) (u32) | crc32(the 20 bytes before it) (u32)
+    | payload
+
+all little-endian. The second CRC makes the length trustworthy before the payload is
+read, so a record whose (verified) length runs past the end of the log is an
+incomplete write, and no length is ever used unchecked: each is bounded by the bytes
+left in the file before anything is read or allocated.
+
+A batch of documents is encoded as: n, JSON length, number of vectors m (3 x u64);
+the JSON of the non-vector fields as columns; n presence bytes for the vector field;
+the m present vectors as one little-endian float32 (m, dim) block. No pickle: a file
+from anywhere can be opened safely; a damaged one raises `hs.BackendError` naming it.
+
+Recovery rules: a torn tail of the log (an incomplete last record, a last record
+whose checksum fails, or bytes after the last good record in which no valid record
+header starts, such as zero fill) is dropped and the log truncated to the last good
+record; anything else that does not check out (a bad record followed by more records,
+a bad snapshot or manifest, a file of another schema or generation) raises
+`hs.BackendError` naming the file. Snapshot, manifest and new log are each written to
+a .tmp file, fsynced and renamed, and the directory fsynced, before MANIFEST (written
+the same way) names the new generation; only then are the old files removed. Stale
+.tmp files and files of generations MANIFEST does not name are removed on open.
+
+Every write of a document checks that it will read back (types, ids, finite vectors),
+so what `log_upsert` / `snapshot` accept, `load` returns. Decoding builds documents
+without re-validating them (the data is checksummed and type-checked per column):
+several times faster than `model_validate`. They compare equal field by field to what was
+written, with fields in declaration order and every field in `model_fields_set`; each
+vector is its own read-only float32 array.
+
+The LOCK is a BSD flock held by the open Journal: it refuses a second Journal on the same
+directory, in this process as in another, with `hs.BackendError`.
+"""
+from hybridsearch.engine.persist.codec import DocCodec
+from hybridsearch.engine.persist.journal import Journal, Op, Snapshot
+from hybridsearch.engine.persist.records import FORMAT, fingerprint
+
+__all__ = ["DocCodec", "FORMAT", "Journal", "Op", "Snapshot", "fingerprint"]

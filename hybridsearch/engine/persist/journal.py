@@ -1,0 +1,655 @@
+"""Journal: the snapshot + log files of one collection directory, and their recovery rules
+(persist/__init__.py)."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch.document import Document, schema_of
+from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, unlock
+from hybridsearch.engine.persist import records as R
+from hybridsearch.engine.persist.codec import Corrupt, DocCodec
+from hybridsearch.errors import BackendError, SchemaError
+
+
+@dataclass
+class Snapshot:
+    slots: np.ndarray  # int64, one per document
+    seqs: np.ndarray  # int64 insertion sequence numbers, one per document
+    docs: list
+    extras: dict  # name -> bytes
+
+
+Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields)
+
+
+class Journal:
+    """Files of one collection in directory `path` (see the module docstring)."""
+
+    def __init__(self, path, schema, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self._snap_fd: Optional[int] = None  # read-only: the snapshot, held open against a writer's cleanup
+        if isinstance(schema, type) and issubclass(schema, Document):
+            schema = schema_of(schema)
+        self.path = os.fspath(path)
+        self.schema = schema
+        self.codec = DocCodec(schema)
+        self.fp = R.fingerprint(schema)
+        self.digest = R.digest(self.fp)
+        self._mutex = threading.Lock()
+        self._fd: Optional[int] = None
+        self._lock_fd: Optional[int] = None
+        self._broken: Optional[str] = None  # set after a failure that makes further writes unsafe
+        self._closed = False
+        self._pending: Optional[list] = None  # log records read at open, handed to the first load()
+        self.generation = 0
+        self.has_snapshot = False
+        self._snap_bytes = 0
+        try:
+            self._open()
+        except BaseException:
+            self._close_fds()
+            raise
+
+    # -------------------------------------------------------------- opening
+    def _file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def _error(self, name: str, what: str) -> BackendError:
+        return BackendError(f"{self._file(name)}: {what}")
+
+    def _open(self) -> None:
+        if self.read_only:
+            self._open_read_only()
+            return
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise BackendError(f"{self.path}: cannot create the directory: {e}") from None
+        if not os.path.isdir(self.path):
+            raise BackendError(f"{self.path}: not a directory")
+        self._lock()
+        try:
+            names = os.listdir(self.path)
+        except OSError as e:
+            raise BackendError(f"{self.path}: cannot list the directory: {e}") from None
+        if R.MANIFEST in names:
+            self._read_manifest()
+        else:
+            self._create(names)
+        self._check_snapshot_file()
+        self._open_log()
+        self._clean(names)
+
+    def _open_read_only(self) -> None:
+        """Opens the files R.MANIFEST names without the lock and without changing anything.
+
+        A writer may replace the generation meanwhile and remove its files; the snapshot and
+        log are opened together and held open, and the manifest is read again if one is gone."""
+        if not os.path.isfile(self._file(R.MANIFEST)):
+            raise BackendError(f"{self.path}: no collection to open read-only (no R.MANIFEST)")
+        for _ in range(50):
+            self._read_manifest()
+            snap = R.snap_name(self.generation) if self.has_snapshot else None
+            try:
+                snap_fd = os.open(self._file(snap), os.O_RDONLY) if snap else None
+            except FileNotFoundError:
+                continue
+            try:
+                log_fd = os.open(self._file(R.log_name(self.generation)), os.O_RDONLY)
+            except FileNotFoundError:
+                if snap_fd is not None:
+                    os.close(snap_fd)
+                continue
+            self._snap_fd, self._fd = snap_fd, log_fd
+            break
+        else:
+            raise BackendError(f"{self.path}: the collection kept changing while it was opened read-only")
+        if snap_fd is not None and os.fstat(snap_fd).st_size != self._snap_bytes:
+            raise self._error(snap, f"snapshot is {os.fstat(snap_fd).st_size} bytes, R.MANIFEST says {self._snap_bytes}")
+        self._pending, self._end = self._scan_log(self._fd, R.log_name(self.generation))
+
+    def _lock(self) -> None:
+        self._lock_fd = lock_exclusive(self._file(R.LOCK), f"the collection {self.path}")
+
+    def _create(self, names: list) -> None:
+        """A directory without R.MANIFEST: new, or left by a crash while it was being created."""
+        log0 = R.log_name(0)
+        for name in names:
+            if not R.OURS.match(name) or name.endswith(".tmp"):
+                continue
+            if name == log0:
+                try:
+                    size = os.path.getsize(self._file(name))
+                except OSError as e:
+                    raise self._error(name, f"cannot read: {e}") from None
+                if size <= R.FILE.size:  # created, never written to: a crash before R.MANIFEST
+                    continue
+            raise self._error(R.MANIFEST, f"missing, but the directory holds data files ({name}); "
+                                        "refusing to start an empty collection over them")
+        self.generation = 0
+        self.has_snapshot = False
+        self._snap_bytes = 0
+        try:
+            self._write_new_log(0)
+            fsync_dir(self.path)
+            self._write_manifest(0, False, 0)
+            fsync_dir(self.path)
+        except OSError as e:
+            raise BackendError(f"{self.path}: cannot create the collection: {e}") from None
+
+    def _read_manifest(self) -> None:
+        name = R.MANIFEST
+        try:
+            with open(self._file(name), "rb") as f:
+                data = f.read(1 << 20)
+                if f.read(1):
+                    raise self._error(name, "too large to be a manifest")
+        except OSError as e:
+            raise self._error(name, f"cannot read: {e}") from None
+        if len(data) < R.FILE.size or data[:8] != R.MANIFEST_MAGIC:
+            raise self._error(name, "not a hybridsearch manifest (bad magic or truncated)")
+        magic, gen, digest, crc = R.FILE.unpack_from(data)
+        if zlib.crc32(data[:R.FILE.size - 4]) != crc:
+            raise self._error(name, "corrupt (header checksum mismatch)")
+        head = data[R.FILE.size:R.FILE.size + R.REC.size]
+        parsed = R.parse_header(head)
+        if parsed is None or parsed[0] != R.K_MANIFEST:
+            raise self._error(name, "corrupt (bad record header)")
+        _, length, rcrc = parsed
+        payload = data[R.FILE.size + R.REC.size:]
+        if length != len(payload) or not R.payload_ok(head, payload, rcrc):
+            raise self._error(name, "corrupt (checksum mismatch or wrong length)")
+        try:
+            meta = json.loads(payload)
+        except (ValueError, RecursionError):
+            raise self._error(name, "corrupt (bad JSON)") from None
+        if not isinstance(meta, dict):
+            raise self._error(name, "corrupt (bad JSON)")
+        if meta.get("format") != R.FORMAT:
+            raise self._error(name, f"written by an unknown format version {meta.get('format')!r}")
+        g, has, size = meta.get("generation"), meta.get("snapshot"), meta.get("snapshot_bytes")
+        if (type(g) is not int or g != gen or g < 0 or g >= 10**10 or type(has) is not bool
+                or type(size) is not int or size < 0):
+            raise self._error(name, "corrupt (bad fields)")
+        if meta.get("schema") != self.fp or digest != self.digest:
+            stored = meta.get("schema")
+            detail = R.describe_mismatch(stored if isinstance(stored, list) else [], self.fp)
+            raise self._error(name, f"written for a different schema than {self.schema.name}: {detail}")
+        self.generation, self.has_snapshot, self._snap_bytes = g, has, size
+
+    def _check_snapshot_file(self) -> None:
+        if not self.has_snapshot:
+            return
+        name = R.snap_name(self.generation)
+        try:
+            size = os.path.getsize(self._file(name))
+        except OSError as e:
+            raise self._error(name, f"snapshot named by R.MANIFEST cannot be read: {e}") from None
+        if size != self._snap_bytes:
+            raise self._error(name, f"snapshot is {size} bytes, R.MANIFEST says {self._snap_bytes}")
+
+    def _open_log(self) -> None:
+        name = R.log_name(self.generation)
+        try:
+            fd = os.open(self._file(name), os.O_RDWR)
+        except OSError as e:
+            raise self._error(name, f"log named by R.MANIFEST cannot be opened: {e}") from None
+        self._fd = fd
+        self._pending, self._end = self._scan_log(fd, name)
+
+    def _scan_log(self, fd: int, name: str) -> tuple:
+        """-> (records [(kind, payload)], end of the last good record); truncates a torn tail."""
+        expected = R.file_header(R.LOG_MAGIC, self.generation, self.digest)
+        try:
+            size = os.fstat(fd).st_size
+            f = os.fdopen(os.dup(fd), "rb")
+            f.seek(0)
+        except OSError as e:
+            raise self._error(name, f"cannot read: {e}") from None
+        records = []
+        with f:
+            try:
+                head = f.read(R.FILE.size)
+                if len(head) < R.FILE.size:
+                    # the header is written before the rename that publishes the log: no crash
+                    # leaves it short, so the writes logged since the snapshot are lost
+                    raise self._error(name, f"shorter ({len(head)} bytes) than its own header: the log "
+                                            "was cut, and the writes since the last snapshot are gone")
+                if head != expected:
+                    if head[:8] != R.LOG_MAGIC:
+                        raise self._error(name, "not a hybridsearch log (bad magic)")
+                    if zlib.crc32(head[:R.FILE.size - 4]) != R.FILE.unpack(head)[3]:
+                        raise self._error(name, "corrupt log header (checksum mismatch)")
+                    raise self._error(name, "log of another generation or schema than R.MANIFEST")
+                pos = R.FILE.size
+                end = None
+                while pos < size:
+                    left = size - pos
+                    hdr = f.read(min(R.REC.size, left))
+                    if len(hdr) < R.REC.size:
+                        end = pos  # incomplete header: torn tail
+                        break
+                    parsed = R.parse_header(hdr)
+                    if parsed is None:
+                        if self._only_junk_after(f, pos, size):
+                            end = pos
+                            break
+                        raise self._error(name, f"corrupt record header at offset {pos}, followed by more records")
+                    kind, length, crc = parsed
+                    if length > left - R.REC.size:
+                        end = pos  # the verified length runs past the end: an incomplete last record
+                        break
+                    payload = f.read(length)
+                    if len(payload) != length:
+                        raise self._error(name, f"short read at offset {pos}")
+                    if not R.payload_ok(hdr, payload, crc):
+                        if pos + R.REC.size + length == size:
+                            end = pos  # the last record does not check out: torn
+                            break
+                        raise self._error(name, f"checksum mismatch in the record at offset {pos}, "
+                                                "followed by more data")
+                    if kind not in R.LOG_KINDS:
+                        raise self._error(name, f"unknown record kind {kind} at offset {pos}")
+                    records.append((kind, payload, pos))
+                    pos += R.REC.size + length
+            except OSError as e:
+                raise self._error(name, f"cannot read: {e}") from None
+        if end is not None:
+            self._truncate(fd, name, end)
+            pos = end
+        return records, pos
+
+    def _only_junk_after(self, f, pos: int, size: int) -> bool:
+        """Whether nothing after `pos` looks like a valid record header (so it is a torn tail)."""
+        f.seek(pos + 1)
+        rest = f.read(size - pos - 1)
+        i = rest.find(R.MAGIC)
+        while i >= 0:
+            if R.parse_header(rest[i:i + R.REC.size]) is not None:
+                return False
+            i = rest.find(R.MAGIC, i + 1)
+        return True
+
+    def _truncate(self, fd: int, name: str, end: int) -> None:
+        if self.read_only:  # a torn tail is skipped, and left for the writer to drop
+            return
+        try:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        except OSError as e:
+            raise self._error(name, f"cannot truncate the torn tail: {e}") from None
+
+    def _clean(self, names: list) -> None:
+        """Removes temp files and files of generations the manifest no longer names."""
+        keep = {R.MANIFEST, R.log_name(self.generation)}
+        if self.has_snapshot:
+            keep.add(R.snap_name(self.generation))
+        removed = False
+        for name in names:
+            if R.OURS.match(name) and name not in keep:
+                try:
+                    os.remove(self._file(name))
+                    removed = True
+                except OSError:
+                    pass  # harmless: a later snapshot replaces or the next open retries
+        if removed:
+            fsync_dir(self.path)
+
+    # ---------------------------------------------------------------- writing helpers
+    def _write_file(self, name: str, chunks) -> int:
+        """Writes name.tmp from an iterable of bytes, fsyncs it, renames it to name; -> size."""
+        tmp = self._file(name + ".tmp")
+        size = 0
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+                    size += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._file(name))
+        except BaseException as e:
+            if isinstance(e, Exception):
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+                if isinstance(e, OSError):
+                    raise self._error(name, f"cannot write: {e}") from None
+            raise
+        return size
+
+    def _write_new_log(self, gen: int) -> None:
+        self._write_file(R.log_name(gen), [R.file_header(R.LOG_MAGIC, gen, self.digest)])
+
+    def _write_manifest(self, gen: int, has_snapshot: bool, snap_bytes: int) -> None:
+        """R.MANIFEST.tmp, fsync, rename (the caller syncs the directory)."""
+        payload = json.dumps({"format": R.FORMAT, "generation": gen, "schema": self.fp,
+                              "snapshot": has_snapshot, "snapshot_bytes": snap_bytes,
+                              "model": self.schema.name}).encode()
+        head = R.file_header(R.MANIFEST_MAGIC, gen, self.digest)
+        self._write_file(R.MANIFEST, [head, *R.record(R.K_MANIFEST, payload)])
+
+    # ----------------------------------------------------------------- reading
+    def load(self) -> tuple:
+        """The last snapshot (or None) and the operations logged after it, in order."""
+        with self._mutex:
+            self._check_open()
+            snapshot = self._load_snapshot() if self.has_snapshot else None
+            records = self._pending
+            self._pending = None
+            name = R.log_name(self.generation)
+            if records is None:
+                records, end = self._scan_log(self._fd, name)
+                self._end = end
+            ops = []
+            for kind, payload, pos in records:
+                try:
+                    ops.append(self._decode_op(kind, payload))
+                except Corrupt as e:
+                    raise self._error(name, f"record at offset {pos}: {e}") from None
+            return snapshot, ops
+
+    def _decode_op(self, kind: int, payload: bytes) -> tuple:
+        if kind == R.K_UPSERT:
+            docs = self.codec.decode(payload)
+            if len({d.id for d in docs}) != len(docs):
+                raise Corrupt("repeated id in one batch")
+            return ("upsert", docs)
+        if kind == R.K_DELETE:
+            try:
+                ids = json.loads(payload)
+            except (ValueError, RecursionError):
+                raise Corrupt("bad JSON") from None
+            if not isinstance(ids, list) or not all(type(i) is str for i in ids):
+                raise Corrupt("bad id list")
+            return ("delete", ids)
+        # R.K_UPDATE: u64 length + JSON field list + a one-document batch
+        if len(payload) < 8:
+            raise Corrupt("update record cut short")
+        (flen,) = struct.unpack_from("<Q", payload)
+        if flen > len(payload) - 8:
+            raise Corrupt("field list runs past the record")
+        try:
+            fields = json.loads(payload[8:8 + flen])
+        except (ValueError, RecursionError):
+            raise Corrupt("bad JSON") from None
+        if (not isinstance(fields, list) or not all(type(f) is str for f in fields)
+                or not set(fields) <= self.codec.all_set or "id" in fields):
+            raise Corrupt("bad field list")
+        docs = self.codec.decode(memoryview(payload)[8 + flen:])
+        if len(docs) != 1:
+            raise Corrupt("an update holds one document")
+        return ("update", docs[0], fields)
+
+    def _load_snapshot(self) -> Snapshot:
+        name = R.snap_name(self.generation)
+        path = self._file(name)
+        try:
+            f = os.fdopen(os.dup(self._snap_fd), "rb") if self._snap_fd is not None else open(path, "rb")
+        except OSError as e:
+            raise self._error(name, f"cannot open: {e}") from None
+        with f:
+            try:
+                f.seek(0)
+                size = os.fstat(f.fileno()).st_size
+                if size != self._snap_bytes:
+                    raise self._error(name, f"snapshot is {size} bytes, R.MANIFEST says {self._snap_bytes}")
+                return self._read_snapshot(f, size, name)
+            except OSError as e:
+                raise self._error(name, f"cannot read: {e}") from None
+            except Corrupt as e:
+                raise self._error(name, f"corrupt snapshot: {e}") from None
+
+    def _read_snapshot(self, f, size: int, name: str) -> Snapshot:
+        head = f.read(R.FILE.size)
+        if head != R.file_header(R.SNAP_MAGIC, self.generation, self.digest):
+            if head[:8] != R.SNAP_MAGIC:
+                raise Corrupt("not a hybridsearch snapshot (bad magic)")
+            raise Corrupt("bad header (checksum, generation or schema)")
+        pos = R.FILE.size
+
+        def record() -> tuple:
+            nonlocal pos
+            hdr = f.read(R.REC.size)
+            parsed = R.parse_header(hdr)
+            if parsed is None:
+                raise Corrupt(f"bad record header at offset {pos}")
+            kind, length, crc = parsed
+            if length > size - pos - R.REC.size:
+                raise Corrupt(f"record at offset {pos} runs past the end of the file")
+            payload = f.read(length)
+            if len(payload) != length or not R.payload_ok(hdr, payload, crc):
+                raise Corrupt(f"checksum mismatch in the record at offset {pos}")
+            pos += R.REC.size + length
+            return kind, payload
+
+        kind, payload = record()
+        if kind != R.K_SNAP_META:
+            raise Corrupt("first record is not the snapshot header")
+        try:
+            meta = json.loads(payload)
+        except (ValueError, RecursionError):
+            raise Corrupt("bad JSON in the snapshot header") from None
+        if not isinstance(meta, dict):
+            raise Corrupt("bad snapshot header")
+        count, chunks, extras_n = meta.get("count"), meta.get("chunks"), meta.get("extras")
+        if not all(type(x) is int and x >= 0 for x in (count, chunks, extras_n)):
+            raise Corrupt("bad snapshot header")
+        kind, payload = record()
+        if kind != R.K_SNAP_SLOTS or len(payload) != 16 * count:
+            raise Corrupt("bad slot record")
+        slots = np.frombuffer(payload, dtype="<i8", count=count).astype(np.int64)
+        seqs = np.frombuffer(payload, dtype="<i8", count=count, offset=8 * count).astype(np.int64)
+        docs: list = []
+        for _ in range(chunks):
+            kind, payload = record()
+            if kind != R.K_SNAP_DOCS:
+                raise Corrupt("expected a document record")
+            docs.extend(self.codec.decode(payload))
+            del payload
+        if len(docs) != count:
+            raise Corrupt(f"holds {len(docs)} documents, its header says {count}")
+        if len({d.id for d in docs}) != count:
+            raise Corrupt("repeated id")
+        extras = {}
+        for _ in range(extras_n):
+            kind, payload = record()
+            if kind != R.K_SNAP_EXTRA or len(payload) < 4:
+                raise Corrupt("expected an extra record")
+            (nlen,) = struct.unpack_from("<I", payload)
+            if nlen > len(payload) - 4:
+                raise Corrupt("bad extra record")
+            try:
+                key = payload[4:4 + nlen].decode("utf-8")
+            except UnicodeDecodeError:
+                raise Corrupt("bad extra name") from None
+            if key in extras:
+                raise Corrupt("repeated extra name")
+            extras[key] = payload[4 + nlen:]
+        kind, payload = record()
+        if kind != R.K_SNAP_END or payload or pos != size:
+            raise Corrupt("missing end record or trailing bytes")
+        return Snapshot(slots=slots, seqs=seqs, docs=docs, extras=extras)
+
+    # ---------------------------------------------------------------- logging
+    @property
+    def log_bytes(self) -> int:
+        """Bytes of records in the log since the last snapshot."""
+        return self._end - R.FILE.size if self._fd is not None else 0
+
+    def log_upsert(self, docs: list) -> None:
+        self._append(R.K_UPSERT, self.codec.encode(list(docs)))
+
+    def log_delete(self, ids: list) -> None:
+        ids = list(ids)
+        if not all(isinstance(i, str) for i in ids):
+            raise SchemaError("ids must be strings")
+        self._append(R.K_DELETE, json.dumps([str(i) for i in ids]).encode("ascii"))
+
+    def log_update(self, doc, fields: list) -> None:
+        fields = list(fields)
+        unknown = [f for f in fields if f not in self.codec.all_set or f == "id"]
+        if unknown:
+            raise SchemaError(f"{self.schema.name} has no updatable field {unknown[0]!r}")
+        fjs = json.dumps(fields).encode("ascii")
+        self._append(R.K_UPDATE, b"".join([struct.pack("<Q", len(fjs)), fjs, self.codec.encode([doc])]))
+
+    def _append(self, kind: int, payload: bytes) -> None:
+        head, payload = R.record(kind, payload)
+        with self._mutex:
+            self._check_writable()
+            name = R.log_name(self.generation)
+            end = self._end
+            try:
+                pwrite_all(self._fd, head, end)
+                pwrite_all(self._fd, payload, end + len(head))
+            except OSError as e:
+                try:  # take the partial record back so later appends do not follow garbage
+                    os.ftruncate(self._fd, end)
+                except OSError:
+                    self._broken = f"{self._file(name)}: a failed write could not be undone ({e})"
+                raise self._error(name, f"cannot append: {e}") from None
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                # after a failed fsync the kernel may have dropped dirty pages: do not go on
+                self._broken = f"{self._file(name)}: fsync failed ({e}); reopen the collection"
+                raise self._error(name, f"cannot fsync: {e}") from None
+            self._end = end + len(head) + len(payload)
+            self._pending = None  # load() reads the log again
+
+    # ---------------------------------------------------------------- snapshot
+    def snapshot(self, slots, seqs, docs: list, extras: dict) -> None:
+        """Atomically replaces the snapshot and starts an empty log (see the module docstring)."""
+        docs = list(docs)
+        n = len(docs)
+        slots = np.ascontiguousarray(slots, dtype="<i8").reshape(-1)
+        seqs = np.ascontiguousarray(seqs, dtype="<i8").reshape(-1)
+        if len(slots) != n or len(seqs) != n:
+            raise ValueError(f"snapshot: {n} documents but {len(slots)} slots and {len(seqs)} seqs")
+        items = []
+        for key, blob in (extras or {}).items():
+            if not isinstance(key, str):
+                raise ValueError(f"snapshot: extra names are strings, got {key!r}")
+            try:
+                items.append((key.encode("utf-8"), memoryview(blob).cast("B")))
+            except (UnicodeEncodeError, TypeError) as e:
+                raise ValueError(f"snapshot: extra {key!r}: {e}") from None
+        if len({getattr(d, "id", None) for d in docs}) != n:
+            raise SchemaError("snapshot: repeated id")
+        codec = self.codec
+        # encode the first chunk up front so a bad document fails before any file is touched
+        chunks = [docs[i:i + R.SNAP_CHUNK] for i in range(0, n, R.SNAP_CHUNK)]
+        first = codec.encode(chunks[0]) if chunks else None
+
+        with self._mutex:
+            self._check_writable()
+            new = self.generation + 1
+
+            def body():
+                yield R.file_header(R.SNAP_MAGIC, new, self.digest)
+                meta = json.dumps({"count": n, "chunks": len(chunks), "extras": len(items)}).encode()
+                yield from R.record(R.K_SNAP_META, meta)
+                yield from R.record(R.K_SNAP_SLOTS, slots.tobytes() + seqs.tobytes())
+                for i, chunk in enumerate(chunks):
+                    yield from R.record(R.K_SNAP_DOCS, first if i == 0 else codec.encode(chunk))
+                for key, blob in items:
+                    yield from R.record(R.K_SNAP_EXTRA, b"".join([struct.pack("<I", len(key)), key, blob]))
+                yield from R.record(R.K_SNAP_END, b"")
+
+            snap, log = R.snap_name(new), R.log_name(new)
+            try:
+                size = self._write_file(snap, body())
+                self._write_new_log(new)
+                fsync_dir(self.path)  # both renames are durable before R.MANIFEST names them
+                self._write_manifest(new, True, size)
+            except Exception as e:
+                # R.MANIFEST still names the old generation: drop what was written of the new one
+                for name in (snap, log):
+                    try:
+                        os.remove(self._file(name))
+                    except OSError:
+                        pass
+                if isinstance(e, OSError):
+                    raise BackendError(f"{self.path}: snapshot failed: {e}") from None
+                raise
+            # committed: R.MANIFEST names the new generation
+            old_gen, old_had = self.generation, self.has_snapshot
+            self.generation, self.has_snapshot, self._snap_bytes = new, True, size
+            self._switch_log(old_gen, old_had, log)
+            try:
+                fsync_dir(self.path)
+            except OSError as e:
+                self._broken = f"{self.path}: cannot sync the directory after a snapshot ({e})"
+                raise BackendError(self._broken) from None
+
+    def _switch_log(self, old_gen: int, old_had_snapshot: bool, log: str) -> None:
+        """After R.MANIFEST names the new generation: use its log, drop the old files."""
+        old_fd = self._fd
+        self._pending = None
+        self._end = R.FILE.size
+        try:
+            self._fd = os.open(self._file(log), os.O_RDWR)
+        except OSError as e:
+            self._fd = None
+            self._broken = f"{self._file(log)}: cannot open the new log ({e}); reopen the collection"
+        if old_fd is not None:
+            os.close(old_fd)
+        for name in ([R.snap_name(old_gen)] if old_had_snapshot else []) + [R.log_name(old_gen)]:
+            try:
+                os.remove(self._file(name))
+            except OSError:
+                pass  # removed on the next open
+
+    # ------------------------------------------------------------------ closing
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError(f"{self.path}: the journal is closed")
+        if self._fd is None:
+            raise BackendError(self._broken or f"{self.path}: the log is not open")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise BackendError(f"{self.path}: opened read-only")
+        if self._broken is not None:
+            raise BackendError(self._broken)
+
+    def _close_fds(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._snap_fd is not None:
+            os.close(self._snap_fd)
+            self._snap_fd = None
+        if self._lock_fd is not None:
+            unlock(self._lock_fd)
+            self._lock_fd = None
+
+    def close(self) -> None:
+        """Closes the log and releases the lock; idempotent."""
+        with self._mutex:
+            self._pending = None
+            self._closed = True
+            self._close_fds()
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self._close_fds()
+        except Exception:
+            pass

@@ -1,0 +1,1 @@
+"""Storages: the registry, the Storage base, and local / wrapped / remote families."""

@@ -1,0 +1,96 @@
+"""The Storage interface every storage implements: batch-first private methods."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Iterator, Optional
+
+import numpy as np
+
+from hybridsearch.batch import Batch
+from hybridsearch.document import Schema
+from hybridsearch.errors import UnsupportedError
+from hybridsearch.query.filters import Node
+from hybridsearch.storages.config import StorageConfig
+
+
+def exact_scores(X: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
+    """API.md's scores of the rows of X for query q, in float64: cosine similarity (0 for a zero
+    vector), inner product, or minus the euclidean distance. Wrapped libraries and remote engines
+    report transformed distances; their storages recompute the scores with this."""
+    X = np.asarray(X, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if metric == "ip":
+        return X @ q
+    if metric == "l2":
+        return -np.linalg.norm(X - q, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num((X @ q) / (np.linalg.norm(X, axis=1) * np.linalg.norm(q)), nan=0.0)
+
+
+def rank_exactly(X: np.ndarray, q: np.ndarray, metric: str, limit: int) -> tuple:
+    """(order, scores float32): the rows of X best first by their exact score for q (ties in
+    row order), cut to `limit`. Storages that get candidates from elsewhere rank them with this."""
+    s = exact_scores(X, q, metric)
+    order = np.argsort(-s, kind="stable")[:limit]
+    return order, s[order].astype(np.float32)
+
+
+class Storage(ABC):
+    """A storage. DocumentArray validates and converts; a storage stores and searches.
+
+    `Config` is the storage's options dataclass (storages/config.py); DocumentArray parses
+    the user's keyword arguments with `Config.parse` and passes the result in.
+    """
+
+    name: str = ""
+    Config: type = StorageConfig
+
+    def __init__(self, schema: Schema, config: StorageConfig) -> None:
+        self.schema = schema
+        self.config = config
+
+    # writes: each call is one batch and is atomic
+    @abstractmethod
+    def upsert(self, batch: Batch) -> None:
+        """Inserts or overwrites the batch's documents."""
+
+    @abstractmethod
+    def delete(self, ids: list) -> int:
+        """Deletes the ids that exist; returns how many."""
+
+    @abstractmethod
+    def update_fields(self, id: str, values: dict) -> None:
+        """Partial update: writes only the named (validated) fields; KeyError if the id is absent."""
+
+    # reads
+    @abstractmethod
+    def count(self) -> int: ...
+
+    @abstractmethod
+    def contains(self, id: str) -> bool: ...
+
+    @abstractmethod
+    def get(self, ids: list) -> list:
+        """The stored documents of the ids (None where absent)."""
+
+    @abstractmethod
+    def iter_ids(self) -> Iterator[str]:
+        """Ids in insertion order."""
+
+    @abstractmethod
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        """Top-`limit` per query row -> list of (ids, scores float32, docs)."""
+
+    @abstractmethod
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        """Matching documents in insertion order -> (ids, docs)."""
+
+    def search_text(self, *args, **kwargs):
+        raise UnsupportedError(
+            f"text search is not available on storage {self.name!r} yet: "
+            "this storage has no lexical engine yet"
+        )
+
+    def close(self) -> None:
+        """Releases resources; persistent storages flush here."""

@@ -1,0 +1,137 @@
+"""The reads every ColumnStore-based storage answers the same way."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import numpy as np
+
+from hybridsearch.errors import UnsupportedError
+from hybridsearch.query.filters import Node
+from hybridsearch.query.fusion import fuse_rrf, fuse_sum
+from hybridsearch.storages.base import Storage
+
+
+class ColumnarStorage(Storage):
+    """A Storage whose documents live in `self.store` (a ColumnStore) under `self.lock` (an RWLock).
+
+    Subclasses own the writes and the vector search; counting, lookups, listing
+    and filter-only search read the columns directly, in insertion order."""
+
+    store = None
+    lock = None
+    text = None  # a lexical.TextIndex where the storage keeps one
+
+    def count(self) -> int:
+        return self.store.n_live
+
+    def contains(self, id: str) -> bool:
+        return id in self.store.row_of
+
+    def get(self, ids: list) -> list:
+        with self.lock.read():
+            row_of, docs = self.store.row_of, self.store.docs
+            return [docs[row_of[i]] if i in row_of else None for i in ids]
+
+    def iter_ids(self) -> Iterator[str]:
+        with self.lock.read():
+            st = self.store
+            ids = [st.ids[s] for s in st.rows_in_order(st.live_bits(), None)]
+        return iter(ids)
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        with self.lock.read():
+            st = self.store
+            rows = st.rows_in_order(st.filter_bits(node), None if limit is None else min(limit, st.n_live))
+            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+
+    # -------------------------------------------------------------- hits
+    def _hits(self, rows, scores) -> tuple:
+        """(ids, scores, docs) of one result row (slots padded with -1 at the end)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(1, -1)
+        return self._hits_of_rows(rows, np.asarray(scores, dtype=np.float32)[: rows.shape[1]].reshape(1, -1))[0]
+
+    def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
+        """The rows a filtered search may return, as a bitset (None: every row). `vectors`:
+        only rows that have a vector (for vector search). The caller holds the read lock."""
+        st = self.store
+        if vectors:
+            return st.vector_bits(node)
+        return st.filter_bits(node) if node is not None else None
+
+    def _vectors(self, queries, limit, node, exact, ef) -> tuple:
+        """(scores, rows) of a vector search; the caller holds the read lock."""
+        raise UnsupportedError(f"storage {self.name!r} has no vector search")
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef) -> list:
+        with self.lock.read():
+            limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
+            if limit == 0:
+                return [([], np.empty(0, dtype=np.float32), []) for _ in range(len(queries))]
+            scores, rows = self._vectors(queries, limit, node, exact, ef)
+            return self._hits_of_rows(rows, scores)
+
+    def _hits_of_rows(self, rows: np.ndarray, scores: np.ndarray) -> list:
+        """(ids, scores, docs) per row of a (nq, k) search result; the caller holds the read lock."""
+        return self.store.hits(rows, scores)
+
+    def _updated_doc(self, id: str, values: dict):
+        """(slot, new document) for a partial update; None when there is nothing to write.
+        A new document object: results already handed out keep the old one. Caller holds the write lock."""
+        slot = self.store.row_of.get(id)
+        if slot is None:
+            raise KeyError(id)
+        if not values:
+            return None
+        return slot, self.store.docs[slot].model_copy(update=values)
+
+    # -------------------------------------------------------------- text
+    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+        """Lexical (q None) or hybrid search -> (ids, scores, docs)."""
+        if not self.text:
+            raise UnsupportedError(
+                f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
+                if self.text is not None else f"text search is not available on storage {self.name!r}")
+        with self.lock.read():
+            st = self.store
+            k, candidates = min(k, st.n_live), min(candidates, st.n_live)
+            if k == 0:
+                return [], np.empty(0, dtype=np.float32), []
+            bits = self._prefilter_bits(node, False)
+            if q is None:
+                slots, scores = self.text.search(text, k, bits)
+                return self._hits(slots, scores)
+            vscores, vrows = self._vectors(q, max(candidates, 1), node, exact, ef)
+            vrows = vrows[0][vrows[0] >= 0]
+            if fusion == "rrf":
+                lex, _ = self.text.search(text, max(candidates, 1), bits)
+                slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
+            else:
+                slots, scores = self._hybrid_sum(text, q[0], vrows, k, bits)
+            return self._hits(slots, scores)
+
+    def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, k: int, bits) -> tuple:
+        """Top-k of BM25 + vector score over the vector top list and every lexical match.
+
+        Scoring every lexical match is exact but slow when a common word matches most
+        of the collection. When the vector score has a known ceiling (cosine <= 1,
+        l2 <= 0), lexical matches are taken best-first in growing blocks until the
+        next one could not reach the k-th fused score even with that ceiling."""
+        ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric)
+        want = max(4 * k, 64)
+        while True:
+            if ceiling is None:
+                lex = self.text.matches(text, bits)
+                last_bm25, complete = 0.0, True
+            else:
+                lex, lex_scores = self.text.search(text, want, bits)
+                complete = len(lex) < want
+                last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
+            cand = np.union1d(vrows, lex)
+            slots, scores = fuse_sum(cand, self.text.scores(text, cand), self.store.vector_scores(q, cand), k)
+            # a document outside `lex` has BM25 <= last_bm25: it cannot beat the k-th
+            if complete or (len(scores) >= k and last_bm25 + ceiling < float(scores[-1]) - 1e-6):
+                return slots, scores
+            want *= 4
+

@@ -1,0 +1,1 @@
+"""Storages on the embedded engine: memory, hnsw, sqlite."""

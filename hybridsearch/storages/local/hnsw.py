@@ -1,0 +1,315 @@
+"""storage="hnsw": the project's own mutable HNSW graph (kernels/hs_hnsw.c) over a ColumnStore.
+
+Graph node ids are ColumnStore slots, so a filter bitset over the columns is
+directly a bitset over the graph. Slots of deleted documents are reused by
+later inserts once the graph has repaired the links around them. Cosine
+stores unit vectors and walks the graph with the inner product.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch.batch import Batch, build_batch
+from hybridsearch.engine import graph as G
+from hybridsearch.engine.columns import ColumnStore, popcount
+from hybridsearch.engine.lexical import TextIndex
+from hybridsearch.engine.rwlock import RWLock
+from hybridsearch.errors import BackendError, ConfigError
+from hybridsearch.query import planner
+from hybridsearch.query.filters import Node
+from hybridsearch.storages.columnar import ColumnarStorage
+from hybridsearch.storages.config import GraphConfig, boolean, integer, number, one_of, option, path_or_none
+
+_SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
+_SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class HnswConfig(GraphConfig):
+    """Options of storage="hnsw"."""
+
+    m: int = option(16, integer(2, 512), "links per node and layer (twice that on layer 0)")
+    path: Optional[str] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
+    quantization: Optional[str] = option("auto", one_of("auto", None, "none", "int8"),
+                                         '"int8" walks the graph on int8 codes (scores stay exact); "auto": '
+                                         "int8 for a new collection, what the files hold on reopen; None")
+    threads: Optional[int] = option(None, integer(1, allow_none=True), "insert threads; None = every core")
+    exact_below: float = option(0.02, number(0, 1), "planner: scan the matches below this selectivity...")
+    exact_max: int = option(10000, integer(0), "...or when at most this many documents match")
+    filter_first_below: float = option(0.15, number(0, 1), "planner: two-hop filtered walk below this selectivity")
+    seed: int = option(0x5EED, integer(0), "seed of the graph's level draws")
+    read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+
+    def validate(self) -> None:
+        if self.read_only and self.path is None:
+            raise ConfigError("read_only=True needs path= (the collection to open)")
+
+
+class HnswStorage(ColumnarStorage):
+    """Columns in RAM, one HNSW graph over the vector field, optional files under `path`."""
+
+    name = "hnsw"
+    Config = HnswConfig
+
+    def __init__(self, schema, config: HnswConfig) -> None:
+        super().__init__(schema, config)
+        self.metric = config.metric
+        self.m, self.ef_construct, self.ef = config.m, config.ef_construct, config.ef
+        self.exact_below, self.exact_max = config.exact_below, config.exact_max
+        self.filter_first_below = config.filter_first_below
+        quant = config.quantization
+        # int8 codes steer the walk and the candidates are re-scored on float32, so results
+        # keep exact scores and recall; the walk reads 4x fewer bytes (1.3x hnswlib's QPS at 200k)
+        self._quantization_auto = quant == "auto"
+        self.quantization = "int8" if quant in ("int8", "auto") else "none"
+        self.threads = config.threads or os.cpu_count() or 1
+        self.store = ColumnStore(schema, self.metric, reuse_slots=True, normalize=self.metric == "cosine")
+        self.graph_metric = "l2" if self.metric == "l2" else "ip"
+        self.dim = self.store.dim
+        self.graph = self._new_graph() if self.dim else None
+        self.lock = RWLock()
+        self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
+        self.text = TextIndex(schema)
+        self.journal = None
+        self._snapshot_bytes = 0
+        self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)
+        if config.path is not None:
+            try:
+                self._open(config.path)
+            except BaseException:  # a refused open leaves the files unlocked for the next one
+                if self.journal is not None:
+                    self.journal.close()
+                raise
+
+    def _new_graph(self):
+        return G.HnswGraph(self.dim, self.graph_metric, self.m, self.ef_construct,
+                           self.config.seed, self.quantization)
+
+    # ---------------------------------------------------------- durability
+    def _open(self, path) -> None:
+        from hybridsearch.engine.persist import Journal
+
+        self.journal = Journal(path, self.schema, read_only=self.config.read_only)
+        snapshot, ops = self.journal.load()
+        if snapshot is not None:
+            self._restore(snapshot, path)
+        for op in ops:
+            if op[0] == "upsert":
+                self._apply_upsert(build_batch(self.schema, op[1]))
+            elif op[0] == "delete":
+                self._apply_delete(op[1])
+            elif op[0] == "update":
+                doc, fields = op[1], op[2]
+                slot = self.store.row_of.get(doc.id)
+                if slot is not None:
+                    self._apply_update(slot, {f: getattr(doc, f) for f in fields}, doc)
+
+    def _restore(self, snap, path) -> None:
+        st = self.store
+        if len(snap.docs):
+            st.upsert(build_batch(self.schema, snap.docs), slots=np.asarray(snap.slots, dtype=np.int64))
+            if self.text:
+                self.text.add(np.asarray(snap.slots, dtype=np.int64), snap.docs)
+            st.seq[snap.slots] = snap.seqs
+            st.next_seq = int(np.max(snap.seqs)) + 1
+        # the gaps between the live slots are free; sorted, so already a heap
+        st.free = np.setdiff1d(np.arange(st.n, dtype=np.int64), snap.slots).tolist()
+        blob = snap.extras.get("graph")
+        if self.graph is not None and blob:
+            self.graph = self._load_graph(blob, path)
+            if self.graph.size != self._vector_count():
+                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} does not match its documents")
+        elif self.graph is not None and st.n_live:
+            self._index_slots(self._vector_slots(np.asarray(snap.slots, dtype=np.int64)))
+
+    def _load_graph(self, blob, path):
+        """The snapshot's graph; with quantization "auto" in whichever form it was saved."""
+        def load(quantization):
+            return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.graph_metric,
+                                          self.m, self.ef_construct, quantization)
+        try:
+            return load(self.quantization)
+        except ValueError as e:
+            other = "none" if self.quantization == "int8" else "int8"
+            try:
+                graph = load(other)
+            except ValueError:
+                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} is damaged: {e}") from None
+        if not self._quantization_auto:
+            raise BackendError(
+                f"the graph under {os.fspath(path)} was saved with quantization="
+                f"{'int8' if other == 'int8' else 'None'}; open it with that quantization (or 'auto')")
+        self.quantization = other
+        return graph
+
+    def _vector_count(self) -> int:
+        if self.store.vec_spec is None:
+            return 0
+        if not self.store.vec_spec.optional:
+            return self.store.n_live
+        bits = self.store.vector_bits(None)
+        return popcount(bits) if bits is not None else self.store.n_live
+
+    def _maybe_snapshot(self) -> None:
+        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer`."""
+        if self.journal is None:
+            return
+        if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
+            with self.lock.write():  # the graph is repaired in place
+                self._snapshot()
+
+    def _snapshot(self) -> None:
+        st = self.store
+        rows = st.live_rows()
+        extras = {}
+        if self.graph is not None:
+            self.graph.repair(st.vectors, self.threads)
+            extras["graph"] = self.graph.to_bytes()
+        self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), [st.docs[s] for s in rows.tolist()],
+                              extras)
+        self._snapshot_bytes = sum(len(b) for b in extras.values()) + 64 * len(rows) * max(self.dim, 1)
+
+    # -------------------------------------------------------------- writes
+    def _vector_slots(self, slots: np.ndarray) -> np.ndarray:
+        """The slots among `slots` whose document has a vector."""
+        spec = self.store.vec_spec
+        if spec is None or not spec.optional or len(slots) == 0:
+            return slots
+        return slots[self.store.present[spec.name][slots] != 0]
+
+    def _index_slots(self, slots: np.ndarray) -> None:
+        if len(slots):
+            self.graph.add(self.store.vectors, slots, self.threads)
+
+    def _apply_upsert(self, batch: Batch) -> None:
+        slots = self.store.upsert(batch)
+        if self.text:
+            self.text.add(slots, batch.docs)
+        if self.graph is None:
+            return
+        with_vec = self._vector_slots(slots)
+        if len(with_vec) != len(slots):
+            gone = np.setdiff1d(slots, with_vec)
+            self.graph.remove(self.store.vectors, gone, self.threads)
+        self._index_slots(with_vec)
+
+    def _apply_delete(self, ids: list) -> int:
+        st = self.store
+        slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+        n = st.delete(ids)
+        if self.text:
+            self.text.remove(slots)
+        if self.graph is not None and len(slots):
+            self.graph.remove(st.vectors, slots, self.threads)
+        return n
+
+    def _apply_update(self, slot: int, values: dict, doc) -> None:
+        self.store.set_fields(slot, values, doc)
+        if self.text:
+            self.text.update(slot, values, doc)
+        spec = self.store.vec_spec
+        if self.graph is not None and spec.name in values:
+            one = np.array([slot], dtype=np.int64)
+            if values[spec.name] is None:
+                self.graph.remove(self.store.vectors, one, self.threads)
+            else:
+                self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
+
+    # A write is journaled (appended and fsynced) while holding only `self.writer`, which
+    # serialises writers but not readers; the exclusive lock is taken just to apply it in RAM.
+    # So searches go on during the fsync, and the log holds writes in the order they apply.
+    def upsert(self, batch: Batch) -> None:
+        with self.writer:
+            if self.journal is not None:
+                self.journal.log_upsert(batch.docs)
+            with self.lock.write():
+                self._apply_upsert(batch)
+            self._maybe_snapshot()
+
+    def delete(self, ids: list) -> int:
+        with self.writer:
+            present = [i for i in ids if i in self.store.row_of]
+            if not present:
+                return 0
+            if self.journal is not None:
+                self.journal.log_delete(present)
+            with self.lock.write():
+                n = self._apply_delete(present)
+            self._maybe_snapshot()
+            return n
+
+    def update_fields(self, id: str, values: dict) -> None:
+        with self.writer:
+            change = self._updated_doc(id, values)
+            if not change:
+                return
+            slot, doc = change
+            if self.journal is not None:
+                self.journal.log_update(doc, list(values))
+            with self.lock.write():
+                self._apply_update(slot, values, doc)
+            self._maybe_snapshot()
+
+    # --------------------------------------------------------------- reads
+    def last_plan(self) -> Optional[planner.Plan]:
+        """The plan of this thread's most recent vector search (for tests and benchmarks)."""
+        return getattr(self._plans, "last", None)
+
+    def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                 ef: Optional[int]) -> tuple:
+        """(scores, rows) per query, planned from the filter's selectivity; the caller holds the lock."""
+        st = self.store
+        graph = self.graph
+        nodes = graph.size if graph is not None else 0
+        ef = min(ef or self.ef, max(nodes, 1))  # a wider beam than the graph allocates for nothing
+        if node is None:
+            bits, matches = None, nodes
+        else:
+            bits = st.vector_bits(node)
+            matches = popcount(bits)
+        if node is None and not exact and nodes:  # the common case, without the planner's cost
+            p = planner.graph_plan(max(ef, limit))
+        else:
+            p = planner.plan(matches, nodes, limit, ef, exact=exact,
+                             exact_below=self.exact_below, exact_max=self.exact_max,
+                             filter_first_below=self.filter_first_below,
+                             filtered=node is not None)
+        self._plans.last = p
+        if p.strategy == planner.EXACT:
+            scores, rows = self._exact(queries, limit, bits)
+        else:
+            q = queries
+            if self.metric == "cosine":
+                norms = np.linalg.norm(q, axis=1, keepdims=True)
+                q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
+            mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
+            scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
+            want = min(limit, matches)
+            last = rows[:, want - 1]  # hits come first, -1 padding after them
+            short = np.flatnonzero(last < 0) if len(last) > 1 or last[0] < 0 else ()
+            if len(short):  # the walk could not reach enough matches: scan them
+                es, er = self._exact(np.ascontiguousarray(queries[short]), limit, bits)
+                scores[short], rows[short] = es, er
+        return scores, rows
+
+    def _exact(self, queries: np.ndarray, limit: int, bits) -> tuple:
+        return self.store.exact_search(queries, limit, bits)
+
+    # ------------------------------------------------------------ lifecycle
+    def memory_bytes(self) -> int:
+        """Bytes of the graph plus the float32 vector block (documents not counted)."""
+        g = self.graph.nbytes if self.graph is not None else 0
+        return g + self.store.vectors.nbytes
+
+    def close(self) -> None:
+        with self.writer, self.lock.write():
+            if self.journal is not None:
+                if self.journal.log_bytes and not self.journal.read_only:
+                    self._snapshot()
+                self.journal.close()
+                self.journal = None

@@ -1,0 +1,1 @@
+"""The sqlite storage: a real SQLite file mirrored in the engine's columns, with its SQL compiler."""

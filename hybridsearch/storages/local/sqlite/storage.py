@@ -1,0 +1,270 @@
+"""storage="sqlite": one real SQLite file, a table per collection, mirrored in RAM for search.
+
+The file is the truth: one row per document (a column per field, vectors as
+float32 BLOBs, fields that are not columns as JSON), WAL journal, one
+transaction per batch. On open the rows are loaded into the same columns,
+vector block and inverted indexes the memory storage uses, and every write
+goes to the file (committed) before it changes them, so vector and text search
+run on the core kernels while filter-only queries are answered by SQL.
+
+A filtered vector, text or hybrid search is pre-filtered either by the bitset
+the C filter kernel computes over the in-RAM columns (`prefilter="columns"`,
+the default) or by the ids the SQL `WHERE` returns (`prefilter="sql"`). Both
+give the same set (tested); the columns are much faster because they avoid
+turning every matching id back into a slot (benchmarks/bench_sqlite.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+from typing import Optional
+
+import numpy as np
+import sqlite_utils
+
+from hybridsearch.batch import build_batch
+from hybridsearch.document import Kind
+from hybridsearch.engine.files import lock_exclusive, unlock
+from hybridsearch.errors import BackendError, ConfigError
+from hybridsearch.query.filters import Node
+from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none
+from hybridsearch.storages.local.memory import MemoryStorage
+from hybridsearch.storages.local.sqlite.sql import to_sql
+
+_SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
+              Kind.FLOAT: float, Kind.VECTOR: bytes}
+_META = "hs_meta"
+
+
+def _identifier(v):
+    if not isinstance(v, str) or not v.isidentifier():
+        raise ValueError("an identifier (letters, digits, _)")
+    return v
+
+
+@dataclasses.dataclass(frozen=True)
+class SqliteConfig(StorageConfig):
+    """Options of storage="sqlite"."""
+
+    path: Optional[str] = option(None, path_or_none, "the database file (required)")
+    table: str = option("documents", _identifier, "the table of this collection")
+    prefilter: str = option("columns", one_of("columns", "sql"),
+                            "who evaluates filters: the RAM columns, or SQLite (then the RAM columns if SQL fails)")
+    read_only: bool = option(False, boolean, "open without the writer's lock; writes refused")
+
+    def validate(self) -> None:
+        if self.path is None:
+            raise ConfigError("storage 'sqlite' needs path= (the database file)")
+
+
+class SqliteStorage(MemoryStorage):
+    """MemoryStorage's in-RAM search over a durable SQLite table."""
+
+    name = "sqlite"
+    Config = SqliteConfig
+
+    def __init__(self, schema, config: SqliteConfig) -> None:
+        super().__init__(schema, config)
+        self.path = config.path
+        self.table_name = config.table
+        self.prefilter = config.prefilter
+        self.columns = [s for s in schema.fields.values() if s.kind in _SQL_TYPES and s.kind is not Kind.ID]
+        self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        self.conn = None
+        # one writer per table: a second opener (here or in another process) would keep a RAM
+        # mirror of its own and the two would drift apart. The lock is a file of its own, as
+        # SQLite's POSIX locks on the database are dropped by closing any descriptor of it.
+        self.read_only = config.read_only
+        self._lock_fd = None
+        if self.read_only:
+            if not os.path.isfile(self.path):
+                raise BackendError(f"{self.path}: no database to open read-only")
+        else:
+            self._lock_fd = lock_exclusive(f"{self.path}-{self.table_name}.hslock",
+                                           f"table {self.table_name!r} of {self.path}")
+        try:
+            self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if not self.read_only:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.db = sqlite_utils.Database(self.conn)
+            self._create_or_check()
+            self._load()
+        except BaseException as e:
+            self.close()
+            if isinstance(e, sqlite3.Error):
+                raise BackendError(f"{self.path} is not a usable hybridsearch SQLite database: {e}") from None
+            raise
+
+    # ---------------------------------------------------------------- file
+    def _fingerprint(self) -> str:
+        return json.dumps(self.schema.fingerprint())
+
+    def _create_or_check(self) -> None:
+        db, t = self.db, self.table_name
+        meta = db[_META]
+        if t in db.table_names():
+            rows = list(meta.rows_where("name = ?", [t])) if _META in db.table_names() else []
+            if not rows:
+                raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
+            if rows[0]["fingerprint"] != self._fingerprint():
+                raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
+            return
+        if self.read_only:
+            raise BackendError(f"{self.path}: no table {t!r} to open read-only")
+        cols = {"id": str, "_seq": int}
+        cols.update({s.name: _SQL_TYPES[s.kind] for s in self.columns})
+        if self.extra:
+            cols["_extra"] = str
+        with self.conn:
+            self.conn.execute("BEGIN")
+            db[t].create(cols, pk="id")
+            for s in self.columns:
+                if s.kind in (Kind.KEYWORD, Kind.INT, Kind.FLOAT, Kind.BOOL):
+                    db[t].create_index([s.name])
+            db[t].create_index(["_seq"])
+            meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
+
+    def _row(self, doc, seq: Optional[int]) -> dict:
+        row = {"id": doc.id}
+        if seq is not None:
+            row["_seq"] = seq
+        for s in self.columns:
+            v = getattr(doc, s.name)
+            if v is not None and s.kind is Kind.VECTOR:
+                v = np.ascontiguousarray(v, dtype="<f4").tobytes()
+            elif isinstance(v, bool):
+                v = int(v)
+            row[s.name] = v
+        if self.extra:
+            row["_extra"] = doc.model_dump_json(include=set(self.extra))
+        return row
+
+    def _doc(self, row: dict):
+        data = {"id": row["id"]}
+        for s in self.columns:
+            v = row[s.name]
+            if v is not None and s.kind is Kind.VECTOR:
+                v = np.frombuffer(v, dtype="<f4")
+                if len(v) != s.dim:
+                    raise BackendError(f"{self.path}: vector of {row['id']!r} has {len(v)} dimensions, not {s.dim}")
+            elif s.kind is Kind.BOOL and v is not None:
+                v = bool(v)
+            data[s.name] = v
+        if self.extra:
+            data.update(json.loads(row["_extra"]))
+        return self.schema.model.model_validate(data)
+
+    def _load(self) -> None:
+        rows = self.db[self.table_name].rows_where(order_by="_seq")
+        try:
+            docs = [self._doc(r) for r in rows]
+        except (ValueError, TypeError, KeyError) as e:  # SchemaError and JSON errors are ValueErrors
+            raise BackendError(f"{self.path}: table {self.table_name!r} holds a row this schema cannot "
+                               f"read: {e}") from None
+        if docs:
+            self._apply_upsert(build_batch(self.schema, docs))
+        cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
+        self.next_seq = (cur[0] or 0) + 1
+
+    def _write(self, sql: str, rows: list) -> None:
+        """One transaction: committed (WAL) before the call returns; rolled back on any error,
+        which is raised as BackendError (disk full, a lock held by another program...)."""
+        if self.conn is None:
+            raise BackendError(f"{self.path}: the collection is closed")
+        try:
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.executemany(sql, rows)
+        except sqlite3.Error as e:
+            raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
+                               "the collection is unchanged") from None
+
+    # -------------------------------------------------------------- writes
+    def upsert(self, batch) -> None:
+        t = self.table_name
+        names = ["id", "_seq"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
+        updates = ", ".join(f'"{n}" = excluded."{n}"' for n in names if n not in ("id", "_seq"))
+        sql = (f'INSERT INTO "{t}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
+               f'VALUES ({", ".join("?" * len(names))}) '
+               f'ON CONFLICT(id) DO {"UPDATE SET " + updates if updates else "NOTHING"}')
+        rows = []
+        for i, doc in enumerate(batch.docs):
+            row = self._row(doc, self.next_seq + i)
+            rows.append([row[n] for n in names])
+        with self.lock.write():
+            self._write(sql, rows)
+            self.next_seq += len(rows)
+            self._apply_upsert(batch)
+
+    def delete(self, ids: list) -> int:
+        present = [i for i in ids if i in self.store.row_of]
+        if not present:
+            return 0
+        with self.lock.write():
+            self._write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
+            return self._apply_delete(present)
+
+    def update_fields(self, id: str, values: dict) -> None:
+        with self.lock.write():
+            change = self._updated_doc(id, values)
+            if not change:
+                return
+            slot, doc = change
+            row = self._row(doc, None)
+            names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
+            if names:
+                sets = ", ".join(f'"{n}" = ?' for n in names)
+                self._write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
+            self._apply_update(slot, values, doc)
+
+    # --------------------------------------------------------------- reads
+    def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
+        """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
+        SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then
+        answers from the RAM columns, which hold the same rows (tested equal)."""
+        where, params = to_sql(node)
+        sql = f'SELECT id FROM "{self.table_name}" WHERE {where} ORDER BY _seq'
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = params + [limit]
+        try:
+            return [r[0] for r in self.conn.execute(sql, params)]
+        except sqlite3.Error:
+            return None
+
+    def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
+        ids = None if node is None or self.prefilter == "columns" else self._sql_ids(node)
+        if ids is None:
+            return super()._prefilter_bits(node, vectors)
+        st = self.store
+        flags = np.zeros(-(-max(st.n, 1) // 64) * 64, dtype=bool)
+        row_of = st.row_of
+        flags[[row_of[i] for i in ids]] = True
+        bits = np.packbits(flags, bitorder="little").view("<u8")
+        if vectors:  # documents without a vector are never vector hits
+            has = super()._prefilter_bits(None, True)
+            if has is not None:
+                bits &= has
+        return bits
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        with self.lock.read():
+            st = self.store
+            if limit is not None:
+                limit = min(limit, st.n_live)
+            ids = self._sql_ids(node, limit)
+            if ids is None:
+                rows = st.rows_in_order(st.filter_bits(node), limit)
+                return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+            return ids, [st.docs[st.row_of[i]] for i in ids]
+
+    def close(self) -> None:
+        with self.lock.write():
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+            unlock(self._lock_fd)  # after the connection: its POSIX locks are not ours to drop
+            self._lock_fd = None

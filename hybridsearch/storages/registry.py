@@ -1,0 +1,66 @@
+"""Storage registry: names -> backend classes, imported lazily."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+from hybridsearch.errors import ConfigError, UnsupportedError
+
+# name -> "module:Class"; None marks a storage of the API contract that has not landed yet
+REGISTRY = {
+    "memory": "hybridsearch.storages.local.memory:MemoryStorage",
+    "hnsw": "hybridsearch.storages.local.hnsw:HnswStorage",
+    "sqlite": "hybridsearch.storages.local.sqlite.storage:SqliteStorage",
+    "hnswlib": "hybridsearch.storages.wrapped.hnswlib:HnswlibStorage",
+    "annlite": "hybridsearch.storages.wrapped.annlite.storage:AnnliteStorage",
+    "elasticsearch": "hybridsearch.storages.remote.elasticsearch.storage:ElasticsearchStorage",
+    "opensearch": "hybridsearch.storages.remote.elasticsearch.storage:OpenSearchStorage",
+    "vespa": "hybridsearch.storages.remote.vespa.storage:VespaStorage",
+}
+
+# third-party packages a storage imports: `available()` looks for them without importing
+# them, because importing is not free and some cannot share a process (below)
+REQUIRES = {"hnswlib": ("hnswlib",), "annlite": ("annlite",), "elasticsearch": ("elasticsearch",),
+            "opensearch": ("opensearchpy",), "vespa": ("requests",)}
+# annlite and hnswlib both register a pybind11 class named "Index": whichever is
+# imported second fails with ImportError, so one process can use only one of them
+CONFLICTS = {"annlite": ("hnswlib",), "hnswlib": ("annlite",)}
+
+
+def conflict(name: str):
+    """The already-loaded module that stops storage `name` from loading in this process, or None."""
+    for other in CONFLICTS.get(name, ()):
+        if other in sys.modules:
+            return other
+    return None
+
+
+def backend_class(name: str):
+    """The backend class of a storage name (ConfigError / UnsupportedError otherwise)."""
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown storage {name!r}; valid storages: {', '.join(REGISTRY)}")
+    target = REGISTRY[name]
+    if target is None:
+        raise UnsupportedError(f"storage {name!r} is part of the API but not implemented in this version")
+    module, cls = target.split(":")
+    blocker = conflict(name)
+    if blocker is not None:
+        raise UnsupportedError(
+            f"storage {name!r} cannot be loaded in a process that has already loaded {blocker!r} "
+            f"(both register a native class named 'Index'); use it in a separate process")
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ImportError as e:
+        raise UnsupportedError(f"storage {name!r} needs a package that is not installed: {e}") from None
+
+
+def available() -> list:
+    """Names of the storages usable in this install."""
+    out = []
+    for name, target in REGISTRY.items():
+        if target is None or conflict(name) is not None:
+            continue
+        if all(importlib.util.find_spec(pkg) is not None for pkg in REQUIRES.get(name, ())):
+            out.append(name)
+    return out

@@ -1,0 +1,1 @@
+"""Storages on search servers: Elasticsearch / OpenSearch and Vespa."""

@@ -1,0 +1,1 @@
+"""Elasticsearch and OpenSearch: storage and query compiler."""

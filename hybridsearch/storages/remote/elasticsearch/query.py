@@ -1,0 +1,110 @@
+"""Elasticsearch / OpenSearch query DSL from our schema and filter AST (pure functions, no I/O).
+
+Semantics kept from the other storages: a comparison is false where the field has
+no value, and a negation (`$ne`, `$nin`, `$not`) matches documents without one,
+which is exactly `bool.must_not` in the query DSL. Values are always JSON values
+inside the query body, never pasted into a query string or a URL.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from hybridsearch.document import Kind, Schema
+from hybridsearch.errors import ConfigError, FilterError
+from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
+
+ID_FIELD = "hs_id"     # the id as a keyword: `_id` allows no range queries
+SEQ_FIELD = "hs_seq"   # insertion sequence: filter-only results come in this order
+EXTRA_FIELD = "hs_extra"  # fields that are not indexed, as one JSON string
+PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value ($exists)
+META_KEY = "hybridsearch"
+
+_RANGE = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+_SCALARS = {Kind.KEYWORD: {"type": "keyword"}, Kind.INT: {"type": "long"}, Kind.FLOAT: {"type": "double"},
+            Kind.BOOL: {"type": "boolean"}}
+_INDEX_NAME_BAD = re.compile(r'[\\/*?"<>| ,#:A-Z]')
+
+
+def check_index_name(name) -> str:
+    """The index name if Elasticsearch/OpenSearch would accept it, else ConfigError (never sent as is)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"index must be a non-empty string, got {name!r}")
+    if (_INDEX_NAME_BAD.search(name) or name in (".", "..") or name[0] in "-_+."
+            or len(name.encode("utf-8")) > 255):
+        raise ConfigError(
+            f"index name {name!r} is not valid: lowercase, at most 255 bytes, not starting with - _ + or ., "
+            'without \\ / * ? " < > | space , # : (and never "." or "..")')
+    return name
+
+
+def fingerprint(schema: Schema, metric: str) -> str:
+    """What must match when an existing index is opened again."""
+    return json.dumps(schema.fingerprint() + [metric])
+
+
+def properties(schema: Schema, vector_mapping: dict) -> dict:
+    """Mapping properties: text -> text (standard analyzer), keyword, numerics, the vector field."""
+    props = {ID_FIELD: {"type": "keyword"}, SEQ_FIELD: {"type": "long"}, PRESENT_FIELD: {"type": "keyword"},
+             EXTRA_FIELD: {"type": "keyword", "index": False, "doc_values": False}}
+    for spec in schema.fields.values():
+        if spec.kind is Kind.TEXT:
+            props[spec.name] = {"type": "text", "analyzer": "standard"}
+        elif spec.kind in _SCALARS:
+            props[spec.name] = dict(_SCALARS[spec.kind])
+        elif spec.kind is Kind.VECTOR:
+            props[spec.name] = vector_mapping
+    return props
+
+
+_NOTHING = {"bool": {"must_not": [{"match_all": {}}]}}
+_LONG = 2.0 ** 63
+
+
+def _outside(spec, v) -> bool:
+    """Whether v lies beyond every value the field can hold (decided here: the engine would refuse it)."""
+    if not isinstance(v, float) or isinstance(v, bool):
+        return False
+    return math.isinf(v) or (spec is not None and spec.kind is Kind.INT and abs(v) >= _LONG)
+
+
+def _exists(field: str, schema: Schema) -> dict:
+    spec = schema.fields.get(field)
+    if spec is None or not spec.optional:
+        return {"match_all": {}}  # a required field always has a value
+    return {"term": {PRESENT_FIELD: field}}
+
+
+def _compare(node: Compare, schema: Schema) -> dict:
+    field, v = node.field, node.value
+    spec = schema.fields.get(field)
+    field = ID_FIELD if field == "id" else field
+    if _outside(spec, v):
+        holds = {"$eq": False, "$gt": v < 0, "$gte": v < 0, "$lt": v > 0, "$lte": v > 0}[node.op]
+        return _exists(node.field, schema) if holds else _NOTHING
+    if node.op == "$eq":
+        return {"term": {field: v}}
+    return {"range": {field: {_RANGE[node.op]: v}}}
+
+
+def to_query(node: Node, schema: Schema) -> dict:
+    """The filter as a query clause for a bool `filter` (no scoring)."""
+    if isinstance(node, MatchAll):
+        return {"match_all": {}}
+    if isinstance(node, Compare):
+        return _compare(node, schema)
+    if isinstance(node, In):
+        spec = schema.fields.get(node.field)
+        field = ID_FIELD if node.field == "id" else node.field
+        values = [v for v in node.values if not _outside(spec, v)]
+        return {"terms": {field: values}}
+    if isinstance(node, Exists):
+        return _exists(node.field, schema)
+    if isinstance(node, Not):
+        return {"bool": {"must_not": [to_query(node.child, schema)]}}
+    if isinstance(node, And):
+        return {"bool": {"filter": [to_query(c, schema) for c in node.children]}}
+    if isinstance(node, Or):
+        return {"bool": {"should": [to_query(c, schema) for c in node.children], "minimum_should_match": 1}}
+    raise FilterError(f"cannot compile {node!r} to a query")

@@ -1,0 +1,1 @@
+"""Vespa: storage, application package and YQL compiler."""

@@ -1,0 +1,179 @@
+"""Filter AST -> Vespa YQL, and the YQL of vector, text and hybrid queries (pure text).
+
+Values are always YQL literals written here: strings double-quoted with `\\` and `"`
+escaped (and control characters as \\uXXXX), integers plain within 32 bits and with the
+`L` suffix within 64 (Vespa's parser reads a plain integer as a Java int), floats from
+Python's repr, booleans as true / false. A comparison whose argument the attribute cannot
+hold exactly is rewritten to one it can (price > 2.5 on a long -> price >= 3; an integer
+no double equals, on a double -> the nearest double with the bound adjusted), so Vespa
+never rounds the argument; bounds beyond every stored value are decided here. Query text never enters the YQL: it travels as a request parameter
+that `userInput(@userq)` refers to. Field names come from the schema and are checked
+identifiers (vespa_app.check_name).
+
+Semantics kept: a comparison is false where the field has no value and a negation
+matches documents without one (Vespa's `!` over an attribute search does exactly
+that); `$exists` reads the `hs_present` array (required fields always exist).
+Vespa has no range comparison on strings: `$gt`/`$lt`... on a keyword field raise
+UnsupportedError naming the operator. Every negation is written `true and !(...)`
+because Vespa needs a positive term beside a negative one.
+"""
+from __future__ import annotations
+
+import math
+
+from hybridsearch.document import Kind, Schema
+from hybridsearch.errors import UnsupportedError
+from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
+from hybridsearch.storages.remote.vespa.app import ID_FIELD, PRESENT_FIELD
+
+_OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_INT32, _INT64 = 2 ** 31, 2 ** 63
+
+
+def string_literal(s: str) -> str:
+    """A YQL double-quoted string literal holding exactly s."""
+    out = []
+    for ch in s:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def number_literal(v) -> str:
+    """A YQL numeric literal. Vespa reads a plain integer as a 32-bit int (Integer.valueOf in
+    its YQL parser), so integers beyond that range carry the LONG_INT suffix `L`; integers
+    beyond 64 bits become doubles (the FLOAT token accepts Python's repr)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    v = int(v)
+    if -_INT32 <= v < _INT32:
+        return str(v)
+    return f"{v}L" if -_INT64 <= v < _INT64 else repr(float(v))
+
+
+class _Inexact(float):
+    """An integer argument of a double field that no double equals: the float value is the
+    nearest double, `exact` the integer (Vespa would compare against the rounded value)."""
+
+    def __new__(cls, exact: int):
+        obj = super().__new__(cls, float(exact))
+        obj.exact = exact
+        return obj
+
+    def rewrite(self, op: str) -> tuple:
+        """(op, double) selecting exactly the doubles x with `x op exact`: no double lies
+        strictly between `exact` and its nearest double, so the bound moves onto it."""
+        d = float(self)
+        if op == "$eq":
+            return None, None
+        if op in ("$gt", "$gte"):
+            return ("$gte", d) if d > self.exact else ("$gt", d)
+        return ("$lte", d) if d < self.exact else ("$lt", d)
+
+
+def _as_double(v: int):
+    """An integer argument of a double field: a float when the conversion is exact (or the
+    integer is beyond every double), else an _Inexact."""
+    try:
+        d = float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+    return d if d == v else _Inexact(v)
+
+
+def _on_integers(op: str, v: float) -> tuple:
+    """(op, int) on a long attribute meaning the same as `x op v` for a float v."""
+    if v == math.floor(v):
+        return op, int(v)
+    if op == "$eq":
+        return None, None
+    return ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
+
+
+class YqlFilter:
+    """Compiles filter ASTs of one schema to YQL conditions."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+
+    def _spec(self, field: str):
+        return self.schema.fields.get(field)
+
+    def _exists(self, field: str) -> str:
+        spec = self._spec(field)
+        if spec is None or not spec.optional:
+            return "true"
+        return f"{PRESENT_FIELD} contains {string_literal(field)}"
+
+    def _compare(self, node: Compare) -> str:
+        spec, v = self._spec(node.field), node.value
+        name = ID_FIELD if node.field == "id" else node.field
+        if isinstance(v, str):
+            if node.op != "$eq":
+                raise UnsupportedError(f"storage 'vespa' cannot express {node.op} on the string field "
+                                       f"{node.field!r}: YQL has no range comparison for strings")
+            return f"{name} contains {string_literal(v)}"
+        if isinstance(v, bool):
+            return f"{name} = {number_literal(v)}"
+        kind = spec.kind if spec is not None else None
+        if kind is Kind.FLOAT and not isinstance(v, float):
+            v = _as_double(v)
+        if (isinstance(v, float) and math.isinf(v)) or (kind is Kind.INT and not -_INT64 <= v < _INT64):
+            # beyond every stored value (long attributes are 64-bit): decided here, as YQL has
+            # no infinity literal and Vespa refuses integer literals beyond 64 bits
+            holds = {"$eq": False, "$gt": v < 0, "$gte": v < 0, "$lt": v > 0, "$lte": v > 0}[node.op]
+            return self._exists(node.field) if holds else "false"
+        op, v = node.op, v
+        if kind is Kind.INT and isinstance(v, float):
+            op, v = _on_integers(op, v)
+        elif kind is Kind.FLOAT and isinstance(v, _Inexact):
+            op, v = v.rewrite(op)
+        if op is None:
+            return "false"  # equality with a value no stored number can have
+        return f"{name} {_OPS[op]} {number_literal(v)}"
+
+    def compile(self, node: Node) -> str:
+        """The YQL condition meaning the same as `node`."""
+        if isinstance(node, MatchAll):
+            return "true"
+        if isinstance(node, Compare):
+            return self._compare(node)
+        if isinstance(node, In):
+            parts = [self._compare(Compare(node.field, "$eq", v)) for v in node.values]
+            parts = [p for p in parts if p != "false"]
+            if not parts:
+                return "false"
+            return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+        if isinstance(node, Exists):
+            return self._exists(node.field)
+        if isinstance(node, Not):
+            return f"(true and !({self.compile(node.child)}))"
+        if isinstance(node, (And, Or)):
+            if not node.children:
+                return "true" if isinstance(node, And) else "false"
+            joiner = " and " if isinstance(node, And) else " or "
+            return "(" + joiner.join(self.compile(c) for c in node.children) + ")"
+        raise UnsupportedError(f"storage 'vespa' cannot express the filter node {node!r}")
+
+
+def select(doctype: str, where: str, order_by_seq: bool = False) -> str:
+    """A full YQL statement over one document type (the `from <source>` form of the grammar)."""
+    yql = f"select * from {doctype} where {where}"
+    return yql + (" order by hs_seq asc" if order_by_seq else "")
+
+
+def nearest_neighbor(field: str, k: int, ef: int) -> str:
+    """The nearestNeighbor term: targetHits = k, ef - k more candidates explored in the graph."""
+    extra = max(0, ef - k)
+    return f"({{targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, q))"
+
+
+def user_input(grammar: str) -> str:
+    """The text term; the text itself is the request parameter `userq`."""
+    return f'({{grammar: {string_literal(grammar)}, defaultIndex: "default"}}userInput(@userq))'

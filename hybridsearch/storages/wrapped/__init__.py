@@ -1,0 +1,1 @@
+"""Storages over embedded third-party libraries: hnswlib, annlite."""

@@ -1,0 +1,1 @@
+"""The annlite storage and its filter compiler."""
