@@ -54,6 +54,14 @@ class DocumentArray:
         """Name of the storage in use."""
         return self._backend.name
 
+    def stats(self) -> dict:
+        """What the collection holds and how its storage is set up: "storage", "documents" and
+        the storage's options (credentials left out), plus what the storage can tell (for hnsw
+        the graph's nodes and bytes, the plan of this thread's last vector search; see
+        docs/storages/<name>.md). Meant for sizing and debugging; keys beyond the first two
+        differ between storages."""
+        return self._b().stats()
+
     def close(self) -> None:
         """Flushes and releases the storage; further use raises an error."""
         if not self._closed:

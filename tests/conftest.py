@@ -13,7 +13,7 @@ import hybridsearch as hs
 from tests.engines import STORAGE_KIND, engine, stop_started
 
 STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
-# annlite cannot share a process with hnswlib: tests/test_annlite_backend.py runs the
+# annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")

@@ -92,5 +92,10 @@ class Storage(ABC):
             "this storage has no lexical engine yet"
         )
 
+    def stats(self) -> dict:
+        """What this collection holds and how it is configured, for sizing and debugging
+        (DocumentArray.stats). Storages add their own keys to these."""
+        return {"storage": self.name, "documents": self.count(), **self.config.as_public_dict()}
+
     def close(self) -> None:
         """Releases resources; persistent storages flush here."""

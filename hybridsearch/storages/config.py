@@ -135,6 +135,10 @@ class StorageConfig:
         """The options as a plain dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    def as_public_dict(self) -> dict:
+        """The options without the secret ones (credentials), for stats and logs."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.metadata.get("secret")}
+
 
 @dataclasses.dataclass(frozen=True)
 class GraphConfig(StorageConfig):

@@ -29,7 +29,7 @@ from hybridsearch.engine import persist
 from hybridsearch.engine.persist import DocCodec, Journal, Snapshot, records
 from hybridsearch.engine.persist.codec import Corrupt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Item(hs.Document):
@@ -151,7 +151,7 @@ def no_fsync(monkeypatch):
 # --------------------------------------------------------------- round trips
 # vector elements whose norms stay inside the range every storage accepts (document.VECTOR_NORM_MIN/MAX)
 finite32 = (st.just(0.0) | st.floats(2 ** -46, 2.0 ** 46, width=32) | st.floats(-(2.0 ** 46), -(2 ** -46), width=32))
-# (a lone surrogate has no UTF-8 form and is refused at validation: tests/test_reliability.py)
+# (a lone surrogate has no UTF-8 form and is refused at validation: tests/contract/test_reliability.py)
 texts = st.text(max_size=20) | st.sampled_from(["", "\x00", "日本語", "\U0001F600", '"\\'])
 ids = st.text(min_size=1, max_size=12) | st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)
 

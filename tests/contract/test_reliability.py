@@ -21,7 +21,7 @@ import hybridsearch as hs
 from tests.conftest import STORAGES
 from tests.models import matches
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
 FILE_BACKED = [s for s in ("hnsw-path", "sqlite", "annlite") if s in STORAGES]
 
@@ -269,7 +269,7 @@ def test_a_second_writer_on_a_path_is_refused(file_storage, tmp_path):
         with pytest.raises(hs.BackendError, match="already open"):
             hs.DocumentArray(Item, storage=name, path=path)
     a.extend([item(2)])
-    code = ("import hybridsearch as hs, sys\nfrom tests.test_reliability import Item\n"
+    code = ("import hybridsearch as hs, sys\nfrom tests.contract.test_reliability import Item\n"
             f"try:\n    hs.DocumentArray(Item, storage={name!r}, path={str(path)!r})\n"
             "except hs.BackendError as e:\n    print('refused:', e)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -362,7 +362,7 @@ _DISK_FULL = """
 import resource, signal, sys
 import numpy as np
 import hybridsearch as hs
-from tests.test_reliability import Item, item
+from tests.contract.test_reliability import Item, item
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # writes past the limit fail with EFBIG instead
 name, path = sys.argv[1], sys.argv[2]
 da = hs.DocumentArray(Item, storage=name, path=path)

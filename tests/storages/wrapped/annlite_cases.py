@@ -1,5 +1,5 @@
 """storage="annlite" beyond the shared suite. Runs only in a child process that has not
-loaded hnswlib (tests/test_annlite_backend.py starts it); not collected by default."""
+loaded hnswlib (tests/storages/wrapped/test_annlite.py starts it); not collected by default."""
 import base64
 import json
 import os
@@ -169,7 +169,7 @@ def test_temporary_collection_is_removed_on_close():
 
 # ------------------------------------------------------------ all-or-nothing writes
 INTENT = "hybridsearch-annlite.intent.json"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Tagged(hs.Document):
@@ -325,7 +325,7 @@ _KILL_INSIDE = """
 import os, signal, sys
 import numpy as np
 sys.path.insert(0, {root!r})
-from tests.annlite_cases import open_da, items
+from tests.storages.wrapped.annlite_cases import open_da, items
 da = open_da({path!r})
 backend = da._backend
 real_delete = backend.index.delete
@@ -372,7 +372,7 @@ _CRASH_WRITER = """
 import json, random, sys
 import numpy as np
 sys.path.insert(0, {root!r})
-from tests.annlite_cases import open_da, crash_vector
+from tests.storages.wrapped.annlite_cases import open_da, crash_vector
 da = open_da({path!r})
 rng = random.Random({seed})
 pool = [f"k{{j}}" for j in range(12)]

@@ -1,4 +1,4 @@
-"""storage="annlite": the shared suite and tests/annlite_cases.py, in a child process.
+"""storage="annlite": the shared suite and tests/storages/wrapped/annlite_cases.py, in a child process.
 
 annlite and hnswlib both register a native class named "Index", so they cannot be
 imported into one process; this test process uses hnswlib, so annlite runs in a
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("annlite") is None,
                                 reason="annlite is not installed (pip install -e '.[test]' installs it)")
@@ -30,14 +30,14 @@ def _child_pytest(*args) -> str:
 
 
 def test_shared_suite_and_annlite_cases_in_a_child_process():
-    summary = _child_pytest("tests/test_array.py", "tests/test_filters.py", "tests/annlite_cases.py")
+    summary = _child_pytest("tests/contract/test_array.py", "tests/contract/test_filters.py", "tests/storages/wrapped/annlite_cases.py")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 70, summary  # the whole shared suite ran on annlite, not a handful
 
 
 def test_reliability_suite_on_annlite_in_a_child_process():
     # only the tests parametrised over storages: the others (hnsw, sqlite) run in this process
-    summary = _child_pytest("tests/test_reliability.py", "-k", "annlite")
+    summary = _child_pytest("tests/contract/test_reliability.py", "-k", "annlite")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 30, summary
 

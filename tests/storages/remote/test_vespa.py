@@ -24,8 +24,8 @@ from hybridsearch.query.filters import parse_filter
 from hybridsearch.storages.remote.vespa import app as A
 from hybridsearch.storages.remote.vespa.storage import doc_path
 from hybridsearch.storages.remote.vespa.yql import YqlFilter, string_literal
+from tests.contract.test_filters import BRANDS, CATS, doc_strategy, filters
 from tests.models import matches
-from tests.test_filters import BRANDS, CATS, doc_strategy, filters
 
 
 class Product(hs.Document):

@@ -348,10 +348,10 @@ def test_reopen_without_close_replays_the_log(tmp_path):
     X = clustered(500, seed=14)
     path = tmp_path / "col"
     # a process that writes and dies without close(): the log alone must carry every acknowledged write
-    code = ("import os\nfrom tests.test_hnsw import build, clustered\n"
+    code = ("import os\nfrom tests.storages.local.test_hnsw import build, clustered\n"
             f"da = build(clustered(500, seed=14), 'l2', path={str(path)!r})\n"
             "da.delete(['d3'])\nda.update('d4', bucket=77)\nos._exit(0)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     again = hs.DocumentArray(Item, storage="hnsw", metric="l2", path=path)
