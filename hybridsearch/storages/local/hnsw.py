@@ -301,6 +301,18 @@ class HnswStorage(ColumnarStorage):
         return self.store.exact_search(queries, limit, bits)
 
     # ------------------------------------------------------------ lifecycle
+    def stats(self) -> dict:
+        """Adds the graph: nodes, its bytes (links, and int8 codes when quantized), the float32
+        vector block's bytes, the quantization in use and this thread's last plan."""
+        with self.lock.read():
+            plan = self.last_plan()
+            return {**super().stats(), "quantization": self.quantization,
+                    "graph_nodes": self.graph.size if self.graph is not None else 0,
+                    "graph_bytes": self.graph.nbytes if self.graph is not None else 0,
+                    "vector_bytes": int(self.store.vectors.nbytes),
+                    "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
+                                                            "selectivity": plan.selectivity}}
+
     def memory_bytes(self) -> int:
         """Bytes of the graph plus the float32 vector block (documents not counted)."""
         g = self.graph.nbytes if self.graph is not None else 0

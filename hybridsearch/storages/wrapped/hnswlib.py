@@ -216,5 +216,12 @@ class HnswlibStorage(ColumnarStorage):
             return self._exact(queries, bits if bits is not None else self.store.vector_bits(None), k)
         return self._hits_of_rows(labels.astype(np.int64), self._scores(dists))
 
+    def stats(self) -> dict:
+        """Adds hnswlib's side: labels in its index (deleted ones are reused) and the
+        documents searchable through it."""
+        with self.lock.read():
+            elements = self.index.element_count if self.index is not None else 0
+            return {**super().stats(), "index_elements": int(elements), "indexed": int(self.n_indexed)}
+
     def close(self) -> None:
         self.index = None
