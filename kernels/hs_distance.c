@@ -148,7 +148,7 @@ __attribute__((target("avx2,fma"))) static float l2sq_avx2(const float *a,
     return s;
 }
 
-/* Four rows at once: four independent FMA chains hide the FMA latency. */
+/* q . c for int8 codes c: widened to float 8 (AVX2) / 16 (AVX-512) at a time. */
 __attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float *q,
                                                             const int8_t *c, int64_t d) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -168,6 +168,7 @@ __attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float *q,
     return s;
 }
 
+/* Four rows at once: four independent FMA chains hide the FMA latency. */
 #define HS_ROWS4_AVX2(NAME, BODY)                                                  \
     __attribute__((target("avx2,fma"))) static void NAME(                          \
         const float *X, int64_t d, const int64_t *rows, int64_t n, int64_t row0,   \

@@ -54,16 +54,23 @@ class Exists:
 
 @dataclass(frozen=True)
 class And:
+    """Every child matches ($and, and the fields of one filter dict); no children: everything."""
+
     children: tuple
 
 
 @dataclass(frozen=True)
 class Or:
+    """At least one child matches ($or); no children: nothing."""
+
     children: tuple
 
 
 @dataclass(frozen=True)
 class Not:
+    """The child does not match ($not, $ne, $nin); two-valued: a missing field does not match
+    the child, so it matches the negation."""
+
     child: Any
 
 
