@@ -18,7 +18,7 @@ from hybridsearch.errors import ConfigError, SchemaError
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import EF_MAX, SIZE_CAP, check_ef, check_fusion, check_size  # noqa: F401
 from hybridsearch.results import Results
-from hybridsearch.storages.registry import backend_class
+from hybridsearch.storages.registry import storage_class
 
 
 def _copy_loader(docs: list):
@@ -37,7 +37,7 @@ class DocumentArray:
         self._model = schema
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
-        cls = backend_class(storage)
+        cls = storage_class(storage)
         config = cls.Config.parse(storage, options)
         self._read_only = getattr(config, "read_only", False)
         self._backend = cls(self._schema, config)

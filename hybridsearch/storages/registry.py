@@ -36,8 +36,8 @@ def conflict(name: str):
     return None
 
 
-def backend_class(name: str):
-    """The backend class of a storage name (ConfigError / UnsupportedError otherwise)."""
+def storage_class(name: str):
+    """The Storage class of a storage name (ConfigError / UnsupportedError otherwise)."""
     if name not in REGISTRY:
         raise ConfigError(f"unknown storage {name!r}; valid storages: {', '.join(REGISTRY)}")
     target = REGISTRY[name]
