@@ -103,7 +103,7 @@ def main() -> None:
             bad()
         except hs.HybridSearchError as e:
             print(f"{type(e).__name__}: {e}")
-    print("still", len(da), "products; storages in this install:", hs.backends())
+    print(len(da), "products left; storages in this install:", hs.storages())
 
 
 if __name__ == "__main__":
