@@ -1,5 +1,42 @@
-"""Plain-Python reference models the suite checks the storages against."""
+"""Plain-Python reference models the suite checks the storages against, and the data and
+schemas several test files share.
+
+The models are written from API.md, not from the code they check: nothing here imports
+more of hybridsearch than its public names (for the shared Document classes).
+"""
+import math
+import re
+from typing import Optional
+
 import numpy as np
+import Stemmer
+
+import hybridsearch as hs
+
+
+class FilterItem(hs.Document):
+    """Every kind a filter can name, optional ones included (tests/contract/test_filters.py)."""
+
+    name: hs.Text = ""
+    category: hs.Keyword
+    brand: Optional[hs.Keyword] = None
+    price: int = 0
+    discount: Optional[int] = None
+    rating: float = 0.0
+    in_stock: bool = True
+    tags: list = []
+    vec: hs.Vector[2]
+
+
+class AnnliteItem(hs.Document):
+    """The annlite storage's own tests (tests/storages/wrapped/annlite_cases.py): SQL keywords as field names."""
+
+    title: hs.Text = ""
+    group: hs.Keyword = "a"          # an SQL keyword as a field name
+    order: Optional[int] = None      # another, and optional
+    price: float = 0.0
+    ok: bool = True
+    v: hs.Vector[8]
 
 
 def matches(doc: dict, flt: dict) -> bool:
@@ -79,3 +116,39 @@ def check_topk(got_ids, got_scores, ids, ref_scores, k, tol=1e-4):
     # nothing left out scores better than the worst returned one (beyond ties)
     kth = np.sort(ref_scores)[::-1][expected_n - 1]
     assert got_ref.min() >= kth - tol * max(1.0, abs(kth))
+
+
+def top_rows(X: np.ndarray, q: np.ndarray, metric: str, k: int, rows=None) -> np.ndarray:
+    """The rows (of `rows`, default all) holding the exact top-k for q, best first, ties to the lower row."""
+    rows = np.arange(len(X)) if rows is None else np.asarray(rows)
+    return rows[np.argsort(-exact_scores(X[rows], q, metric), kind="stable")[:k]]
+
+
+def clustered(n: int, d: int = 32, centres: int = 50, seed: int = 0, spread: float = 0.35, rng=None) -> np.ndarray:
+    """n float32 points around `centres` gaussian centres: data on which a graph index's recall means something."""
+    rng = np.random.default_rng(seed) if rng is None else rng
+    C = rng.standard_normal((centres, d)).astype(np.float32)
+    return (C[rng.integers(0, centres, n)] + spread * rng.standard_normal((n, d))).astype(np.float32)
+
+
+def same_value(a, b) -> bool:
+    """What reading back exactly means for unindexed values: equal, and of the same type at every
+    level (1 is not 1.0 nor True, 0.0 is not -0.0, key order of a dict counts)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if type(a) is dict:
+        return same_value(list(a.items()), list(b.items()))
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(map(same_value, a, b))
+    return a == b
+
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def english_tokens(text) -> list:
+    """The terms of an ASCII text as API.md describes the default analyzer: lowercased, split into
+    runs of letters and digits, each stemmed by Snowball's English stemmer (PyStemmer)."""
+    return _STEMMER.stemWords(re.findall(r"[a-z0-9]+", (text or "").lower()))

@@ -1,11 +1,11 @@
-"""Schema: field kinds, validation and errors (API.md sections 1 and 6)."""
+"""Schema: field kinds, validation and errors (API.md sections 1 and 6). How a Document class
+maps to field kinds (the Schema storages read) is checked in tests/engine/test_query.py."""
 from typing import Annotated, Optional
 
 import numpy as np
 import pytest
 
 import hybridsearch as hs
-from hybridsearch.document import Kind, schema_of
 
 
 class Product(hs.Document):
@@ -24,21 +24,6 @@ def make(**kw):
     base = dict(title="t", category="c", embedding=[1, 2, 3])
     base.update(kw)
     return Product(**base)
-
-
-def test_field_kinds_are_introspected():
-    s = schema_of(Product)
-    kinds = {n: f.kind for n, f in s.fields.items()}
-    assert kinds == {
-        "id": Kind.ID, "title": Kind.TEXT, "description": Kind.TEXT, "category": Kind.KEYWORD,
-        "brand": Kind.KEYWORD, "price": Kind.INT, "average_rating": Kind.FLOAT, "in_stock": Kind.BOOL,
-        "embedding": Kind.VECTOR, "meta": Kind.OTHER,
-    }
-    assert s.vector.name == "embedding" and s.vector.dim == 3
-    assert [t.name for t in s.texts] == ["title", "description"]
-    assert s.fields["description"].analyzer.stemmer is None
-    assert s.fields["title"].analyzer.stemmer == "english"
-    assert s.fields["brand"].optional and not s.fields["category"].optional
 
 
 def test_default_id_is_random_32_hex():

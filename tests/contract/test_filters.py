@@ -1,45 +1,19 @@
-"""The filter language: parsing/validation errors, and random filters on every storage
-checked against a plain-Python evaluator (tests/models.py)."""
-from typing import Optional
-
+"""The filter language: validation errors, and random filters on every storage checked
+against a plain-Python evaluator (tests/models.py). The parser's AST is checked in
+tests/engine/test_query.py."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.document import schema_of
-from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Not, Or, parse_filter
+from tests.models import FilterItem as Item
 from tests.models import matches
 
-
-class Item(hs.Document):
-    name: hs.Text = ""
-    category: hs.Keyword
-    brand: Optional[hs.Keyword] = None
-    price: int = 0
-    discount: Optional[int] = None
-    rating: float = 0.0
-    in_stock: bool = True
-    tags: list = []
-    vec: hs.Vector[2]
-
-
-S = schema_of(Item)
-
-
-def test_parse_shapes():
-    assert parse_filter({"category": "Books"}, S) == Compare("category", "$eq", "Books")
-    assert parse_filter({"price": {"$gte": 10, "$lt": 100}}, S) == And(
-        (Compare("price", "$gte", 10), Compare("price", "$lt", 100)))
-    assert parse_filter({"category": {"$in": ["A", "B"]}}, S) == In("category", ("A", "B"))
-    assert parse_filter({"$or": [{"price": {"$lt": 10}}, {"in_stock": False}]}, S) == Or(
-        (Compare("price", "$lt", 10), Compare("in_stock", "$eq", False)))
-    assert parse_filter({"$not": {"category": "Books"}}, S) == Not(Compare("category", "$eq", "Books"))
-    assert parse_filter({"name": {"$exists": True}}, S) == Exists("name")
-    assert parse_filter({"brand": {"$ne": "x"}}, S) == Not(Compare("brand", "$eq", "x"))
-    assert parse_filter({}, S) == MatchAll()
-    assert parse_filter({"id": {"$in": ["a"]}}, S) == In("id", ("a",))
+_FUZZ_DOCS = [Item(id=f"f{i}", category=["a", "Books", "c"][i % 3], brand=[None, "a"][i % 2], price=i - 3,
+                   in_stock=bool(i % 2), name=["", "x"][i % 2], vec=[1, i]).model_dump() for i in range(8)]
+_FUZZ_DA = hs.DocumentArray(Item)
+_FUZZ_DA.extend(_FUZZ_DOCS)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +42,7 @@ def test_parse_shapes():
 )
 def test_bad_filters_raise_filter_error(flt, fragment):
     with pytest.raises(hs.FilterError, match=fragment):
-        parse_filter(flt, S)
+        _FUZZ_DA.find(filter=flt, limit=None)
 
 
 def test_filter_error_comes_before_any_data_is_read(make_da):
@@ -168,19 +142,11 @@ json_like = st.recursive(
 @given(json_like)
 @settings(max_examples=500, deadline=None)
 def test_parser_never_fails_with_anything_but_filter_error(flt):
-    """Arbitrary JSON-like input: a valid AST or a FilterError, never another exception."""
+    """Arbitrary JSON-like input: a FilterError, or an answer with the reference semantics;
+    never another exception (that what parses is an AST node: tests/engine/test_query.py)."""
     try:
-        node = parse_filter(flt, S)
+        got = _FUZZ_DA.find(filter=flt, limit=None).ids
     except hs.FilterError:
         return
     assert flt is None or isinstance(flt, dict)
-    assert isinstance(node, (Compare, In, Exists, And, Or, Not, MatchAll))
-    # whatever parses also evaluates, with the reference semantics
-    got = _FUZZ_DA.find(filter=flt, limit=None).ids
     assert got == [d["id"] for d in _FUZZ_DOCS if matches(d, flt or {})]
-
-
-_FUZZ_DOCS = [Item(id=f"f{i}", category=["a", "Books", "c"][i % 3], brand=[None, "a"][i % 2], price=i - 3,
-                   in_stock=bool(i % 2), name=["", "x"][i % 2], vec=[1, i]).model_dump() for i in range(8)]
-_FUZZ_DA = hs.DocumentArray(Item)
-_FUZZ_DA.extend(_FUZZ_DOCS)

@@ -1,4 +1,7 @@
-"""find(text=...) and hybrid search against plain-Python models of best-fields BM25, score-sum and RRF."""
+"""find(text=...) and hybrid search against plain-Python models of best-fields BM25, score-sum and RRF.
+
+The models tokenize with tests/models.py's english_tokens (lowercase, ASCII words, Snowball English
+through PyStemmer), written apart from the engine's analyzer; the vocabulary here is ASCII."""
 import math
 
 import numpy as np
@@ -7,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.engine.analysis import analyzer_for
+from tests.models import english_tokens
 
 TEXT_STORAGES = ["memory", "hnsw"]
 K1, B = 1.2, 0.75
@@ -25,8 +28,7 @@ class Product(hs.Document):
 
 def bm25_field(docs, field, query_tokens):
     """BM25 of one field for every doc id (Lucene's formula with exact lengths)."""
-    an = analyzer_for(None)
-    toks = {i: an.tokens(getattr(d, field)) for i, d in docs.items()}
+    toks = {i: english_tokens(getattr(d, field)) for i, d in docs.items()}
     toks = {i: t for i, t in toks.items() if t}
     n = len(toks)
     out = {}
@@ -47,7 +49,7 @@ def bm25_field(docs, field, query_tokens):
 
 
 def best_fields(docs, text):
-    q = analyzer_for(None).tokens(text)
+    q = english_tokens(text)
     out = {}
     for field in ("title", "description"):
         for i, s in bm25_field(docs, field, q).items():

@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from tests.conftest import STORAGES
-from tests.models import matches
+from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = {"memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
 FILE_BACKED = [s for s in ("hnsw-path", "sqlite", "annlite") if s in STORAGES]
+EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
 @pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
@@ -128,8 +129,8 @@ def test_exact_json_values_read_back_exactly_also_after_reopening(make_da, embed
     for da in opened:
         for i, v in enumerate(values):
             got = da[f"d{i}"]
-            assert hs.document.same_value(got.meta, v) and hs.document.same_value(got.tags, [v]), (got, v)
-            assert hs.document.same_value(got.rating, 0.0) and got.title == "\x00 \U0001F600"
+            assert same_value(got.meta, v) and same_value(got.tags, [v]), (got, v)
+            assert same_value(got.rating, 0.0) and got.title == "\x00 \U0001F600"
         da.close()
 
 
@@ -232,8 +233,8 @@ def test_ef_is_bounded(make_da, embedded):
         da.find(vector=q, ef=10**9)
     with pytest.raises(hs.ConfigError, match="ef"):
         da.find_batched(vectors=[q], ef=2**64)
-    assert _peak_bytes(lambda: da.find(vector=q, ef=hs.array.EF_MAX, limit=5)) < 8 << 20
-    assert len(da.find(vector=q, ef=hs.array.EF_MAX, limit=50)) == 30
+    assert _peak_bytes(lambda: da.find(vector=q, ef=EF_MAX, limit=5)) < 8 << 20
+    assert len(da.find(vector=q, ef=EF_MAX, limit=50)) == 30
 
 
 # ------------------------------------------------------------ 6: extreme but allowed vectors
@@ -486,7 +487,7 @@ def _assert_reads_back(got, given: dict) -> None:
         elif k in ("meta", "tags"):
             if k == "tags" and isinstance(v, (set, frozenset, tuple)):
                 v = list(v)  # pydantic validates a set or tuple into the list field
-            assert hs.document.same_value(getattr(got, k), v), (k, getattr(got, k), v)
+            assert same_value(getattr(got, k), v), (k, getattr(got, k), v)
         else:
             assert getattr(got, k) == v, (k, getattr(got, k), v)
 

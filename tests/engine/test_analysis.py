@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
+# internal: the analyzer on its own (words, stems, memo) is the unit under test; find(text=...)
+# shows only its effect (tests/contract/test_lexical.py)
 from hybridsearch.document import schema_of
 from hybridsearch.engine import analysis
 from hybridsearch.engine.analysis import TextAnalyzer, analyzer_for
@@ -117,6 +119,7 @@ def test_analyzer_for_accepts_config_spec_or_none_and_caches():
 
 
 def test_memo_stems_each_word_once_and_stays_correct_when_full(monkeypatch):
+    # internal: a._memo (the word -> stem cache and its stemmer) is what this test is about
     a = TextAnalyzer()
     calls = []
 

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# internal: the native inverted index on its own (term ids, slots, bitsets, both search modes);
+# tests/contract/test_lexical.py checks the same BM25 through find(text=...)
 from hybridsearch._native import _kernels as K
 
 K1, B = 1.2, 0.75

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# internal: the kernels themselves, at every SIMD level (force_simd), with inputs no storage passes
 from hybridsearch._native import _kernels as K
 from tests.models import check_topk, exact_scores
 

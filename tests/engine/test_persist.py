@@ -24,8 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
+# internal: the durability layer on its own is the unit under test (its files, offsets and
+# crash points are not reachable through DocumentArray; tests/storages/local/test_hnsw.py
+# checks the same guarantees end to end through the hnsw storage)
 from hybridsearch.document import schema_of
-from hybridsearch.engine import persist
 from hybridsearch.engine.persist import DocCodec, Journal, Snapshot, records
 from hybridsearch.engine.persist.codec import Corrupt
 
@@ -41,21 +43,11 @@ class Item(hs.Document):
     emb: Optional[hs.Vector[3]] = None
 
 
-class Other(hs.Document):  # same field names as Item, one kind differs
-    title: hs.Text
-    tag: Optional[hs.Keyword] = None
+class Other(Item):  # same field names as Item, one kind differs
     count: float = 0.0
-    score: Optional[float] = None
-    flag: bool = False
-    emb: Optional[hs.Vector[3]] = None
 
 
-class Wide(hs.Document):  # Item with another vector dimension
-    title: hs.Text
-    tag: Optional[hs.Keyword] = None
-    count: int = 0
-    score: Optional[float] = None
-    flag: bool = False
+class Wide(Item):  # Item with another vector dimension
     emb: Optional[hs.Vector[4]] = None
 
 
@@ -330,41 +322,30 @@ def test_other_schema_is_refused(tmp_path):
         assert len(j.load()[1]) == 1
 
 
-def test_missing_and_misplaced_files(tmp_path):
+def test_a_file_where_the_folder_should_be(tmp_path):
     f = tmp_path / "afile"
     f.write_bytes(b"")
     with pytest.raises(hs.BackendError, match="afile"):
         Journal(f, SCHEMA)
 
-    d = tmp_path / "c"
-    with Journal(d, SCHEMA) as j:
-        j.log_upsert([item(1)])
-        j.snapshot(np.arange(1), np.arange(1), [item(1)], {})
-    (d / "log-0000000001.hsl").unlink()
-    with pytest.raises(hs.BackendError, match="log-0000000001.hsl"):
-        Journal(d, SCHEMA)
 
-    d = tmp_path / "e"
-    with Journal(d, SCHEMA) as j:
-        j.snapshot(np.arange(1), np.arange(1), [item(1)], {})
-    (d / "snap-0000000001.hss").unlink()
-    with pytest.raises(hs.BackendError, match="snap-0000000001.hss"):
-        Journal(d, SCHEMA)
-
-    d = tmp_path / "dirlog"
-    with Journal(d, SCHEMA) as j:
-        j.log_upsert([item(1)])
-    (d / "log-0000000000.hsl").unlink()
-    (d / "log-0000000000.hsl").mkdir()
-    with pytest.raises(hs.BackendError, match="log-0000000000.hsl"):
-        Journal(d, SCHEMA)
-
-    d = tmp_path / "m"
-    with Journal(d, SCHEMA) as j:
-        j.log_upsert([item(1)])
-    (d / "MANIFEST").unlink()  # data without a manifest is not silently replaced
-    with pytest.raises(hs.BackendError, match="MANIFEST"):
-        Journal(d, SCHEMA)
+@pytest.mark.parametrize("writes, victim, as_folder", [
+    ("log snapshot", "log-0000000001.hsl", False),
+    ("snapshot", "snap-0000000001.hss", False),
+    ("log", "log-0000000000.hsl", True),
+    ("log", "MANIFEST", False),  # data without a manifest is not silently replaced
+])
+def test_missing_and_misplaced_files(tmp_path, writes, victim, as_folder):
+    with Journal(tmp_path, SCHEMA) as j:
+        if "log" in writes:
+            j.log_upsert([item(1)])
+        if "snapshot" in writes:
+            j.snapshot(np.arange(1), np.arange(1), [item(1)], {})
+    (tmp_path / victim).unlink()
+    if as_folder:
+        (tmp_path / victim).mkdir()
+    with pytest.raises(hs.BackendError, match=victim):
+        Journal(tmp_path, SCHEMA)
 
 
 @pytest.mark.parametrize("victim", ["MANIFEST", "log-0000000001.hsl", "snap-0000000001.hss"])
@@ -633,7 +614,7 @@ def test_crash_at_every_step_of_a_snapshot(tmp_path, monkeypatch, after_call):
         finally:
             for name in real:
                 monkeypatch.setattr(os, name, real[name])
-        j._close_fds()  # the process is gone
+        j._close_fds()  # internal: the process is gone (no close(), which would write); frees the LOCK
         with Journal(d, SCHEMA) as j2:
             snap, ops = j2.load()
         assert _same_state(before, apply(snap, ops)), step
@@ -706,17 +687,8 @@ CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     import numpy as np
-    from typing import Optional
-    import hybridsearch as hs
     from hybridsearch.engine.persist import Journal
-
-    class Item(hs.Document):
-        title: hs.Text
-        tag: Optional[hs.Keyword] = None
-        count: int = 0
-        score: Optional[float] = None
-        flag: bool = False
-        emb: Optional[hs.Vector[3]] = None
+    from tests.engine.test_persist import Item
 
     def batch(b):
         return [Item(id=f"b{{b}}-{{i}}", title="x" * (b % 50) + str(i), count=b, score=i / 7,

@@ -2,7 +2,7 @@
 import threading
 import time
 
-from hybridsearch.engine.rwlock import RWLock
+from hybridsearch.engine.rwlock import RWLock  # internal: the lock on its own is the unit under test
 
 
 def test_readers_share_and_a_writer_is_alone():
@@ -67,6 +67,8 @@ def test_a_waiting_writer_blocks_new_readers_and_gets_in():
     w = threading.Thread(target=writer)
     w.start()
     deadline = time.monotonic() + 10
+    # internal: the lock does not say when a writer has started waiting, and the late reader
+    # must arrive after that moment (a sleep instead would make the test timing-dependent)
     while not lock._waiting_writers and time.monotonic() < deadline:
         time.sleep(0.001)
     r2 = threading.Thread(target=late_reader)

@@ -77,6 +77,7 @@ class HnswStorage(ColumnarStorage):
         self.text = TextIndex(schema)
         self.journal = None
         self._snapshot_bytes = 0
+        self.graph_writes = 0  # calls that changed the graph, for stats(); written under the write lock
         self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)
         if config.path is not None:
             try:
@@ -169,6 +170,7 @@ class HnswStorage(ColumnarStorage):
         extras = {}
         if self.graph is not None:
             self.graph.repair(st.vectors, self.threads)
+            self.graph_writes += 1
             extras["graph"] = self.graph.to_bytes()
         self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), [st.docs[s] for s in rows.tolist()],
                               extras)
@@ -185,6 +187,7 @@ class HnswStorage(ColumnarStorage):
     def _index_slots(self, slots: np.ndarray) -> None:
         if len(slots):
             self.graph.add(self.store.vectors, slots, self.threads)
+            self.graph_writes += 1
 
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
@@ -196,6 +199,7 @@ class HnswStorage(ColumnarStorage):
         if len(with_vec) != len(slots):
             gone = np.setdiff1d(slots, with_vec)
             self.graph.remove(self.store.vectors, gone, self.threads)
+            self.graph_writes += 1
         self._index_slots(with_vec)
 
     def _apply_delete(self, ids: list) -> int:
@@ -206,6 +210,7 @@ class HnswStorage(ColumnarStorage):
             self.text.remove(slots)
         if self.graph is not None and len(slots):
             self.graph.remove(st.vectors, slots, self.threads)
+            self.graph_writes += 1
         return n
 
     def _apply_update(self, slot: int, values: dict, doc) -> None:
@@ -219,6 +224,7 @@ class HnswStorage(ColumnarStorage):
                 self.graph.remove(self.store.vectors, one, self.threads)
             else:
                 self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
+            self.graph_writes += 1
 
     # A write is journaled (appended and fsynced) while holding only `self.writer`, which
     # serialises writers but not readers; the exclusive lock is taken just to apply it in RAM.
@@ -303,12 +309,21 @@ class HnswStorage(ColumnarStorage):
     # ------------------------------------------------------------ lifecycle
     def stats(self) -> dict:
         """Adds the graph: nodes, its bytes (links, and int8 codes when quantized), the float32
-        vector block's bytes, the quantization in use and this thread's last plan."""
+        vector block's bytes, the quantization in use and this thread's last plan; and
+        "graph_pending" (removed nodes whose neighbours' links are not repaired yet: a few
+        deletes wait for the next insert, a large one repairs at once), "graph_writes" (calls
+        that changed the graph since the collection was opened: inserts, removals, repairs;
+        a write of scalar fields makes none) and "slots" (column rows, live or free: a deleted
+        document's slot is reused by a later insert, so re-adding does not grow this)."""
         with self.lock.read():
             plan = self.last_plan()
+            graph = self.graph
             return {**super().stats(), "quantization": self.quantization,
-                    "graph_nodes": self.graph.size if self.graph is not None else 0,
-                    "graph_bytes": self.graph.nbytes if self.graph is not None else 0,
+                    "graph_nodes": graph.size if graph is not None else 0,
+                    "graph_bytes": graph.nbytes if graph is not None else 0,
+                    "graph_pending": graph.pending if graph is not None else 0,
+                    "graph_writes": self.graph_writes,
+                    "slots": int(self.store.n),
                     "vector_bytes": int(self.store.vectors.nbytes),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}

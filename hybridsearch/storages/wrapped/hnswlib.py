@@ -218,10 +218,15 @@ class HnswlibStorage(ColumnarStorage):
 
     def stats(self) -> dict:
         """Adds hnswlib's side: labels in its index (deleted ones are reused) and the
-        documents searchable through it."""
+        documents searchable through it; "index_capacity", the elements the index has room
+        for before it is resized (doubled), and "index_ef", the ef the index holds now (a
+        find with its own ef sets it for that search alone and puts the option's back)."""
         with self.lock.read():
-            elements = self.index.element_count if self.index is not None else 0
-            return {**super().stats(), "index_elements": int(elements), "indexed": int(self.n_indexed)}
+            index = self.index
+            return {**super().stats(), "index_elements": int(index.element_count) if index is not None else 0,
+                    "indexed": int(self.n_indexed),
+                    "index_capacity": int(index.get_max_elements()) if index is not None else 0,
+                    "index_ef": int(index.ef) if index is not None else None}
 
     def close(self) -> None:
         self.index = None

@@ -6,11 +6,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hybridsearch as hs
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Item(hs.Document):
@@ -91,10 +94,7 @@ def test_prefilter_by_sql_ids_equals_prefilter_by_columns(tmp_path):
     filters = [{"tag": "a"}, {"n": {"$lt": 20}}, {"$or": [{"ok": False}, {"price": {"$gte": 90}}]},
                {"tag": "x' OR 1=1 --"}, {"$not": {"tag": "a"}}, {"id": {"$in": ["i13", "i10", "i14"]}}]
     q = rng.standard_normal(4)
-    sql_calls = []
-    backend = by_sql._backend
-    real = backend._sql_ids
-    backend._sql_ids = lambda *a: sql_calls.append(1) or real(*a)
+    asked = by_sql.stats()["sql_filter_queries"]
     for f in filters:
         expected = set(by_cols.find(filter=f, limit=None).ids)
         for kw in ({"vector": q}, {"text": "red item"}, {"text": "red", "vector": q},
@@ -103,7 +103,7 @@ def test_prefilter_by_sql_ids_equals_prefilter_by_columns(tmp_path):
             assert a.ids == b.ids and np.allclose(a.scores, b.scores), (f, kw)
             assert set(a.ids) <= expected and len(a.ids) == min(7, len(expected)), (f, kw)
     # vector 1, text 1, hybrid 2 (its vector and its lexical side): every filtered search asked SQL
-    assert len(sql_calls) == 6 * len(filters)
+    assert by_sql.stats()["sql_filter_queries"] - asked == 6 * len(filters)
     with pytest.raises(hs.ConfigError, match="prefilter"):
         hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "x.db", prefilter="post")
 
@@ -134,13 +134,7 @@ def test_a_file_that_is_not_ours_is_a_backend_error(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, numpy as np, hybridsearch as hs
-    class Item(hs.Document):
-        title: hs.Text
-        tag: hs.Keyword = "a"
-        n: int = 0
-        price: float = 0.0
-        ok: bool = True
-        v: hs.Vector[4]
+    from tests.storages.local.test_sqlite import Item
     da = hs.DocumentArray(Item, storage="sqlite", path=sys.argv[1])
     rng = np.random.default_rng(0)
     for b in range(10**6):
@@ -153,7 +147,7 @@ def test_kill_9_during_extends_keeps_every_acknowledged_batch(tmp_path):
     path = tmp_path / "c.db"
     script = tmp_path / "w.py"
     script.write_text(_WRITER)
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True, env=env)
     acked, deadline = -1, time.time() + 60
     while acked < 15 and time.time() < deadline:

@@ -1,5 +1,11 @@
 """storage="annlite" beyond the shared suite. Runs only in a child process that has not
-loaded hnswlib (tests/storages/wrapped/test_annlite.py starts it); not collected by default."""
+loaded hnswlib (tests/storages/wrapped/test_annlite.py starts it); not collected by default.
+
+Through the public API: what AnnLite was built with is read from da.stats(); AnnLite failing
+(or the process dying) in the middle of a write is caused on the annlite.AnnLite class itself
+(the wrapped library's own methods), never on our objects. The storage called directly, below
+DocumentArray's validation, is tests/engine/annlite_storage_cases.py; its filter compiler is
+checked in tests/engine/test_query.py."""
 import base64
 import json
 import os
@@ -8,28 +14,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
-
+import annlite
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from hybridsearch.batch import build_batch
-from hybridsearch.document import schema_of
-from hybridsearch.query.filters import parse_filter
-from hybridsearch.storages.wrapped.annlite.filter import AnnliteFilter
+from tests.models import AnnliteItem as Item
 from tests.models import exact_scores, matches
-
-
-class Item(hs.Document):
-    title: hs.Text = ""
-    group: hs.Keyword = "a"          # an SQL keyword as a field name
-    order: Optional[int] = None      # another, and optional
-    price: float = 0.0
-    ok: bool = True
-    v: hs.Vector[8]
 
 
 def items(a, b, rng):
@@ -43,8 +36,8 @@ def open_da(path, **kw):
 
 def test_options_reach_annlite(tmp_path):
     da = open_da(tmp_path / "c", m=8, ef_construct=40, ef=33, metric="l2")
-    index = da._backend.index.vec_index(0)
-    assert (index.max_connection, index.ef_construction, index.ef_search) == (8, 40, 33)
+    stats = da.stats()
+    assert (stats["index_m"], stats["index_ef_construct"], stats["index_ef"]) == (8, 40, 33)
     with pytest.raises(hs.ConfigError, match="ef_construct"):
         open_da(tmp_path / "d", ef_construct=0)
     da.close()
@@ -116,14 +109,6 @@ def test_hnswlib_is_refused_in_this_process():
         hs.DocumentArray(Item, storage="hnswlib")
 
 
-def test_filter_dicts_are_parameterised():
-    flt = AnnliteFilter(schema_of(Item)).compile(
-        parse_filter({"$not": {"group": "x' OR 1=1 --"}, "order": {"$in": [1, 2]}}, schema_of(Item)))
-    text = json.dumps(flt)
-    assert "x' OR 1=1 --" in text  # the value is data inside the dict, never SQL text
-    assert flt == {"$and": [{"c_group": {"$neq": "x' OR 1=1 --"}}, {"c_order": {"$in": [1, 2]}}]}
-
-
 @given(seed=st.integers(0, 2**16), k=st.sampled_from([1, 5, 20]), metric=st.sampled_from(["cosine", "ip", "l2"]),
        flt=st.sampled_from([None, {"group": "a"}, {"order": {"$exists": False}}, {"$not": {"order": {"$gt": 10}}},
                             {"$or": [{"ok": False}, {"price": {"$lt": 2}}]}, {"group": "none"}]))
@@ -160,7 +145,7 @@ def test_text_search_is_unsupported_with_the_reason(tmp_path):
 
 def test_temporary_collection_is_removed_on_close():
     da = hs.DocumentArray(Item, storage="annlite")
-    path = da._backend.path
+    path = da.stats()["folder"]
     da.extend(items(0, 3, np.random.default_rng(0)))
     assert os.path.isdir(path)
     da.close()
@@ -182,27 +167,17 @@ def _state(da) -> list:
     return [d.model_dump_json() for d in da]
 
 
-def test_an_unserialisable_value_is_a_typed_error_and_changes_nothing(tmp_path):
-    path = tmp_path / "c"
+def tagged_abc(path):
+    """A Tagged collection of a, b, c (tags [0], [1], [2])."""
     da = hs.DocumentArray(Tagged, storage="annlite", path=path)
     da.extend([{"id": i, "tags": [n], "v": np.full(4, n + 1.0)} for n, i in enumerate("abc")])
+    return da
+
+
+def refused_and_nothing_changed(da, path, attempts) -> None:
+    """Each attempt raises SchemaError or BackendError and leaves a, b, c as tagged_abc wrote them;
+    then the handle still writes, and what it wrote is there after reopening."""
     before = _state(da)
-    backend = da._backend
-    good = Tagged(id="new", v=np.ones(4))
-    a = da["a"]
-    attempts = [  # the public API (DocumentArray refuses most of these itself) ...
-        lambda: da.update("a", tags=[object()]),
-        lambda: da.update("a", tags=[b"\xff"]),
-        lambda: da.extend([{"id": "new", "v": np.ones(4)}, {"id": "a", "tags": [object()], "v": np.ones(4)}]),
-        lambda: da.__setitem__("b", {"tags": [b"\xff"], "v": np.ones(4)}),
-        # ... and the storage on its own, with values that skipped validation
-        lambda: backend.update_fields("a", {"tags": [object()]}),
-        lambda: backend.update_fields("a", {"tags": [b"\xff"]}),
-        lambda: backend.update_fields("a", {"k": "\ud800"}),
-        lambda: backend.upsert(build_batch(schema_of(Tagged), [good, a.model_copy(update={"tags": [object()]})])),
-        lambda: backend.upsert(build_batch(schema_of(Tagged), [a.model_copy(update={"k": "x\udcff"}), good])),
-        lambda: backend.upsert(build_batch(schema_of(Tagged), [a.model_copy(update={"id": "b\ud800"})])),
-    ]
     for attempt in attempts:
         with pytest.raises(hs.HybridSearchError) as info:
             attempt()
@@ -217,29 +192,50 @@ def test_an_unserialisable_value_is_a_typed_error_and_changes_nothing(tmp_path):
     again.close()
 
 
+def test_an_unserialisable_value_is_a_typed_error_and_changes_nothing(tmp_path):
+    path = tmp_path / "c"
+    da = tagged_abc(path)
+    refused_and_nothing_changed(da, path, [  # DocumentArray refuses most of these itself
+        lambda: da.update("a", tags=[object()]),
+        lambda: da.update("a", tags=[b"\xff"]),
+        lambda: da.extend([{"id": "new", "v": np.ones(4)}, {"id": "a", "tags": [object()], "v": np.ones(4)}]),
+        lambda: da.__setitem__("b", {"tags": [b"\xff"], "v": np.ones(4)}),
+    ])
+
+
+def _fail(*a, **kw):
+    raise RuntimeError("simulated RocksDB error")
+
+
+def _annlite_fails_once(monkeypatch, name, first_ids=0):
+    """The next call of annlite.AnnLite.<name> (on any AnnLite object) applies itself to its first
+    `first_ids` ids only, then raises; later calls (the storage's undo, on the AnnLite it reopens)
+    work as usual."""
+    real, armed = getattr(annlite.AnnLite, name), [True]
+
+    def once(self, docs, *a, **kw):
+        if not armed:
+            return real(self, docs, *a, **kw)
+        armed.clear()
+        if first_ids:
+            real(self, docs[:first_ids])
+        _fail()
+    monkeypatch.setattr(annlite.AnnLite, name, once)
+
+
 def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
     rng = np.random.default_rng(3)
     path = tmp_path / "c"
     da = open_da(path)
     da.extend(items(0, 12, rng))
     before = _state(da)
-    backend = da._backend
-    real_delete = backend.index.delete
-
-    def delete_one_then_fail(ids, *a, **kw):
-        real_delete(ids[:1])
-        raise RuntimeError("simulated RocksDB error")
-
-    def fail(*a, **kw):
-        raise RuntimeError("simulated RocksDB error")
-
-    monkeypatch.setattr(backend.index, "delete", delete_one_then_fail)
+    _annlite_fails_once(monkeypatch, "delete", first_ids=1)
     with pytest.raises(hs.BackendError, match="simulated RocksDB error.*unchanged"):
         da.delete(["i1", "i2", "i3"])
     assert _state(da) == before and len(da) == 12
-    # the deletes of an upsert or update succeed, its insert fails (after an undo AnnLite is a new object)
+    # the deletes of an upsert or update succeed, its insert fails (the undo reopens AnnLite)
     for write in (lambda: da.update("i4", price=99.0), lambda: da.extend(items(3, 5, rng) + items(50, 52, rng))):
-        monkeypatch.setattr(backend.index, "index", fail)
+        _annlite_fails_once(monkeypatch, "index")
         with pytest.raises(hs.BackendError, match="unchanged"):
             write()
     assert _state(da) == before and da.find(filter={"price": {"$gt": 50}}).ids == []
@@ -251,15 +247,17 @@ def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
     again = open_da(path)
     assert _state(again) == before
     expected = [(d.model_copy(update={"order": -5}) if d.id == "i5" else d).model_dump_json() for d in again]
-    # the restore failing too: the handle refuses every call; reopening completes the write
-    monkeypatch.setattr(again._backend.index, "index", fail)
-    monkeypatch.setattr(again._backend, "_open_index", fail)
+    # the restore failing too (AnnLite neither inserts nor opens): the handle refuses every call;
+    # reopening completes the write
+    monkeypatch.setattr(annlite.AnnLite, "index", _fail)
+    monkeypatch.setattr(annlite.AnnLite, "__init__", _fail)
     with pytest.raises(hs.BackendError, match="restoring the collection failed too"):
         again.update("i5", order=-5)
     for call in (lambda: len(again), lambda: list(again), lambda: again.extend(items(60, 61, rng))):
         with pytest.raises(hs.BackendError, match="close and reopen"):
             call()
     again.close()
+    monkeypatch.undo()
     third = open_da(path)
     assert _state(third) == expected and not (path / INTENT).exists()
     third.close()
@@ -323,22 +321,22 @@ def test_a_damaged_intent_is_a_backend_error_naming_it(tmp_path, text):
 
 _KILL_INSIDE = """
 import os, signal, sys
+import annlite
 import numpy as np
 sys.path.insert(0, {root!r})
 from tests.storages.wrapped.annlite_cases import open_da, items
 da = open_da({path!r})
-backend = da._backend
-real_delete = backend.index.delete
+real_delete = annlite.AnnLite.delete
 def kill(*a, **kw):
     os.kill(os.getpid(), signal.SIGKILL)
-def delete_one_then_die(ids, *a, **kw):
-    real_delete(ids[:1])
+def delete_one_then_die(self, ids, *a, **kw):
+    real_delete(self, ids[:1])
     kill()
 if {where!r} == "insert":   # the deletes of an upsert are done, its insert is not
-    backend.index.index = kill
+    annlite.AnnLite.index = kill
     da.extend(items(2, 6, np.random.default_rng(7)) + items(20, 22, np.random.default_rng(7)))
 else:                       # one of three deletes is done
-    backend.index.delete = delete_one_then_die
+    annlite.AnnLite.delete = delete_one_then_die
     da.delete(["i1", "i4", "i7"])
 print("not killed")
 """

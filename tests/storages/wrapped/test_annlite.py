@@ -1,4 +1,5 @@
-"""storage="annlite": the shared suite and tests/storages/wrapped/annlite_cases.py, in a child process.
+"""storage="annlite": the shared suite, tests/storages/wrapped/annlite_cases.py and
+tests/engine/annlite_storage_cases.py, in a child process.
 
 annlite and hnswlib both register a native class named "Index", so they cannot be
 imported into one process; this test process uses hnswlib, so annlite runs in a
@@ -30,7 +31,8 @@ def _child_pytest(*args) -> str:
 
 
 def test_shared_suite_and_annlite_cases_in_a_child_process():
-    summary = _child_pytest("tests/contract/test_array.py", "tests/contract/test_filters.py", "tests/storages/wrapped/annlite_cases.py")
+    summary = _child_pytest("tests/contract/test_array.py", "tests/contract/test_filters.py",
+                            "tests/storages/wrapped/annlite_cases.py", "tests/engine/annlite_storage_cases.py")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 70, summary  # the whole shared suite ran on annlite, not a handful
 

@@ -1,11 +1,15 @@
-"""storage="hnswlib": recall against numpy brute force, deletes / re-adds, growth, filters."""
+"""storage="hnswlib": recall against numpy brute force, deletes / re-adds, growth, filters.
+
+Through the public API: the index's side (elements, capacity, current ef) is read from
+da.stats(); which hnswlib calls a write makes, and hnswlib failing, are observed and caused
+on the hnswlib.Index class itself (the wrapped library's own methods), never on our objects."""
 from typing import Optional
 
 import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.models import check_topk, exact_scores
+from tests.models import check_topk, clustered, exact_scores, top_rows
 
 hnswlib = pytest.importorskip("hnswlib")
 
@@ -25,9 +29,8 @@ def _schema(d, optional=False):
     return V
 
 
-def _clustered(rng, n, d, centers=50, spread=0.35):
-    c = rng.standard_normal((centers, d)).astype(np.float32)
-    return (c[rng.integers(0, centers, n)] + spread * rng.standard_normal((n, d))).astype(np.float32)
+def _clustered(rng, n, d, spread=0.35):
+    return clustered(n, d, spread=spread, rng=rng)
 
 
 def _fill(da, X, group=None, batch=1000, start=0, stop=None):
@@ -43,9 +46,7 @@ def _recall(got, ref):
 
 
 def _top_ids(X, q, metric, k, rows=None):
-    rows = np.arange(len(X)) if rows is None else np.asarray(rows)
-    s = exact_scores(X[rows], q, metric)
-    return [f"v{rows[j]}" for j in np.argsort(-s, kind="stable")[:k]]
+    return [f"v{r}" for r in top_rows(X, q, metric, k, rows)]
 
 
 @pytest.fixture
@@ -62,22 +63,19 @@ def arrays():
         da.close()
 
 
-class _Recorder:
-    """Wraps a backend's hnswlib index: records calls; `fail` makes knn_query raise for chosen rows."""
-
-    def __init__(self, index, fail=None):
-        self._index, self.calls, self.fail = index, [], fail
-
-    def __getattr__(self, name):
-        attr = getattr(self._index, name)
-        if name in ("add_items", "mark_deleted", "knn_query", "resize_index"):
-            def call(*args, **kwargs):
-                self.calls.append(name)
-                if name == "knn_query" and self.fail is not None and self.fail(args[0]):
-                    raise RuntimeError("Cannot return the results in a contiguous 2D array")
-                return attr(*args, **kwargs)
-            return call
-        return attr
+def _record_hnswlib_calls(monkeypatch, fail=None) -> list:
+    """From now on in this test, the names of the hnswlib.Index methods that change or search an
+    index, as they are called (the test's own collection holds the only index); `fail(queries)`
+    makes knn_query raise for chosen queries, as hnswlib does when it finds too few neighbours."""
+    calls = []
+    for name in ("add_items", "mark_deleted", "knn_query", "resize_index"):
+        def call(self, *args, _name=name, _real=getattr(hnswlib.Index, name), **kwargs):
+            calls.append(_name)
+            if _name == "knn_query" and fail is not None and fail(args[0]):
+                raise RuntimeError("Cannot return the results in a contiguous 2D array")
+            return _real(self, *args, **kwargs)
+        monkeypatch.setattr(hnswlib.Index, name, call)
+    return calls
 
 
 # ------------------------------------------------------------------ recall
@@ -138,7 +136,7 @@ def test_per_call_ef_raises_recall_and_is_restored(arrays, rng):
     Q = rng.standard_normal((60, 32)).astype(np.float32)
     hi = np.mean([_recall(da.find(vector=q, limit=10, ef=400).ids, _top_ids(X, q, "cosine", 10)) for q in Q])
     assert hi >= 0.98, hi
-    assert da._backend.index.ef == 10  # the option's ef is back for everyone else
+    assert da.stats()["index_ef"] == 10  # the option's ef is back for everyone else
 
 
 # ---------------------------------------------------- deletes and re-adds
@@ -150,11 +148,10 @@ def test_delete_then_readd_the_same_ids_is_findable(arrays, rng):
     assert da.delete([f"v{i}" for i in gone]) == len(gone)
     for i in gone[:50]:
         assert f"v{i}" not in da.find(vector=X[i], limit=10).ids
-    index = da._backend.index
-    assert index.element_count == 2000
+    assert da.stats()["index_elements"] == 2000
     da.extend([{"id": f"v{i}", "v": X[i]} for i in gone])
     # the freed slots (hnswlib labels marked deleted) were reused, not appended
-    assert index.element_count == 2000 and len(da) == 2000
+    assert da.stats()["index_elements"] == 2000 and len(da) == 2000
     found = [da.find(vector=X[i], limit=1).ids == [f"v{i}"] for i in gone]
     assert np.mean(found) >= 0.99, np.mean(found)
     # and a deleted label can be deleted again: it really was unmarked
@@ -169,7 +166,7 @@ def test_new_ids_in_freed_slots_are_findable_and_old_ones_are_not(arrays, rng):
     _fill(da, X)
     da.delete([f"v{i}" for i in range(300)])
     da.extend([{"id": f"n{i}", "v": y} for i, y in enumerate(Y)])
-    assert da._backend.index.element_count == 1000  # labels of the deleted documents reused
+    assert da.stats()["index_elements"] == 1000  # labels of the deleted documents reused
     assert np.mean([da.find(vector=y, limit=1).ids == [f"n{i}"] for i, y in enumerate(Y)]) >= 0.99
     for i in range(0, 300, 10):
         assert not any(h.startswith("v") and int(h[1:]) < 300 for h in da.find(vector=X[i], limit=10).ids)
@@ -189,21 +186,21 @@ def test_upsert_and_update_move_the_vector(arrays, rng):
     da.update("v6", v=far2)
     assert da.find(vector=far2, limit=1).ids == ["v6"]
     assert "v6" not in da.find(vector=X[6], limit=10).ids
-    assert len(da) == 1000 and da._backend.index.element_count == 1000
+    assert len(da) == 1000 and da.stats()["index_elements"] == 1000
 
 
-def test_non_vector_update_and_unchanged_upsert_leave_the_index_alone(arrays, rng):
+def test_non_vector_update_and_unchanged_upsert_leave_the_index_alone(arrays, rng, monkeypatch):
     X = _clustered(rng, 300, 8)
     da = arrays(_schema(8), **OPTS)
     _fill(da, X)
-    rec = da._backend.index = _Recorder(da._backend.index)
+    calls = _record_hnswlib_calls(monkeypatch)
     da.update("v3", group=7)
     da.extend([{"id": "v4", "v": X[4], "group": 9}])  # same vector, other fields
     da.update("v5", v=X[5])
-    assert rec.calls == []
+    assert calls == []
     assert da.find(vector=X[3], filter={"group": 7}, limit=1).ids == ["v3"]
     da.update("v5", v=X[6])
-    assert rec.calls == ["add_items"]
+    assert calls == ["add_items"]
 
 
 def test_optional_vectors_are_kept_out_of_the_index(arrays, rng):
@@ -233,7 +230,7 @@ def test_optional_vectors_are_kept_out_of_the_index(arrays, rng):
         else:
             del da[f"v{i}"]
             model.pop(f"v{i}", None)
-    assert da._backend.n_indexed == len(model)
+    assert da.stats()["indexed"] == len(model)
     ids = list(model)
     M = np.array([model[i] for i in ids])
     q = rng.standard_normal(8).astype(np.float32)
@@ -274,14 +271,14 @@ def test_filtered_search_with_deletes_and_few_matches(arrays, rng):
         check_topk(res.ids, res.scores, want, exact_scores(X[rows], q, "cosine"), 30)
 
 
-def test_failed_hnswlib_queries_fall_back_to_exact(arrays, rng):
+def test_failed_hnswlib_queries_fall_back_to_exact(arrays, rng, monkeypatch):
     X = _clustered(rng, 1000, 16)
     group = np.arange(1000) % 2
     da = arrays(_schema(16), metric="l2", **OPTS)
     _fill(da, X, group)
     Q = rng.standard_normal((20, 16)).astype(np.float32)
     Q[::4, 0] = 100.0  # these rows make the wrapped knn_query raise, as hnswlib does when short
-    rec = da._backend.index = _Recorder(da._backend.index, fail=lambda q: bool((np.atleast_2d(q)[:, 0] == 100).any()))
+    calls = _record_hnswlib_calls(monkeypatch, fail=lambda q: bool((np.atleast_2d(q)[:, 0] == 100).any()))
     for flt in (None, {"group": 1}):
         many = da.find_batched(Q, limit=10, filter=flt, threads=1)
         rows = np.arange(1000) if flt is None else np.flatnonzero(group == 1)
@@ -291,19 +288,19 @@ def test_failed_hnswlib_queries_fall_back_to_exact(arrays, rng):
                 check_topk(res.ids, res.scores, ids, exact_scores(X[rows], q, "l2"), 10)
             else:
                 assert len(res) == 10 and set(res.ids) <= set(ids)
-    assert rec.calls.count("knn_query") == 2 * (1 + 20)  # one batch call, then one per query
+    assert calls.count("knn_query") == 2 * (1 + 20)  # one batch call, then one per query
 
 
 # ------------------------------------------------------- growth and config
 def test_index_grows_past_its_initial_capacity(arrays, rng):
     X = _clustered(rng, 3000, 16)
     da = arrays(_schema(16), **OPTS)
-    index = da._backend.index
-    start = index.get_max_elements()
+    start = da.stats()["index_capacity"]
     _fill(da, X, batch=700, stop=2500)
     for i in range(2500, 3000):  # single appends across a boundary too
         da.append({"id": f"v{i}", "v": X[i]})
-    assert start < 3000 <= index.get_max_elements() and index.element_count == 3000
+    stats = da.stats()
+    assert start < 3000 <= stats["index_capacity"] and stats["index_elements"] == 3000
     assert len(da) == 3000
     found = np.mean([da.find(vector=X[i], limit=1).ids == [f"v{i}"] for i in range(0, 3000, 7)])
     assert found >= 0.99, found

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import threading
 from typing import Optional
 
 import numpy as np
@@ -73,6 +74,9 @@ class SqliteStorage(MemoryStorage):
         self.columns = [s for s in schema.fields.values() if s.kind in _SQL_TYPES and s.kind is not Kind.ID]
         self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
         self.conn = None
+        # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
+        self.sql_filter_queries = 0
+        self._count_lock = threading.Lock()
         # one writer per table: a second opener (here or in another process) would keep a RAM
         # mirror of its own and the two would drift apart. The lock is a file of its own, as
         # SQLite's POSIX locks on the database are dropped by closing any descriptor of it.
@@ -225,6 +229,8 @@ class SqliteStorage(MemoryStorage):
         """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
         SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then
         answers from the RAM columns, which hold the same rows (tested equal)."""
+        with self._count_lock:
+            self.sql_filter_queries += 1
         where, params = to_sql(node)
         sql = f'SELECT id FROM "{self.table_name}" WHERE {where} ORDER BY _seq'
         if limit is not None:
@@ -249,6 +255,13 @@ class SqliteStorage(MemoryStorage):
             if has is not None:
                 bits &= has
         return bits
+
+    def stats(self) -> dict:
+        """Adds "sql_filter_queries": how many SQL WHERE queries this handle has run to answer
+        filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
+        vector, text or hybrid search, two for a hybrid one)."""
+        with self._count_lock:
+            return {**super().stats(), "sql_filter_queries": self.sql_filter_queries}
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():

@@ -570,6 +570,17 @@ class AnnliteStorage(Storage):
                 results.append(self._ranked(hits, q, want))
         return results
 
+    def stats(self) -> dict:
+        """Adds "folder" (the collection's folder: a temporary one, removed on close, when
+        path=None) and what AnnLite's HNSW index was built with and searches with now:
+        "index_m" (its max_connection), "index_ef_construct", "index_ef" (the ef of the last
+        search, or the option's)."""
+        with self.lock:
+            self._usable()
+            index = self.index.vec_index(0)
+            return {**super().stats(), "folder": self.path, "index_m": int(index.max_connection),
+                    "index_ef_construct": int(index.ef_construction), "index_ef": int(index.ef_search)}
+
     def search_text(self, *args, **kwargs):
         raise UnsupportedError("text search is not available on storage 'annlite': AnnLite has no lexical "
                                "engine (use memory, hnsw or sqlite for text and hybrid search)")
