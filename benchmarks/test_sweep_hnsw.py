@@ -8,59 +8,48 @@ Each benchmark times one pass over the queries (one query per call, one thread);
 against exact ground truth (ties counted as found) is stored in `extra_info`.
 """
 import os
-import tempfile
 
-import numpy as np
 import pytest
 
-import hybridsearch as hs
-from hybridsearch.bench import datasets as D
-from hybridsearch.bench import metrics as M
+from hybridsearch.bench import vectors as V
+from hybridsearch.bench.adapters.anchors import cpu_count
+from hybridsearch.bench.adapters.base import GraphConfig
+from hybridsearch.bench.metrics import mean_recall
+from hybridsearch.bench.workloads.ann import adapter
 
 N = int(os.environ.get("HS_SWEEP_N", "20000"))
 NQ = int(os.environ.get("HS_SWEEP_QUERIES", "200"))
 STORAGES = os.environ.get("HS_SWEEP_STORAGES", "hnsw,hnswlib").split(",")
-_X, _Q = D.sift_like(N, NQ)
-_GT = D.ground_truth(_X, _Q, 10, "l2")
-_BUILT: dict = {}
-_TMP = tempfile.mkdtemp(prefix="hs-sweep-")
+BUILT: dict = {}  # (storage, m, ef_construct) -> the one index kept built
 
 
-class Item(hs.Document):
-    v: hs.Vector[128]
+@pytest.fixture(scope="module")
+def data():
+    X, Q = V.sift_like(N, NQ)
+    return X, Q, V.ground_truth(X, Q, 10, "l2")[0]
 
 
-def _index(storage, m, efc):
-    key = (storage, m, efc)
-    if key not in _BUILT:
-        for old in list(_BUILT):  # one index in memory at a time
-            _BUILT.pop(old).close()
-        opts = {"metric": "l2", "m": m, "ef_construct": efc, "ef": 64}
-        if storage == "annlite":
-            opts["path"] = os.path.join(_TMP, f"a-{m}-{efc}")
-        da = hs.DocumentArray(Item, storage=storage, **opts)
-        for a in range(0, N, 10000):
-            da.extend([{"id": str(i), "v": _X[i]} for i in range(a, min(N, a + 10000))])
-        _BUILT[key] = da
-    return _BUILT[key]
+def built(storage, m, efc, X, tmp):
+    if (storage, m, efc) not in BUILT:
+        for old in list(BUILT):  # one index in memory at a time
+            BUILT.pop(old).close()
+        a = adapter(storage, str(tmp), ef=64)
+        a.build_timed(X, None, "l2", GraphConfig(m, efc, cpu_count()))
+        BUILT[(storage, m, efc)] = a
+    return BUILT[(storage, m, efc)]
 
 
 @pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("m", [16, 32])
 @pytest.mark.parametrize("ef_construct", [64, 128, 256])
 @pytest.mark.parametrize("ef", [32, 64, 128, 256])
-def test_sweep(benchmark, storage, m, ef_construct, ef):
-    da = _index(storage, m, ef_construct)
-    found = [[int(i) for i in da.find(vector=q, limit=10, ef=ef).ids] for q in _Q]
-    scores = [-np.sqrt(((_X[f].astype(np.float64) - q) ** 2).sum(axis=1)) for q, f in zip(_Q, found)]
-    recall = float(np.mean([M.recall_at_k(f, gi, gs, 10, s) for f, gi, gs, s in zip(found, *_GT, scores)]))
+def test_sweep(benchmark, data, tmp_path_factory, storage, m, ef_construct, ef):
+    X, Q, gt = data
+    a = built(storage, m, ef_construct, X, tmp_path_factory.getbasetemp())
+    search, rows = a.searcher(10, ef), a.rows(Q)
+    recall = mean_recall(X, Q, [a.ids(search(q)) for q in rows], gt, "l2")[0]
     benchmark.group = f"{storage} m={m} efc={ef_construct}"
     benchmark.extra_info.update({"storage": storage, "m": m, "ef_construct": ef_construct, "ef": ef,
-                                 "recall": recall, "queries": len(_Q), "n": N})
-
-    def one_pass():
-        for q in _Q:
-            da.find(vector=q, limit=10, ef=ef)
-
-    benchmark.pedantic(one_pass, rounds=3, warmup_rounds=1)
+                                 "recall": recall, "queries": len(Q), "n": N})
+    benchmark.pedantic(lambda: [search(q) for q in rows], rounds=3, warmup_rounds=1)
     assert recall > 0.5  # a broken index would not be worth timing

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from hybridsearch.bench import datasets as D
+from hybridsearch.bench import corpora as C
 from hybridsearch.bench import report as R
-from hybridsearch.bench import workloads as W
+from hybridsearch.bench import vectors as V
+from hybridsearch.bench.adapters import remote
+from hybridsearch.bench.adapters.anchors import installed
+from hybridsearch.bench.child import in_child
+from hybridsearch.bench.machine import machine_facts
+from hybridsearch.bench.plots import plots
+from hybridsearch.bench.tables import markdown_table
+from hybridsearch.bench.workloads.ann import RAW_MODULES, group
+from hybridsearch.bench.workloads.ecommerce import add_overlaps, ecommerce, lexical_anchor
+from hybridsearch.bench.workloads.relevance import relevance
+from hybridsearch.bench.workloads.storage_tasks import storage_tasks
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 SIZES = {
     "quick": dict(ann_n=20000, ann_q=200, efs=[10, 20, 40, 80, 160], m=[16], efc=[100], six_n=10000, six_q=100,
                   eco_n=5000, eco_q=100, threads=[1, 2, 4], rel_q=300),
@@ -30,30 +36,6 @@ SIZES = {
                  six_n=100000, six_q=500, eco_n=50000, eco_q=500, threads=[1, 2, 4, 8], rel_q=1000),
 }
 ALL = ["memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "opensearch"]
-CLIENTS = {"elasticsearch": "elasticsearch", "opensearch": "opensearchpy"}  # storage -> client module
-
-
-def _engine(kind: str):
-    """(url, pid) of a search node answering on loopback, or (None, None)."""
-    url = os.environ.get({"es": "HS_ES_URL", "os": "HS_OS_URL"}[kind],
-                         {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250"}[kind])
-    try:
-        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=3) as r:
-            if r.status != 200:
-                return None, None
-    except OSError:
-        return None, None
-    pid = None
-    script = ROOT / "scripts" / "searchnode.sh"
-    if script.exists():
-        p = subprocess.run(["bash", str(script), "pid", kind], capture_output=True, text=True)
-        pid = int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip().isdigit() else None
-    return url, pid
-
-
-def _installed(module: str) -> bool:
-    import importlib.util
-    return importlib.util.find_spec(module) is not None
 
 
 def select_storages(storages: list, engines: dict, installed) -> tuple:
@@ -62,135 +44,128 @@ def select_storages(storages: list, engines: dict, installed) -> tuple:
     usable, skipped = [], []
     for s in storages:
         if s in engines and engines[s][0] is None:
-            skipped.append(f"{s}: no node answers (start one with scripts/searchnode.sh start "
-                           f"{'es' if s == 'elasticsearch' else 'os'})")
+            skipped.append(f"{s}: no node answers (start one with scripts/searchnode.sh start {remote.KIND[s]})")
         elif s in ("hnswlib", "annlite") and not installed(s):
             skipped.append(f"{s}: not installed")
-        elif s in engines and not installed(CLIENTS[s]):
-            skipped.append(f"{s}: a node answers but its Python client ({CLIENTS[s]}) is not installed: "
+        elif s in engines and not installed(remote.CLIENT[s]):
+            skipped.append(f"{s}: a node answers but its Python client ({remote.CLIENT[s]}) is not installed: "
                            f'pip install -e ".[{s}]"')
         else:
             usable.append(s)
     return usable, skipped
 
 
+def _rows(result, name: str) -> list:
+    """A child's rows (a list), or its error as one row."""
+    return result if isinstance(result, list) else [dict(result, storage=name)]
+
+
+def _ann(results: dict, size: dict, usable: list, mode: str, cache, tmp: str, progress) -> None:
+    X, Q = V.sift_like(size["ann_n"], size["ann_q"])
+    gt, _ = V.ground_truth(X, Q, 10, "l2", cache)
+    results["ann_data"] = (f"sift-like: {len(X):,} clustered 128-d vectors, {len(Q)} queries, l2, exact ground "
+                           "truth by our exact kernel (ties counted as found)")
+    anchors = [a for a, mod in RAW_MODULES.items() if installed(mod)]
+    results["skipped"] += [f"{a}: not installed" for a, mod in RAW_MODULES.items() if not installed(mod)]
+    # ours and the anchors in one process, timed round-robin; annlite (which cannot share a
+    # process with hnswlib) in its own
+    together = [s for s in ("hnsw", "hnswlib") if s in usable] + anchors
+    combos = [(m, efc) for m in size["m"] for efc in size["efc"]]
+    task = progress.add_task("recall vs QPS", total=len(combos) + ("annlite" in usable))
+    results["ann"] = []
+    for m, efc in combos:
+        results["ann"] += _rows(in_child(group, together, X, Q, gt, m, efc, size["efs"], "l2", tmp), "+".join(together))
+        progress.advance(task)
+    if "annlite" in usable:
+        m, efc = combos[0]
+        results["ann"] += _rows(in_child(group, ["annlite"], X, Q, gt, m, efc, size["efs"], "l2", tmp), "annlite")
+        progress.advance(task)
+    fashion = V.fashion_mnist() if mode == "full" else None
+    if fashion is not None:  # a real ANN set: 60,000 train images as the base, 1,000 test images as queries
+        FX, FQ = fashion[0], fashion[1][:1000]
+        fgt, _ = V.ground_truth(FX, FQ, 10, "l2", cache)
+        results["ann_data"] += "; Fashion-MNIST rows: 60,000 x 784 (l2), 1,000 test queries"
+        names = [x for x in ("hnsw", "hnswlib") if x in usable] + anchors
+        for row in _rows(in_child(group, names, FX, FQ, fgt, 16, 100, size["efs"], "l2", tmp), "ann"):
+            results["ann"].append(dict(row, storage=f"{row['storage']} (fashion-mnist)"))
+    elif mode == "full":
+        results["skipped"].append("Fashion-MNIST: apt-get install dataset-fashion-mnist")
+
+
+def _six_tasks(results: dict, size: dict, usable: list, remote_opts: dict, cache, tmp: str, progress) -> None:
+    X, Q = V.sift_like(size["six_n"], size["six_q"], seed=1)
+    gt, _ = V.ground_truth(X, Q, 10, "l2", cache)
+    results["six_tasks_data"] = (f"{len(X):,} documents (128-d vector, two int columns), l2, m=16, "
+                                 "ef_construct=100, ef=64; 500 reads / updates / deletes by id, 50 filters, "
+                                 f"{len(Q)} vector queries; median per-call latency")
+    task = progress.add_task("six tasks", total=len(usable))
+    results["six_tasks"] = []
+    for s in usable:
+        opts = {"m": 16, "ef_construct": 100, "ef": 64, **remote_opts.get(s, {})}
+        results["six_tasks"].append(dict(in_child(storage_tasks, s, X, Q, gt, "l2", opts, tmp), storage=s))
+        progress.advance(task)
+
+
+def _ecommerce(results: dict, size: dict, usable: list, engines: dict, remote_opts: dict, tmp: str, progress):
+    prod = C.products(size["eco_n"], size["eco_q"])
+    results["ecommerce_data"] = (f"{len(prod.docs):,} products (title 11 words, description 40, 20 categories, "
+                                 f"Zipfian 30k-word vocabulary), {prod.query_vectors.shape[1]}-d embeddings "
+                                 f"({prod.embedder}), {len(prod.queries)} queries = 8 consecutive words of sampled "
+                                 f"titles; filter: one category; k=10; threads {size['threads']}. The bm25s and "
+                                 "tantivy anchors index title + description as one field (their usual setup), "
+                                 "so their overlap with our best-field BM25 is low by design")
+    rows = [s for s in usable if s != "hnswlib"]
+    anchors = [a for a in ("bm25s", "tantivy") if installed(a)]
+    task = progress.add_task("e-commerce", total=len(rows) + len(anchors))
+    results["ecommerce"] = []
+    for s in rows:
+        opts = {"m": 16, "ef_construct": 100, "ef": 100, **remote_opts.get(s, {})}
+        pid = engines[s][1] if s in engines else None
+        results["ecommerce"].append(dict(in_child(ecommerce, s, prod, size["threads"], opts, tmp, pid), storage=s))
+        progress.advance(task)
+    for a in anchors:
+        results["ecommerce"].append(dict(in_child(lexical_anchor, a, prod, size["threads"]), storage=a))
+        progress.advance(task)
+    add_overlaps(results["ecommerce"])
+
+
+def _relevance(results: dict, size: dict, usable: list, remote_opts: dict, data, tmp: str, progress) -> None:
+    rel = C.nave_kjv(size["rel_q"], data)
+    if rel is None:
+        results["skipped"].append("relevance: nave-kjv not found (benchmarks/data/nave-kjv or --data)")
+        return
+    results["relevance_data"] = (f"nave-kjv: {len(rel.corpus):,} KJV verses, {len(rel.queries)} sampled "
+                                 "Nave's topics with qrels; lexical search, top 100")
+    rows = [s for s in usable if s in ("memory", "sqlite", "elasticsearch", "opensearch")]
+    rows += ["bm25s"] if installed("bm25s") else []
+    task = progress.add_task("relevance", total=len(rows))
+    results["relevance"] = []
+    for s in rows:
+        results["relevance"].append(dict(in_child(relevance, s, rel, remote_opts.get(s, {}), tmp), storage=s))
+        progress.advance(task)
+
+
 def run(args) -> dict:
+    """Every workload of the harness at the chosen size -> the results dict report.write takes."""
     from rich.console import Console
     from rich.progress import Progress
-    console = Console()
     mode = args.size or ("quick" if args.quick else "full")
     size = SIZES[mode]
     storages = args.storages.split(",") if args.storages else list(ALL)
-    results = {"mode": mode, "machine": R.machine_facts(), "skipped": [],
-               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    engines = {"elasticsearch": _engine("es"), "opensearch": _engine("os")}
-    usable, skipped = select_storages(storages, engines, _installed)
+    results = {"mode": mode, "machine": machine_facts(), "skipped": [], "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    engines = {s: remote.find_node(s) for s in remote.REMOTE}
+    usable, skipped = select_storages(storages, engines, installed)
     results["skipped"] += skipped
     remote_opts = {s: {"hosts": engines[s][0]} for s in engines if engines[s][0]}
     tmp = tempfile.mkdtemp(prefix="hs-bench-")
-    cache = D.cache_dir(args.cache)
-    with Progress(console=console) as progress:
-        # recall vs QPS
-        X, Q = D.sift_like(size["ann_n"], size["ann_q"])
-        gt_ids, gt_scores = D.ground_truth(X, Q, 10, "l2", cache)
-        results["ann_data"] = (f"sift-like: {len(X):,} clustered 128-d vectors, {len(Q)} queries, l2, exact ground "
-                               "truth by our exact kernel (ties counted as found)")
-        ann_rows = [s for s in ("hnsw", "hnswlib", "annlite") if s in usable]
-        anchors = [a for a, mod in (("hnswlib-raw", "hnswlib"), ("faiss-raw", "faiss")) if _installed(mod)]
-        results["skipped"] += [f"{a}: not installed" for a, mod in (("hnswlib-raw", "hnswlib"), ("faiss-raw", "faiss"))
-                               if not _installed(mod)]
-        # ours and the anchors in one process, timed round-robin; annlite (which cannot share a
-        # process with hnswlib) in its own
-        together = [s for s in ann_rows if s != "annlite"] + anchors
-        combos = [(m, efc) for m in size["m"] for efc in size["efc"]]
-        task = progress.add_task("recall vs QPS", total=len(combos) + ("annlite" in ann_rows))
-        results["ann"] = []
-        for m, efc in combos:
-            rows = W.in_child(W.ann_group, together, X, Q, gt_ids, gt_scores, m, efc, size["efs"], "l2", tmp)
-            results["ann"] += rows if isinstance(rows, list) else [dict(rows, storage="+".join(together))]
-            progress.advance(task)
-        if "annlite" in ann_rows:
-            m, efc = combos[0]
-            rows = W.in_child(W.ann_group, ["annlite"], X, Q, gt_ids, gt_scores, m, efc, size["efs"], "l2", tmp)
-            results["ann"] += rows if isinstance(rows, list) else [dict(rows, storage="annlite")]
-            progress.advance(task)
-        fashion = D.fashion_mnist() if mode == "full" else None
-        if fashion is not None:  # a real ANN set: 60,000 train images as the base, 1,000 test images as queries
-            FX, FQ = fashion[0], fashion[1][:1000]
-            fgi, fgs = D.ground_truth(FX, FQ, 10, "l2", cache)
-            results["ann_data"] += "; Fashion-MNIST rows: 60,000 x 784 (l2), 1,000 test queries"
-            rows = W.in_child(W.ann_group, [x for x in ("hnsw", "hnswlib") if x in usable] + anchors,
-                              FX, FQ, fgi, fgs, 16, 100, size["efs"], "l2", tmp)
-            for row in (rows if isinstance(rows, list) else [rows]):
-                row["storage"] = f"{row.get('storage', 'ann')} (fashion-mnist)"
-                results["ann"].append(row)
-        elif mode == "full":
-            results["skipped"].append("Fashion-MNIST: apt-get install dataset-fashion-mnist")
-        # six tasks
-        X6, Q6 = D.sift_like(size["six_n"], size["six_q"], seed=1)
-        g6i, g6s = D.ground_truth(X6, Q6, 10, "l2", cache)
-        results["six_tasks_data"] = (f"{len(X6):,} documents (128-d vector, two int columns), l2, m=16, "
-                                     "ef_construct=100, ef=64; 500 reads / updates / deletes by id, 50 filters, "
-                                     f"{len(Q6)} vector queries; median per-call latency")
-        task = progress.add_task("six tasks", total=len(usable))
-        results["six_tasks"] = []
-        for s in usable:
-            opts = {"m": 16, "ef_construct": 100, "ef": 64, **remote_opts.get(s, {})}
-            row = W.in_child(W.six_tasks, s, X6, Q6, g6i, g6s, opts, tmp)
-            row.setdefault("storage", s)
-            results["six_tasks"].append(row)
-            progress.advance(task)
-        # e-commerce
-        prod = D.products(size["eco_n"], size["eco_q"])
-        results["ecommerce_data"] = (f"{len(prod.docs):,} products (title 11 words, description 40, 20 categories, "
-                                     f"Zipfian 30k-word vocabulary), {prod.query_vectors.shape[1]}-d embeddings "
-                                     f"({prod.embedder}), {len(prod.queries)} queries = first 8 words of sampled "
-                                     f"titles; filter: one category; k=10; threads {size['threads']}. The bm25s and "
-                                     "tantivy anchors index title + description as one field (their usual setup), "
-                                     "so their overlap with our best-field BM25 is low by design")
-        eco_rows = [s for s in usable if s != "hnswlib"]
-        lex_anchors = [a for a in ("bm25s", "tantivy") if _installed(a)]
-        task = progress.add_task("e-commerce", total=len(eco_rows) + len(lex_anchors))
-        results["ecommerce"] = []
-        for s in eco_rows:
-            opts = {"m": 16, "ef_construct": 100, "ef": 100, **remote_opts.get(s, {})}
-            pid = engines[s][1] if s in engines else None
-            row = W.in_child(W.ecommerce, s, prod, size["threads"], opts, tmp, pid)
-            row.setdefault("storage", s)
-            results["ecommerce"].append(row)
-            progress.advance(task)
-        for a in lex_anchors:
-            row = W.in_child(W.lexical_anchor, a, prod, size["threads"])
-            row.setdefault("storage", a)
-            results["ecommerce"].append(row)
-            progress.advance(task)
-        R.add_overlaps(results["ecommerce"])
-        # relevance
-        rel = D.nave_kjv(size["rel_q"], args.data)
-        if rel is None:
-            results["skipped"].append("relevance: nave-kjv not found (benchmarks/data/nave-kjv or --data)")
-        else:
-            results["relevance_data"] = (f"nave-kjv: {len(rel.corpus):,} KJV verses, {len(rel.queries)} sampled "
-                                         "Nave's topics with qrels; lexical search, top 100")
-            rel_rows = [s for s in usable if s in ("memory", "sqlite", "elasticsearch", "opensearch")]
-            task = progress.add_task("relevance", total=len(rel_rows) + 1)
-            results["relevance"] = []
-            for s in rel_rows:
-                row = W.in_child(W.relevance, s, rel, remote_opts.get(s, {}), tmp)
-                row.setdefault("storage", s)
-                results["relevance"].append(row)
-                progress.advance(task)
-            if _installed("bm25s"):
-                results["relevance"].append(W.in_child(W.relevance_bm25s, rel))
-            progress.advance(task)
+    cache = V.cache_dir(args.cache)
+    with Progress(console=Console()) as progress:
+        _ann(results, size, usable, mode, cache, tmp, progress)
+        _six_tasks(results, size, usable, remote_opts, cache, tmp, progress)
+        _ecommerce(results, size, usable, engines, remote_opts, tmp, progress)
+        _relevance(results, size, usable, remote_opts, args.data, tmp, progress)
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     return results
-
-
-def print_key_tables(results: dict) -> None:
-    """The run's headline tables on the terminal."""
-    md = R.markdown(results)
-    print(md)
 
 
 def sweep_report(path: str, out: Path) -> None:
@@ -203,25 +178,20 @@ def sweep_report(path: str, out: Path) -> None:
             continue
         key = (info.get("storage", b["group"] or b["name"]), info.get("m"), info.get("ef_construct"))
         qps = info.get("queries", 1) / b["stats"]["median"]
-        rows.setdefault(key, []).append({"ef": info.get("ef"), "recall": info["recall"], "qps": qps,
-                                         "p99_ms": float("nan")})
-    ann = [{"storage": k[0], "m": k[1], "ef_construct": k[2], "build_s": float("nan"),
-            "points": sorted(v, key=lambda p: p["ef"])} for k, v in sorted(rows.items(), key=str)]
+        rows.setdefault(key, []).append({"ef": info.get("ef"), "recall": info["recall"], "qps": qps})
+    ann = [{"storage": k[0], "m": k[1], "ef_construct": k[2], "points": sorted(v, key=lambda p: p["ef"])}
+           for k, v in sorted(rows.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0, kv[0][2] or 0))]
     out.mkdir(parents=True, exist_ok=True)
-    results = {"mode": "pytest-benchmark sweep", "machine": data.get("machine_info") and {
-        "cpu": data["machine_info"].get("cpu", {}).get("brand_raw", "?"), "cores": data["machine_info"].get("cpu", {}).get("count"),
-        "python": data["machine_info"].get("python_version"), "versions": {}} or R.machine_facts(),
-        "ann": ann, "ann_data": f"from {path}"}
-    R.plots(results, out)
-    lines = ["| storage | m | ef_construct | ef | recall@10 | QPS |", "| --- | --- | --- | --- | --- | --- |"]
-    for r in ann:
-        for p in r["points"]:
-            lines.append(f"| {r['storage']} | {r['m']} | {r['ef_construct']} | {p['ef']} | {p['recall']:.3f} | {p['qps']:,.0f} |")
+    plots({"ann": ann}, out)
+    lines = markdown_table(["storage", "m", "ef_construct", "ef", "recall@10", "QPS"],
+                           [[r["storage"], r["m"], r["ef_construct"], p["ef"], f"{p['recall']:.3f}", f"{p['qps']:,.0f}"]
+                            for r in ann for p in r["points"]])
     (out / "sweep.md").write_text("\n".join(lines) + "\n\n![recall vs QPS](recall_vs_qps.png)\n")
     print("\n".join(lines))
 
 
 def main(argv=None) -> int:
+    """The command line: `bench [options]` or `bench sweep-report JSON --out DIR`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "bench":
         print("usage: hybridsearch bench [--quick] --out DIR | hybridsearch bench sweep-report BENCH.json --out DIR",
@@ -246,7 +216,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     results = run(a)
     R.write(results, out)
-    print_key_tables(results)
+    print(R.markdown(results))
     print(f"\nwrote {out / 'results.json'}, {out / 'report.md'} and {', '.join(results.get('plots', []))}")
     return 0
 

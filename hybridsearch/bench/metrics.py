@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Optional, Sequence
 
 import numpy as np
@@ -63,29 +62,76 @@ def recall_of_relevant(ranked: Sequence, relevant: dict, k: int = 100) -> float:
     return len(rel & set(list(ranked)[:k])) / len(rel) if rel else 0.0
 
 
-class CpuClock:
-    """Wall time and this process's CPU time (plus another process's, e.g. a search node, from /proc)."""
-
-    def __init__(self, pid: Optional[int] = None) -> None:
-        self.pid = pid
-
-    def _other(self) -> float:
-        if self.pid is None:
-            return 0.0
-        import os
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def __enter__(self) -> "CpuClock":
-        self.w0, self.c0, self.o0 = time.perf_counter(), time.process_time(), self._other()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.wall = time.perf_counter() - self.w0
-        self.cpu = time.process_time() - self.c0
-        self.other_cpu = self._other() - self.o0
-
-
 def median(values: Sequence[float]) -> float:
+    """The median (nan for no values)."""
     return float(np.median(values)) if len(values) else float("nan")
+
+
+def exact_scores(X: np.ndarray, Q: np.ndarray, ids: np.ndarray, metric: str) -> np.ndarray:
+    """Scores in float64, higher is better, of query i against rows ids[i] (an (nq, k) array,
+    -1 for none: -inf): inner product, cosine, or minus the euclidean distance for l2 (the
+    scores the DocumentArray API returns)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    V = X[np.maximum(ids, 0)].astype(np.float64)
+    Q64 = np.asarray(Q, dtype=np.float64)
+    if metric == "l2":
+        s = -np.sqrt(((V - Q64[:, None, :]) ** 2).sum(axis=2))
+    else:
+        s = np.einsum("qkd,qd->qk", V, Q64)
+        if metric == "cosine":
+            s /= np.maximum(np.linalg.norm(V, axis=2) * np.linalg.norm(Q64, axis=1)[:, None], 1e-30)
+    return np.where(ids >= 0, s, -np.inf)
+
+
+def mean_recall(X: np.ndarray, Q: np.ndarray, found, gt: np.ndarray, metric: str, k: int = 10,
+                allowed: Optional[np.ndarray] = None) -> tuple:
+    """(mean tie-aware recall@k over the queries, ids returned that `allowed` excludes).
+
+    `found`: per query the ids returned (a list of lists or an (nq, k) array, -1 padding
+    ignored); `gt`: (nq, k) exact ids, -1 where a query has fewer than k candidates (it is
+    judged on those it has). Scores of both sides are recomputed exactly (exact_scores), so
+    ground truth from a float32 kernel and a found id tying the k-th score count alike; a
+    repeated or disallowed id never counts."""
+    gt = np.asarray(gt, dtype=np.int64)[:, :k]
+    rows = np.full((len(gt), k), -1, dtype=np.int64)
+    violations = 0
+    for i, f in enumerate(found):
+        seen, kept = set(), []
+        for x in list(f)[:k]:
+            x = int(x)
+            if x < 0 or x in seen:
+                continue
+            seen.add(x)
+            if allowed is not None and not allowed[x]:
+                violations += 1
+                continue
+            kept.append(x)
+        rows[i, :len(kept)] = kept
+    true_s, found_s = exact_scores(X, Q, gt, metric), exact_scores(X, Q, rows, metric)
+    recalls = [recall_at_k(r[r >= 0], g[g >= 0], ts[g >= 0], k, fs[r >= 0])
+               for r, g, ts, fs in zip(rows, gt, true_s, found_s)]
+    return float(np.mean(recalls)) if recalls else float("nan"), violations
+
+
+def mean_overlap(a: Sequence, b: Sequence, k: int = 10) -> float:
+    """overlap_at_k averaged over paired result lists (nan for none)."""
+    vals = [overlap_at_k(x, y, k) for x, y in zip(a, b)]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def qps_at_recall(points: list, target: float) -> tuple:
+    """(QPS, how) at `target` recall on a sweep of {"ef", "recall", "qps"} points: linear in
+    recall and in log(QPS) between the fastest point reaching the target and the next faster
+    one; the fastest point already reaching it gives its own QPS (a lower bound); (None, why)
+    when no point reaches it."""
+    pts = sorted((p for p in points if p.get("qps")), key=lambda p: -p["qps"])
+    for i, p in enumerate(pts):
+        if p["recall"] >= target:
+            if i == 0:
+                return p["qps"], f"ef={p.get('ef')} (already {p['recall']:.3f})"
+            a = pts[i - 1]
+            t = (target - a["recall"]) / (p["recall"] - a["recall"])
+            return math.exp(math.log(a["qps"]) + t * (math.log(p["qps"]) - math.log(a["qps"]))), \
+                f"interpolated ef {a.get('ef')}-{p.get('ef')}"
+    best = max((p["recall"] for p in pts), default=None)
+    return None, "never reached" + (f" (max {best:.3f})" if best is not None else "")

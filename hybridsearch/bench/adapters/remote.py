@@ -1,0 +1,77 @@
+"""Elasticsearch / OpenSearch nodes for the benchmarks: which one answers where, its process id
+(for its CPU time), the options a benchmark collection gets, and the index dropped afterwards.
+Plain HTTP on loopback; no private part of the storages is used."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[3]
+REMOTE = ("elasticsearch", "opensearch")
+KIND = {"elasticsearch": "es", "opensearch": "os"}            # storage -> scripts/searchnode.sh name
+ENV = {"elasticsearch": "HS_ES_URL", "opensearch": "HS_OS_URL"}
+DEFAULT_URL = {"elasticsearch": "http://127.0.0.1:9260", "opensearch": "http://127.0.0.1:9250"}
+CLIENT = {"elasticsearch": "elasticsearch", "opensearch": "opensearchpy"}  # storage -> client module
+
+
+def _http(method: str, url: str, timeout: float = 10.0):
+    req = urllib.request.Request(url, method=method)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def node_url(storage: str) -> str:
+    """The URL where the benchmark looks for this engine ($HS_ES_URL / $HS_OS_URL or the default)."""
+    return os.environ.get(ENV[storage], DEFAULT_URL[storage])
+
+
+def node_pid(storage: str) -> Optional[int]:
+    """The node's process id from scripts/searchnode.sh (None when the script cannot tell)."""
+    script = ROOT / "scripts" / "searchnode.sh"
+    if not script.exists():
+        return None
+    p = subprocess.run(["bash", str(script), "pid", KIND[storage]], capture_output=True, text=True)
+    return int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip().isdigit() else None
+
+
+def find_node(storage: str, url: Optional[str] = None) -> tuple:
+    """(url, pid) of a node of this engine answering its health check, or (None, None)."""
+    url = url or node_url(storage)
+    try:
+        status, _ = _http("GET", f"{url}/_cluster/health", timeout=3)
+    except OSError:
+        return None, None
+    return (url, node_pid(storage)) if status == 200 else (None, None)
+
+
+def client_installed(storage: str) -> bool:
+    """Whether the engine's Python client (which the storage needs) imports."""
+    return importlib.util.find_spec(CLIENT[storage]) is not None
+
+
+def collection_options(url: str) -> dict:
+    """DocumentArray options of a fresh benchmark index on the node at `url`: a unique index name,
+    writes visible when they return, bulk requests of 2,000 documents."""
+    return {"hosts": url, "index": f"hs-bench-{uuid.uuid4().hex}", "refresh": True, "chunk_size": 2000}
+
+
+def drop_index(url: str, index: str) -> None:
+    """Deletes a benchmark index (quietly: a node that went away leaves nothing to clean)."""
+    try:
+        _http("DELETE", f"{url}/{index}")
+    except OSError:
+        pass
+
+
+def segments(url: str, index: str) -> Optional[int]:
+    """How many Lucene segments the index has now (None when the node does not say)."""
+    try:
+        return len(json.loads(_http("GET", f"{url}/_cat/segments/{index}?format=json")[1]))
+    except (OSError, ValueError):
+        return None

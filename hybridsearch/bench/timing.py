@@ -1,0 +1,141 @@
+"""How the harness times things: warm-up first, several passes taken in turns by the compared
+functions (so load from elsewhere on a shared machine falls on all of them alike), the median
+pass for QPS, every call for p50 / p99; CPU time of this process or of another one (a search
+node) from /proc; the resident set size."""
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+from hybridsearch.bench.metrics import median, percentile
+
+
+def round_robin(fns: dict, items: Sequence, warmup: Optional[Sequence] = None, passes: int = 3,
+                keep: bool = False) -> dict:
+    """Times every fn(item) of `fns` (name -> callable) over `items`, one call per item.
+
+    Each function first runs `warmup` (default: the first fifth of `items`); then `passes`
+    passes, the functions taking turns within each pass. Returns name -> {"qps" (of the median
+    pass), "p50_ms", "p99_ms" (over every timed call), "cpu_per_wall" (cores this process used),
+    "out" (the outputs of the last pass, with keep=True)}, or name -> {"error": ...} for a
+    function that raised during its warm-up (the others are still timed)."""
+    warmup = items[: max(1, len(items) // 5)] if warmup is None else warmup
+    live, result = {}, {}
+    for name, fn in fns.items():
+        try:
+            for a in warmup:
+                fn(a)
+            live[name] = fn
+        except Exception as e:  # one broken function must not hide the others
+            result[name] = {"error": f"{type(e).__name__}: {e}"}
+    walls = {n: [] for n in live}
+    cpus = {n: 0.0 for n in live}
+    lat = {n: [] for n in live}
+    outs: dict = {}
+    gc.collect()
+    clock = time.perf_counter
+    for _ in range(passes):
+        for name, fn in live.items():
+            out, add, record = [], lat[name].append, keep
+            c0, t0 = time.process_time(), clock()
+            for a in items:
+                t = clock()
+                r = fn(a)
+                add(clock() - t)
+                if record:
+                    out.append(r)
+            walls[name].append(clock() - t0)
+            cpus[name] += time.process_time() - c0
+            outs[name] = out
+    for name in live:
+        wall = median(walls[name])
+        result[name] = {"qps": len(items) / wall if wall > 0 else float("nan"),
+                        "p50_ms": 1000 * percentile(lat[name], 50), "p99_ms": 1000 * percentile(lat[name], 99),
+                        "cpu_per_wall": cpus[name] / sum(walls[name]) if sum(walls[name]) > 0 else float("nan")}
+        if keep:
+            result[name]["out"] = outs[name]
+    return result
+
+
+def timed(fn: Callable, items: Sequence, passes: int = 3, warmup: Optional[Sequence] = None) -> dict:
+    """round_robin of one function: {"qps", "p50_ms", "p99_ms", "cpu_per_wall"}; raises what fn raises."""
+    r = round_robin({"fn": fn}, items, warmup, passes)["fn"]
+    if "error" in r:
+        raise RuntimeError(r["error"])
+    return r
+
+
+def median_seconds(fn: Callable, repeats: int) -> float:
+    """Median wall seconds of fn() over `repeats` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
+def process_cpu_seconds(pid: Optional[int]) -> float:
+    """utime + stime of another process in seconds, from /proc/<pid>/stat (0.0 for None)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuClock:
+    """A context manager: wall seconds (`wall`), this process's CPU seconds (`cpu`) and another
+    process's (`other_cpu`, e.g. a search node's) over the block; `used` is the CPU that did the
+    work (the other process's when a pid is given, else this one's)."""
+
+    def __init__(self, pid: Optional[int] = None) -> None:
+        self.pid = pid
+
+    def __enter__(self) -> "CpuClock":
+        self.w0, self.c0, self.o0 = time.perf_counter(), time.process_time(), process_cpu_seconds(self.pid)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.w0
+        self.cpu = time.process_time() - self.c0
+        self.other_cpu = process_cpu_seconds(self.pid) - self.o0
+        self.used = self.other_cpu if self.pid is not None else self.cpu
+
+
+def settle(pid: Optional[int], quiet: float = 0.05, limit: float = 120.0) -> tuple:
+    """Waits until process `pid` uses less than `quiet` cores over a second (a search node's
+    merges after a feed would otherwise be billed to the next workload) -> (cores it used in
+    the last second, seconds waited); (0.0, 0.0) at once for None."""
+    if pid is None:
+        return 0.0, 0.0
+    t0 = time.perf_counter()
+    while True:
+        c = process_cpu_seconds(pid)
+        time.sleep(1.0)
+        used = process_cpu_seconds(pid) - c
+        if used < quiet or time.perf_counter() - t0 > limit:
+            return used, time.perf_counter() - t0
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process now (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def release_free_heap() -> None:
+    """Collects garbage and returns freed heap to the OS (glibc malloc_trim), so that an RSS
+    difference around a build shows what the build allocated."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

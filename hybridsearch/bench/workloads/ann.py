@@ -1,0 +1,145 @@
+"""Approximate nearest neighbours: recall@k against exact ground truth next to single-thread QPS
+over an ef sweep, and filtered search at several selectivities, for indexes built side by side
+in one process and timed round-robin (every index's pass 1, then every index's pass 2, ...) so
+that load from elsewhere on a shared machine falls on all of them alike."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch.bench import vectors as V
+from hybridsearch.bench.adapters.anchors import FaissHnsw, Hnswlib, cpu_count
+from hybridsearch.bench.adapters.base import GraphConfig, VectorAdapter
+from hybridsearch.bench.adapters.ours import Collection, Graph
+from hybridsearch.bench.metrics import mean_recall
+from hybridsearch.bench.timing import round_robin
+
+RAW = {"hnswlib-raw": lambda tmp, o: Hnswlib(), "faiss-raw": lambda tmp, o: FaissHnsw(),
+       "ours-raw": lambda tmp, o: Graph("none"), "ours-raw-int8": lambda tmp, o: Graph("int8")}
+RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}  # raw indexes of optional libraries
+
+
+def adapter(name: str, tmp: str = "/tmp", **options) -> VectorAdapter:
+    """The index called `name`: a raw one of RAW, else a DocumentArray on the storage `name`
+    (options go to the storage)."""
+    if name in RAW:
+        return RAW[name](tmp, options)
+    return Collection(storage=name, name=name, tmp=tmp, **options)
+
+
+def build_all(names: list, X: np.ndarray, bucket: Optional[np.ndarray], metric: str, cfg: GraphConfig,
+              tmp: str = "/tmp", log=None, **options) -> tuple:
+    """(built adapters, name -> why it failed): each index built on the same data in turn."""
+    built, failed = [], {}
+    for name in names:
+        a = adapter(name, tmp, **options)
+        try:
+            a.build_timed(X, bucket, metric, cfg)
+        except Exception as e:  # report it, and measure the others
+            failed[name] = f"build failed: {type(e).__name__}: {e}"
+            continue
+        if log:
+            log(f"  built {a.label} in {a.build_s:.1f} s")
+        built.append(a)
+    return built, failed
+
+
+def _timed(searchers: dict, rows: dict, nq: int, nwarm: int, passes: int) -> dict:
+    """round_robin over query positions; rows[name] holds the timed queries then the warm-up ones."""
+    fns = {name: (lambda i, s=s, r=rows[owner]: s(r[i])) for name, (s, owner) in searchers.items()}
+    return round_robin(fns, range(nq), range(nq, nq + nwarm) if nwarm else None, passes, keep=True)
+
+
+def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: str, efs, k: int = 10,
+          passes: int = 3, Qwarm: Optional[np.ndarray] = None, log=None) -> dict:
+    """name -> [{"ef", "recall", "qps", "p50_ms", "p99_ms"} or {"ef", "error"}] over the ef sweep;
+    one query per call on one thread; warm-up on Qwarm (held-out queries) or the first fifth."""
+    A = Q if Qwarm is None else np.vstack([Q, Qwarm])
+    rows = {a.name: a.rows(A) for a in adapters}
+    nwarm = 0 if Qwarm is None else len(Qwarm)
+    curves: dict = {a.name: [] for a in adapters}
+    for ef in efs:
+        timed = _timed({a.name: (a.searcher(k, ef), a.name) for a in adapters}, rows, len(Q), nwarm, passes)
+        for a in adapters:
+            t = timed[a.name]
+            if "error" in t:
+                curves[a.name].append({"ef": ef, "error": t["error"]})
+                continue
+            recall, _ = mean_recall(X, Q, [a.ids(o) for o in t["out"]], gt, metric, k)
+            curves[a.name].append({"ef": ef, "recall": recall, "qps": t["qps"], "p50_ms": t["p50_ms"],
+                                   "p99_ms": t["p99_ms"]})
+        if log:
+            log(f"  ef={ef}: " + ", ".join(f"{n} {c[-1]['recall']:.3f}/{c[-1]['qps']:,.0f} qps" if "qps" in c[-1]
+                                          else f"{n} error" for n, c in curves.items()))
+    return curves
+
+
+def filtered(adapters: list, X: np.ndarray, Q: np.ndarray, bucket: np.ndarray, metric: str, pcts, ef: int,
+             k: int = 10, passes: int = 3, Qwarm: Optional[np.ndarray] = None, cache=None, log=None) -> dict:
+    """pct -> {"matches", "results": variant -> {"recall", "qps", "violations", "plan"} or
+    {"error"}} for `bucket < t` filters matching ~pct percent of the rows; recall against the
+    exact top-k among the matching rows; `violations`: returned ids the filter excludes."""
+    A = Q if Qwarm is None else np.vstack([Q, Qwarm])
+    rows = {a.name: a.rows(A) for a in adapters}
+    nwarm = 0 if Qwarm is None else len(Qwarm)
+    out = {}
+    for pct in pcts:
+        query, sel = V.below(bucket, pct)
+        gt, _ = V.ground_truth(X, Q, k, metric, cache, bits=sel.bits)
+        searchers, owner = {}, {}
+        for a in adapters:
+            for variant, mode in a.variants().items():
+                searchers[variant] = (a.searcher(k, ef, sel, query, mode), a.name)
+                owner[variant] = a
+        res = {}
+        for variant, t in _timed(searchers, rows, len(Q), nwarm, passes).items():
+            if "error" in t:
+                res[variant] = {"error": t["error"]}
+                continue
+            a = owner[variant]
+            recall, bad = mean_recall(X, Q, [a.ids(o) for o in t["out"]], gt, metric, k, allowed=sel.mask)
+            res[variant] = {"recall": recall, "qps": t["qps"], "violations": bad, "plan": a.plan(k, ef, Q[0], query)}
+        out[pct] = {"matches": int(sel.mask.sum()), "results": res}
+        if log:
+            log(f"  filter {pct}%: " + ", ".join(f"{v} {r['recall']:.3f}/{r['qps']:,.0f} qps" if "qps" in r
+                                                else f"{v} error" for v, r in res.items()))
+    return out
+
+
+def group(names: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, m: int, efc: int, efs, metric: str,
+          tmp: str, passes: int = 3) -> list:
+    """The harness's recall-vs-QPS rows for indexes built in this one process (run it in a child):
+    [{"storage", "m", "ef_construct", "build_s", "points"}] or [{"storage", "error"}]."""
+    cfg = GraphConfig(m=m, ef_construct=efc, threads=cpu_count())
+    built, failed = build_all(names, X, None, metric, cfg, tmp, ef=max(efs))
+    curves = sweep(built, X, Q, gt, metric, efs, passes=passes)
+    rows = [{"storage": a.name, "m": m, "ef_construct": efc, "build_s": a.build_s, "points": curves[a.name]}
+            for a in built] + [{"storage": n, "error": why} for n, why in failed.items()]
+    for a in built:
+        a.close()
+    return rows
+
+
+def compare(dataset: str, n: int, nq: int, names: list, cfg: GraphConfig, efs, filter_ef: int, pcts=(1, 10, 50),
+            passes: int = 3, nwarm: int = 100, tmp: str = "/tmp", log=None) -> dict:
+    """Everything the HNSW comparison reports for one generated dataset ("sift" or "emb", see
+    vectors.GENERATORS): the indexes built side by side (build seconds, RSS growth, graph bytes),
+    the ef sweep and the filtered searches on one thread, warmed on `nwarm` held-out queries."""
+    from threadpoolctl import threadpool_limits
+    gen, metric = V.GENERATORS[dataset]
+    X, Qall = gen(n, nq + nwarm)
+    Q, Qwarm = Qall[:nq], Qall[nq:]
+    bucket = V.buckets(n)
+    gt, _ = V.ground_truth(X, Q, 10, metric)
+    built, failed = build_all(names, X, bucket, metric, cfg, tmp, log=log)
+    with threadpool_limits(limits=1):
+        curves = sweep(built, X, Q, gt, metric, efs, passes=passes, Qwarm=Qwarm, log=log)
+        filt = filtered(built, X, Q, bucket, metric, pcts, filter_ef, passes=passes, Qwarm=Qwarm, log=log)
+    engines = {a.name: {"label": a.label, "build_s": a.build_s, "rss_delta": a.rss_delta,
+                        "graph_bytes": a.graph_bytes, "note": a.note} for a in built}
+    for a in built:
+        a.close()
+    return {"dataset": dataset, "n": n, "d": int(X.shape[1]), "metric": metric, "queries": nq,
+            "vector_bytes": int(X.nbytes), "failed": failed, "engines": engines, "sweep": curves,
+            "filtered": filt, "filter_ef": filter_ef}
