@@ -48,6 +48,7 @@ class Storage(ABC):
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
         self.config = config
+        self.metric = config.metric
 
     # writes: each call is one batch and is atomic
     @abstractmethod

@@ -58,7 +58,6 @@ class HnswStorage(ColumnarStorage):
 
     def __init__(self, schema, config: HnswConfig) -> None:
         super().__init__(schema, config)
-        self.metric = config.metric
         self.m, self.ef_construct, self.ef = config.m, config.ef_construct, config.ef
         self.exact_below, self.exact_max = config.exact_below, config.exact_max
         self.filter_first_below = config.filter_first_below

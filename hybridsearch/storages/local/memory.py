@@ -22,7 +22,6 @@ class MemoryStorage(ColumnarStorage):
 
     def __init__(self, schema, config: StorageConfig) -> None:
         super().__init__(schema, config)
-        self.metric = config.metric
         self.store = ColumnStore(schema, self.metric)
         self.lock = RWLock()
         self.text = TextIndex(schema)

@@ -49,7 +49,6 @@ class HnswlibStorage(ColumnarStorage):
 
     def __init__(self, schema, config: HnswlibConfig) -> None:
         super().__init__(schema, config)
-        self.metric = config.metric
         self.ef = config.ef
         self.threads = config.threads or os.cpu_count() or 1
         self.store = ColumnStore(schema, self.metric, reuse_slots=True)

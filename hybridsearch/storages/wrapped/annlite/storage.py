@@ -163,7 +163,6 @@ class AnnliteStorage(Storage):
         if schema.vector is None:
             raise UnsupportedError("storage 'annlite' needs an hs.Vector field: AnnLite indexes every "
                                    "document in an HNSW graph")
-        self.metric = config.metric
         self.ef = config.ef
         self.vec = schema.vector
         self.columns = {n: s for n, s in schema.fields.items() if s.kind in _COLUMN_TYPES}
