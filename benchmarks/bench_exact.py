@@ -20,11 +20,11 @@ import sys
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
-from threadpoolctl import threadpool_limits  # noqa: E402
+from threadpoolctl import threadpool_limits
 
-from hybridsearch.bench.script import parser, start  # noqa: E402
-from hybridsearch.bench.tables import fmt, ratio, verdict  # noqa: E402
-from hybridsearch.bench.workloads import exact  # noqa: E402
+from hybridsearch.bench.script import parser, start
+from hybridsearch.bench.tables import fmt, ratio, verdict
+from hybridsearch.bench.workloads import exact
 
 FULL, QUICK = ["1000000x128", "200000x384n"], ["100000x128", "50000x384n"]
 TARGETS = {"numpy": 2.0, "faiss": 1.0}  # ours at least this many times faster

@@ -23,7 +23,11 @@ from hybridsearch.bench.machine import machine_facts
 from hybridsearch.bench.plots import plots
 from hybridsearch.bench.tables import markdown_table
 from hybridsearch.bench.workloads.ann import RAW_MODULES, group
-from hybridsearch.bench.workloads.ecommerce import add_overlaps, ecommerce, lexical_anchor
+from hybridsearch.bench.workloads.ecommerce import (
+    add_overlaps,
+    ecommerce,
+    lexical_anchor,
+)
 from hybridsearch.bench.workloads.relevance import relevance
 from hybridsearch.bench.workloads.storage_tasks import storage_tasks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ def _start_all(threads: list) -> None:
         t.join()
 
 
-def concurrent(fn: Callable, items: Sequence, threads: int, pid: Optional[int] = None) -> dict:
+def concurrent(fn: Callable, items: Sequence, threads: int, pid: int | None = None) -> dict:
     """fn(item) for every item, split over `threads` client threads (thread i takes items
     i, i + threads, ...), after a warm-up on the first tenth. Returns qps, cores (CPU seconds per
     wall second: this process's, or process `pid`'s when the work happens in a search node),

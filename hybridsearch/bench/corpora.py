@@ -10,7 +10,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -68,7 +67,7 @@ def _embed_wordllama(texts: list):
     try:
         wl = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
         return np.asarray(wl.embed(texts, norm=True), dtype=np.float32)
-    except Exception:  # a wheel without its weights: the projection instead
+    except Exception:  # noqa: BLE001 -- a wheel without its weights: the projection instead
         return None
 
 
@@ -141,7 +140,7 @@ class Relevance:
     qrels: dict       # query id -> {doc id: gain}
 
 
-def read_beir(folder: str, max_queries: Optional[int] = None, seed: int = 0) -> Relevance:
+def read_beir(folder: str, max_queries: int | None = None, seed: int = 0) -> Relevance:
     """A BEIR-style folder: corpus.jsonl(.gz) {_id, title?, text}, queries.jsonl(.gz) {_id, text},
     qrels.tsv(.gz) or qrels/test.tsv (query-id, corpus-id, score; a header line is skipped);
     at most `max_queries` judged queries, sampled with `seed`."""
@@ -173,7 +172,7 @@ def read_beir(folder: str, max_queries: Optional[int] = None, seed: int = 0) -> 
     return Relevance(corpus, {q: queries[q] for q in ids}, {q: qrels[q] for q in ids})
 
 
-def nave_kjv(max_queries: int = 1000, folder: Optional[str] = None) -> Optional[Relevance]:
+def nave_kjv(max_queries: int = 1000, folder: str | None = None) -> Relevance | None:
     """The nave-kjv collection (`folder`, else the copy in benchmarks/data/), or None when absent."""
     for cand in ([folder] if folder else []) + [REPO_DATA / "nave-kjv"]:
         if Path(cand).exists():

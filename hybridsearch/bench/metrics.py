@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 
-def recall_at_k(found: Sequence, true_ids: Sequence, true_scores: Optional[Sequence] = None, k: int = 10,
-                found_scores: Optional[Sequence] = None, tol: float = 1e-5) -> float:
+def recall_at_k(found: Sequence, true_ids: Sequence, true_scores: Sequence | None = None, k: int = 10,
+                found_scores: Sequence | None = None, tol: float = 1e-5) -> float:
     """Share of the true top-k that was found. With scores, ties count: a found hit whose true
     score is at least the k-th true score (minus tol, relative to its size: ground truth from a
     float32 kernel and scores recomputed in float64 differ in the last digits) is as good as any
@@ -84,7 +84,7 @@ def exact_scores(X: np.ndarray, Q: np.ndarray, ids: np.ndarray, metric: str) -> 
 
 
 def mean_recall(X: np.ndarray, Q: np.ndarray, found, gt: np.ndarray, metric: str, k: int = 10,
-                allowed: Optional[np.ndarray] = None) -> tuple:
+                allowed: np.ndarray | None = None) -> tuple:
     """(mean tie-aware recall@k over the queries, ids returned that `allowed` excludes).
 
     `found`: per query the ids returned (a list of lists or an (nq, k) array, -1 padding

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Optional
 
 from hybridsearch.bench.machine import describe, machine_facts
 from hybridsearch.bench.tables import Output
 
 
-def parser(doc: str, full: Optional[tuple] = None, quick: Optional[tuple] = None,
+def parser(doc: str, full: tuple | None = None, quick: tuple | None = None,
            what: str = "vectors") -> argparse.ArgumentParser:
     """An ArgumentParser described by the script's docstring, with --out DIR, and with --n and
     --queries when the script has a `full` (n, queries) size (plus --quick for a `quick` one)."""

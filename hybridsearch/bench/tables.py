@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 
 def fmt(v, digits: int = 0) -> str:
@@ -61,7 +61,7 @@ class Output:
     to DIR/NAME.txt and the figures to DIR/NAME.json when the user named a folder (--out DIR).
     Nothing is written anywhere else."""
 
-    def __init__(self, folder: Optional[str], name: str) -> None:
+    def __init__(self, folder: str | None, name: str) -> None:
         self.folder, self.name, self.lines = (Path(folder) if folder else None), name, []
 
     def say(self, line: str = "") -> None:

@@ -8,12 +8,12 @@ import ctypes
 import gc
 import os
 import time
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from hybridsearch.bench.metrics import median, percentile
 
 
-def round_robin(fns: dict, items: Sequence, warmup: Optional[Sequence] = None, passes: int = 3,
+def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, passes: int = 3,
                 keep: bool = False) -> dict:
     """Times every fn(item) of `fns` (name -> callable) over `items`, one call per item.
 
@@ -29,7 +29,7 @@ def round_robin(fns: dict, items: Sequence, warmup: Optional[Sequence] = None, p
             for a in warmup:
                 fn(a)
             live[name] = fn
-        except Exception as e:  # one broken function must not hide the others
+        except Exception as e:  # noqa: BLE001 -- one broken function must not hide the others
             result[name] = {"error": f"{type(e).__name__}: {e}"}
     walls = {n: [] for n in live}
     cpus = {n: 0.0 for n in live}
@@ -60,7 +60,7 @@ def round_robin(fns: dict, items: Sequence, warmup: Optional[Sequence] = None, p
     return result
 
 
-def timed(fn: Callable, items: Sequence, passes: int = 3, warmup: Optional[Sequence] = None) -> dict:
+def timed(fn: Callable, items: Sequence, passes: int = 3, warmup: Sequence | None = None) -> dict:
     """round_robin of one function: {"qps", "p50_ms", "p99_ms", "cpu_per_wall"}; raises what fn raises."""
     r = round_robin({"fn": fn}, items, warmup, passes)["fn"]
     if "error" in r:
@@ -79,7 +79,7 @@ def median_seconds(fn: Callable, repeats: int) -> float:
     return median(times)
 
 
-def process_cpu_seconds(pid: Optional[int]) -> float:
+def process_cpu_seconds(pid: int | None) -> float:
     """utime + stime of another process in seconds, from /proc/<pid>/stat (0.0 for None)."""
     if pid is None:
         return 0.0
@@ -93,10 +93,10 @@ class CpuClock:
     process's (`other_cpu`, e.g. a search node's) over the block; `used` is the CPU that did the
     work (the other process's when a pid is given, else this one's)."""
 
-    def __init__(self, pid: Optional[int] = None) -> None:
+    def __init__(self, pid: int | None = None) -> None:
         self.pid = pid
 
-    def __enter__(self) -> "CpuClock":
+    def __enter__(self) -> CpuClock:
         self.w0, self.c0, self.o0 = time.perf_counter(), time.process_time(), process_cpu_seconds(self.pid)
         return self
 
@@ -107,7 +107,7 @@ class CpuClock:
         self.used = self.other_cpu if self.pid is not None else self.cpu
 
 
-def settle(pid: Optional[int], quiet: float = 0.05, limit: float = 120.0) -> tuple:
+def settle(pid: int | None, quiet: float = 0.05, limit: float = 120.0) -> tuple:
     """Waits until process `pid` uses less than `quiet` cores over a second (a search node's
     merges after a feed would otherwise be billed to the next workload) -> (cores it used in
     the last second, seconds waited); (0.0, 0.0) at once for None."""

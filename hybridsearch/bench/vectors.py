@@ -9,7 +9,6 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -19,7 +18,7 @@ N_CENTRES = 1000
 N_BUCKETS = 100  # filter columns are uniform in [0, N_BUCKETS)
 
 
-def cache_dir(path: Optional[str] = None) -> Path:
+def cache_dir(path: str | None = None) -> Path:
     """Where generated data and ground truth are cached: `path`, $HS_CACHE or ~/.cache/hybridsearch."""
     p = Path(path or os.environ.get("HS_CACHE", Path.home() / ".cache" / "hybridsearch"))
     p.mkdir(parents=True, exist_ok=True)
@@ -100,7 +99,7 @@ class Selection:
     allowed: frozenset    # row numbers (hnswlib's filter callable)
 
     @classmethod
-    def of(cls, mask: np.ndarray) -> "Selection":
+    def of(cls, mask: np.ndarray) -> Selection:
         """The selection of the rows where `mask` holds."""
         mask = np.asarray(mask, dtype=bool)
         packed = np.packbits(mask, bitorder="little")
@@ -116,8 +115,8 @@ def below(column: np.ndarray, pct: int) -> tuple:
 
 
 # ------------------------------------------------------------------ ground truth
-def ground_truth(X: np.ndarray, Q: np.ndarray, k: int, metric: str, cache: Optional[Path] = None,
-                 bits: Optional[np.ndarray] = None) -> tuple:
+def ground_truth(X: np.ndarray, Q: np.ndarray, k: int, metric: str, cache: Path | None = None,
+                 bits: np.ndarray | None = None) -> tuple:
     """Exact top-k (ids (nq, k) int64, scores) of every query by our exact kernel, among the
     rows set in `bits` if given (-1 padded where fewer match); cached by content hash."""
     h = hashlib.sha1(X[:: max(1, len(X) // 1000)].tobytes() + Q.tobytes() + f"{X.shape}{k}{metric}".encode())
@@ -174,7 +173,7 @@ def read_idx_images(path: str) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(n, rows * cols).astype(np.float32)
 
 
-def fashion_mnist(path: str = "/usr/share/datasets/fashion-mnist") -> Optional[tuple]:
+def fashion_mnist(path: str = "/usr/share/datasets/fashion-mnist") -> tuple | None:
     """Fashion-MNIST from the Debian package dataset-fashion-mnist: (train 60000 x 784, test
     10000 x 784) float32, or None when it is not installed."""
     root = Path(path)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hybridsearch.bench import machine
+from hybridsearch.bench import machine, tables
 from hybridsearch.bench import metrics as M
 from hybridsearch.bench import report as R
-from hybridsearch.bench import tables
 from hybridsearch.bench.workloads.ecommerce import add_overlaps
 
 ROOT = Path(__file__).resolve().parents[2]

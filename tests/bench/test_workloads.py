@@ -1,6 +1,5 @@
 """The adapters and workloads on tiny data: every compared library finds what exact search finds,
 filters are honoured, and each workload returns the figures its script prints."""
-import numpy as np
 import pytest
 
 from hybridsearch.bench import corpora as C

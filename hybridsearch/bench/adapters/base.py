@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -34,12 +33,12 @@ class VectorAdapter:
     query_rows = True
 
     def __init__(self) -> None:
-        self.build_s: Optional[float] = None
-        self.rss_delta: Optional[int] = None
-        self.graph_bytes: Optional[int] = None
+        self.build_s: float | None = None
+        self.rss_delta: int | None = None
+        self.graph_bytes: int | None = None
         self.note = ""
 
-    def prepare(self, X: np.ndarray, bucket: Optional[np.ndarray], metric: str, cfg: GraphConfig) -> None:
+    def prepare(self, X: np.ndarray, bucket: np.ndarray | None, metric: str, cfg: GraphConfig) -> None:
         """Work before the clock starts; by default it keeps the data and the settings for build."""
         self.X, self.bucket, self.metric, self.cfg = X, bucket, metric, cfg
 
@@ -54,7 +53,7 @@ class VectorAdapter:
         """Filtered-search variant name -> mode; one variant named after the index by default."""
         return {self.name: None}
 
-    def searcher(self, k: int, ef: int, sel=None, query: Optional[dict] = None, mode=None):
+    def searcher(self, k: int, ef: int, sel=None, query: dict | None = None, mode=None):
         """A function of one query returning this index's raw output (see ids)."""
         raise NotImplementedError
 
@@ -66,14 +65,14 @@ class VectorAdapter:
         """The queries as this index's searchers take them."""
         return [Q[i:i + 1] for i in range(len(Q))] if self.query_rows else [Q[i] for i in range(len(Q))]
 
-    def plan(self, k: int, ef: int, q: np.ndarray, query: dict) -> Optional[str]:
+    def plan(self, k: int, ef: int, q: np.ndarray, query: dict) -> str | None:
         """How the index answers a filtered search when it chooses (None: always the same way)."""
         return None
 
     def close(self) -> None:
         """Releases the index."""
 
-    def build_timed(self, X: np.ndarray, bucket: Optional[np.ndarray], metric: str, cfg: GraphConfig) -> None:
+    def build_timed(self, X: np.ndarray, bucket: np.ndarray | None, metric: str, cfg: GraphConfig) -> None:
         """prepare, then build under the clock and the RSS reading, then finish."""
         self.prepare(X, bucket, metric, cfg)
         release_free_heap()
@@ -95,7 +94,7 @@ class TextAdapter:
     label = ""
     note = ""
 
-    def build(self, ids: list, fields: dict, docs: Optional[list] = None) -> None:
+    def build(self, ids: list, fields: dict, docs: list | None = None) -> None:
         """Indexes the documents (timed by the caller)."""
         raise NotImplementedError
 

@@ -4,7 +4,6 @@ Analysis matches ours: words, lower case, English Snowball, no stop words; BM25 
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from hybridsearch.bench.adapters.base import TextAdapter
 
@@ -24,7 +23,7 @@ class Bm25s(TextAdapter):
     label = "bm25s (1 field, method='lucene')"
     note = "fields joined into one text, 1 thread"
 
-    def build(self, ids: list, fields: dict, docs: Optional[list] = None) -> None:
+    def build(self, ids: list, fields: dict, docs: list | None = None) -> None:
         """Tokenises the joined fields with our analysis and indexes them."""
         import bm25s
         import Stemmer
@@ -63,7 +62,7 @@ class Tantivy(TextAdapter):
         self.label = "tantivy (fields summed)"
         self.note = f"en_stem, {threads} indexing threads"
 
-    def build(self, ids: list, fields: dict, docs: Optional[list] = None) -> None:
+    def build(self, ids: list, fields: dict, docs: list | None = None) -> None:
         """One document per id with its row number; commit, merge, reload."""
         import tantivy
         self.tantivy, self.ids, self.fields = tantivy, list(ids), list(fields)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Optional
 
 import numpy as np
 
@@ -86,7 +85,7 @@ def extend_in_batches(da, docs: list, batch: int = 10000) -> None:
         da.extend(docs[a:a + batch])
 
 
-def vector_docs(X: np.ndarray, bucket: Optional[np.ndarray] = None) -> list:
+def vector_docs(X: np.ndarray, bucket: np.ndarray | None = None) -> list:
     """Documents of vector_model: id = row number as a string."""
     b = bucket.tolist() if bucket is not None else [0] * len(X)
     return [{"id": str(i), "bucket": b[i], "price": i % 1000, "v": X[i]} for i in range(len(X))]
@@ -128,7 +127,7 @@ class Collection(VectorAdapter):
         self.graph_bytes = stats.get("graph_bytes")
         self.note = "RSS includes the stored documents and columns"
 
-    def searcher(self, k: int, ef: int, sel=None, query: Optional[dict] = None, mode=None):
+    def searcher(self, k: int, ef: int, sel=None, query: dict | None = None, mode=None):
         """find(vector=q, limit=k, ef=ef[, filter=query])."""
         find = self.da.find
         if query is None:
@@ -139,7 +138,7 @@ class Collection(VectorAdapter):
         """The result's ids as row numbers."""
         return int_ids(out)
 
-    def plan(self, k: int, ef: int, q: np.ndarray, query: dict) -> Optional[str]:
+    def plan(self, k: int, ef: int, q: np.ndarray, query: dict) -> str | None:
         """The strategy the storage's planner picks for this filter (stats()["last_plan"])."""
         self.da.find(vector=q, limit=k, ef=ef, filter=query)
         p = self.da.stats().get("last_plan")
@@ -201,13 +200,13 @@ class Texts(TextAdapter):
     """A DocumentArray on `storage` with one hs.Text field per field (or the documents given,
     e.g. products with their vectors, under `schema`), searched with find(text=q, limit=k)."""
 
-    def __init__(self, storage: str = "memory", name: str = "ours", schema: Optional[type] = None,
+    def __init__(self, storage: str = "memory", name: str = "ours", schema: type | None = None,
                  tmp: str = "/tmp", join: bool = False, **options) -> None:
         self.storage, self.name, self.schema, self.tmp, self.options = storage, name, schema, tmp, options
         self.join = join  # the fields joined into one "text" field (the work a one-field library does)
         self.label = f"ours (storage={storage!r}, {'1 field' if join else 'best field'})"
 
-    def build(self, ids: list, fields: dict, docs: Optional[list] = None) -> None:
+    def build(self, ids: list, fields: dict, docs: list | None = None) -> None:
         """A fresh collection of the documents (made from the fields unless a schema was given)."""
         if self.join:
             fields = {"text": [" ".join(parts) for parts in zip(*fields.values())]}

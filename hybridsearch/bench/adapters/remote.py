@@ -10,7 +10,6 @@ import subprocess
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[3]
 REMOTE = ("elasticsearch", "opensearch")
@@ -31,16 +30,16 @@ def node_url(storage: str) -> str:
     return os.environ.get(ENV[storage], DEFAULT_URL[storage])
 
 
-def node_pid(storage: str) -> Optional[int]:
+def node_pid(storage: str) -> int | None:
     """The node's process id from scripts/searchnode.sh (None when the script cannot tell)."""
     script = ROOT / "scripts" / "searchnode.sh"
     if not script.exists():
         return None
-    p = subprocess.run(["bash", str(script), "pid", KIND[storage]], capture_output=True, text=True)
+    p = subprocess.run(["bash", str(script), "pid", KIND[storage]], capture_output=True, text=True, check=False)
     return int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip().isdigit() else None
 
 
-def find_node(storage: str, url: Optional[str] = None) -> tuple:
+def find_node(storage: str, url: str | None = None) -> tuple:
     """(url, pid) of a node of this engine answering its health check, or (None, None)."""
     url = url or node_url(storage)
     try:
@@ -69,7 +68,7 @@ def drop_index(url: str, index: str) -> None:
         pass
 
 
-def segments(url: str, index: str) -> Optional[int]:
+def segments(url: str, index: str) -> int | None:
     """How many Lucene segments the index has now (None when the node does not say)."""
     try:
         return len(json.loads(_http("GET", f"{url}/_cat/segments/{index}?format=json")[1]))

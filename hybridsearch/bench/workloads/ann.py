@@ -4,8 +4,6 @@ in one process and timed round-robin (every index's pass 1, then every index's p
 that load from elsewhere on a shared machine falls on all of them alike."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from hybridsearch.bench import vectors as V
@@ -28,7 +26,7 @@ def adapter(name: str, tmp: str = "/tmp", **options) -> VectorAdapter:
     return Collection(storage=name, name=name, tmp=tmp, **options)
 
 
-def build_all(names: list, X: np.ndarray, bucket: Optional[np.ndarray], metric: str, cfg: GraphConfig,
+def build_all(names: list, X: np.ndarray, bucket: np.ndarray | None, metric: str, cfg: GraphConfig,
               tmp: str = "/tmp", log=None, **options) -> tuple:
     """(built adapters, name -> why it failed): each index built on the same data in turn."""
     built, failed = [], {}
@@ -36,7 +34,7 @@ def build_all(names: list, X: np.ndarray, bucket: Optional[np.ndarray], metric: 
         a = adapter(name, tmp, **options)
         try:
             a.build_timed(X, bucket, metric, cfg)
-        except Exception as e:  # report it, and measure the others
+        except Exception as e:  # noqa: BLE001 -- report it, and measure the others
             failed[name] = f"build failed: {type(e).__name__}: {e}"
             continue
         if log:
@@ -52,7 +50,7 @@ def _timed(searchers: dict, rows: dict, nq: int, nwarm: int, passes: int) -> dic
 
 
 def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: str, efs, k: int = 10,
-          passes: int = 3, Qwarm: Optional[np.ndarray] = None, log=None) -> dict:
+          passes: int = 3, Qwarm: np.ndarray | None = None, log=None) -> dict:
     """name -> [{"ef", "recall", "qps", "p50_ms", "p99_ms"} or {"ef", "error"}] over the ef sweep;
     one query per call on one thread; warm-up on Qwarm (held-out queries) or the first fifth."""
     A = Q if Qwarm is None else np.vstack([Q, Qwarm])
@@ -76,7 +74,7 @@ def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: 
 
 
 def filtered(adapters: list, X: np.ndarray, Q: np.ndarray, bucket: np.ndarray, metric: str, pcts, ef: int,
-             k: int = 10, passes: int = 3, Qwarm: Optional[np.ndarray] = None, cache=None, log=None) -> dict:
+             k: int = 10, passes: int = 3, Qwarm: np.ndarray | None = None, cache=None, log=None) -> dict:
     """pct -> {"matches", "results": variant -> {"recall", "qps", "violations", "plan"} or
     {"error"}} for `bucket < t` filters matching ~pct percent of the rows; recall against the
     exact top-k among the matching rows; `violations`: returned ids the filter excludes."""

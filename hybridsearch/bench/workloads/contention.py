@@ -8,7 +8,12 @@ import time
 
 import numpy as np
 
-from hybridsearch.bench.adapters.ours import close_collection, extend_in_batches, open_collection, product_model
+from hybridsearch.bench.adapters.ours import (
+    close_collection,
+    extend_in_batches,
+    open_collection,
+    product_model,
+)
 from hybridsearch.bench.concurrency import readers_and_writers
 from hybridsearch.bench.metrics import percentile
 

@@ -5,13 +5,16 @@ re-feed of a quarter, partial updates of the price. bm25s and tantivy run the le
 anchors. Agreement with `memory` (exact) is measured next to every speed."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from hybridsearch.bench.adapters.anchors import cpu_count
 from hybridsearch.bench.adapters.lexical import Bm25s, Tantivy
-from hybridsearch.bench.adapters.ours import close_collection, extend_in_batches, open_collection, product_model
+from hybridsearch.bench.adapters.ours import (
+    close_collection,
+    extend_in_batches,
+    open_collection,
+    product_model,
+)
 from hybridsearch.bench.adapters.remote import segments
 from hybridsearch.bench.concurrency import concurrent
 from hybridsearch.bench.metrics import median, qps_per_core, recall_at_k
@@ -29,7 +32,7 @@ def _queries(da, prod, kinds) -> dict:
     return {name + label: make[name](f) for name in kinds for label, f in (("", None), (" + filter", flt))}
 
 
-def sweep_threads(fn, items: list, threads: list, pid: Optional[int], repeat: int = 1) -> list:
+def sweep_threads(fn, items: list, threads: list, pid: int | None, repeat: int = 1) -> list:
     """concurrent() at every thread count; with repeat > 1 each figure is the median of the passes."""
     out = []
     for t in threads:
@@ -38,7 +41,7 @@ def sweep_threads(fn, items: list, threads: list, pid: Optional[int], repeat: in
     return out
 
 
-def ecommerce(storage: str, prod, threads: list, options: dict, tmp: str, pid: Optional[int] = None,
+def ecommerce(storage: str, prod, threads: list, options: dict, tmp: str, pid: int | None = None,
               kinds=KINDS, repeat: int = 1) -> dict:
     """One storage's row: writes (feed, re-feed, partial update price: qps, cores, qps_per_core),
     queries[name] = one concurrent() result per thread count (or {"error"} when the storage
@@ -57,7 +60,7 @@ def ecommerce(storage: str, prod, threads: list, options: dict, tmp: str, pid: O
         try:
             out["hits"][name] = [(r.ids, list(map(float, r.scores))) for r in map(fn, items)]
             out["queries"][name] = sweep_threads(fn, items, threads, pid, repeat)
-        except Exception as e:  # e.g. annlite has no text search: the row says why
+        except Exception as e:  # noqa: BLE001 -- e.g. annlite has no text search: the row says why
             out["queries"][name] = {"error": f"{type(e).__name__}: {e}"}
     sub = docs[: max(1, len(docs) // 4)]
     with CpuClock(pid) as c:

@@ -10,7 +10,12 @@ import numpy as np
 
 from hybridsearch.bench import vectors as V
 from hybridsearch.bench.adapters.anchors import faiss_flat, installed, numpy_flat
-from hybridsearch.bench.adapters.ours import close_collection, exact, extend_in_batches, model
+from hybridsearch.bench.adapters.ours import (
+    close_collection,
+    exact,
+    extend_in_batches,
+    model,
+)
 from hybridsearch.bench.metrics import mean_overlap
 from hybridsearch.bench.timing import median_seconds, round_robin
 
@@ -28,7 +33,7 @@ class Size:
     normalise: bool
 
     @classmethod
-    def parse(cls, text: str) -> "Size":
+    def parse(cls, text: str) -> Size:
         """"1000000x128" or "200000x384n" -> Size."""
         n, d = text.rstrip("n").lower().split("x")
         return cls(int(n), int(d), text.endswith("n"))

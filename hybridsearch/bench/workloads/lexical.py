@@ -83,7 +83,7 @@ def compare(built: list, prod, nq: int, nwarm: int, repeats: int, status: dict) 
         texts = [prod.queries[i] for i in timed_q]
         for threads, key in ((0, "bm25s batched, 1 thread"), (-1, "bm25s batched, all cores")):
             with threadpool_limits(limits=None if threads else 1):
-                batched[key] = {"qps": nq / median_seconds(lambda: bm.batched(texts, K, threads), repeats)}
+                batched[key] = {"qps": nq / median_seconds(lambda t=threads: bm.batched(texts, K, t), repeats)}
     hyb = {}
     for a in built:
         if isinstance(a, Texts) and not a.join and a.name in fns:

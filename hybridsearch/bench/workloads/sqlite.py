@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 import time
 
-from hybridsearch.bench.adapters.ours import close_collection, open_collection, product_model
+from hybridsearch.bench.adapters.ours import (
+    close_collection,
+    open_collection,
+    product_model,
+)
 from hybridsearch.bench.adapters.sqlite_vec import SqliteVec
 from hybridsearch.bench.metrics import mean_overlap
 from hybridsearch.bench.timing import round_robin

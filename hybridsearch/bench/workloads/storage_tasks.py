@@ -6,8 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from hybridsearch.bench import vectors as V
-from hybridsearch.bench.adapters.ours import close_collection, extend_in_batches, open_collection, vector_docs, \
-    vector_model, int_ids
+from hybridsearch.bench.adapters.ours import (
+    close_collection,
+    extend_in_batches,
+    int_ids,
+    open_collection,
+    vector_docs,
+    vector_model,
+)
 from hybridsearch.bench.metrics import mean_recall
 from hybridsearch.bench.timing import CpuClock, timed
 
@@ -45,7 +51,7 @@ def storage_tasks(storage: str, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, me
         query, sel = V.below(bucket, pct)
         fgt, _ = V.ground_truth(X, Q, 10, metric, cache, bits=sel.bits)
         found = [int_ids(da.find(vector=q, filter=query, limit=10)) for q in Q]
-        r = timed(lambda q: da.find(vector=q, filter=query, limit=10), list(Q))
+        r = timed(lambda q, f=query: da.find(vector=q, filter=f, limit=10), list(Q))
         out["filtered"][pct] = {"recall": mean_recall(X, Q, found, fgt, metric, allowed=sel.mask)[0], "qps": r["qps"]}
     dels = [[i] for i in ids]
     fifth = len(dels) // 5  # the warm-up deletes the first fifth
