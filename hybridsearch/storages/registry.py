@@ -15,7 +15,7 @@ REGISTRY = {
     "hnswlib": "hybridsearch.storages.wrapped.hnswlib:HnswlibStorage",
     "annlite": "hybridsearch.storages.wrapped.annlite.storage:AnnliteStorage",
     "elasticsearch": "hybridsearch.storages.remote.elasticsearch.storage:ElasticsearchStorage",
-    "opensearch": "hybridsearch.storages.remote.elasticsearch.storage:OpenSearchStorage",
+    "opensearch": "hybridsearch.storages.remote.elasticsearch.opensearch:OpenSearchStorage",
     "vespa": "hybridsearch.storages.remote.vespa.storage:VespaStorage",
 }
 

@@ -1,7 +1,14 @@
 """storage="elasticsearch" / "opensearch" beyond the shared suite, against real nodes on 127.0.0.1
-(tests/engines.py starts them with scripts/searchnode.sh when none answers)."""
+(tests/engines.py starts them with scripts/searchnode.sh when none answers).
+
+Public API only: what a test must see on the engine it reads with the engine's official
+client on the same URL; failures a healthy node does not produce (busy answers, a connection
+lost half-way, a refused document) come from a proxy between the storage and the node
+(proxy.py), and credentials and TLS are checked against a local HTTPS server.
+"""
+import base64
+import json
 import logging
-import sys
 import uuid
 
 import numpy as np
@@ -9,8 +16,8 @@ import pytest
 
 import hybridsearch as hs
 from hybridsearch.storages.remote.elasticsearch import query as Q
-from hybridsearch.storages.remote.elasticsearch.storage import ElasticsearchStorage
 from tests.engines import STORAGE_KIND, engine
+from tests.storages.remote.proxy import DROP, FaultProxy, Forward, Reply, official_client
 
 REMOTE = ["elasticsearch", "opensearch"]
 
@@ -33,23 +40,36 @@ def remote(request):
 
 
 @pytest.fixture
-def open_da(remote):
+def client(remote):
+    c = official_client(*remote)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def proxy(remote):
+    """A FaultProxy in front of the node (forwards everything until a test sets its rule)."""
+    p = FaultProxy(remote[1])
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def open_da(remote, client):
+    """open_da(schema, hosts=..., **options) -> a DocumentArray on a fresh index (dropped after)."""
     storage, url = remote
     made = []
 
     def make(schema=Item, **options):
+        options.setdefault("hosts", url)
         options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
         options.setdefault("refresh", True)
-        da = hs.DocumentArray(schema, storage=storage, hosts=url, **options)
-        made.append(da)
-        return da
+        made.append(options["index"])
+        return hs.DocumentArray(schema, storage=storage, **options)
 
     yield make
-    for da in made:
-        b = da._backend
-        client = b._make_client(b.options)
-        client.indices.delete(index=b.index, ignore_unavailable=True)
-        client.close()
+    for index in made:
+        client.indices.delete(index=index, ignore_unavailable=True)
 
 
 def items(a, b, rng):
@@ -60,10 +80,9 @@ def items(a, b, rng):
 @pytest.mark.parametrize("metric,similarity,space", [("cosine", "cosine", "cosinesimil"),
                                                      ("ip", "max_inner_product", "innerproduct"),
                                                      ("l2", "l2_norm", "l2")])
-def test_mapping_comes_from_the_schema(open_da, remote, metric, similarity, space):
-    da = open_da(metric=metric, m=8, ef_construct=50)
-    b = da._backend
-    props = dict(b.client.indices.get_mapping(index=b.index))[b.index]["mappings"]["properties"]
+def test_mapping_comes_from_the_schema(open_da, remote, client, metric, similarity, space):
+    index = open_da(metric=metric, m=8, ef_construct=50).stats()["index"]
+    props = dict(client.indices.get_mapping(index=index))[index]["mappings"]["properties"]
     assert props["title"] == {"type": "text", "analyzer": "standard"} and props["tag"]["type"] == "keyword"
     assert props["n"]["type"] == "long"
     vec = props["v"]
@@ -105,25 +124,37 @@ def test_a_rejected_document_rolls_the_batch_back(open_da, remote):
     assert da.find(text="overwritten").ids == []
 
 
-def test_reopen_and_foreign_or_other_indexes(open_da, remote):
+def test_reopen_and_foreign_or_other_indexes(open_da, remote, client):
     storage, url = remote
     da = open_da()
     rng = np.random.default_rng(2)
     da.extend(items(0, 6, rng))
     da.extend(items(2, 3, rng))  # an upsert keeps its place
-    again = hs.DocumentArray(Item, storage=storage, hosts=url, index=da._backend.index)
+    index = da.stats()["index"]
+    again = hs.DocumentArray(Item, storage=storage, hosts=url, index=index)
     assert [d.id for d in again] == [f"i{i}" for i in range(6)]
     again.extend(items(10, 11, rng))
     assert [d.id for d in again][-1] == "i10"
     with pytest.raises(hs.BackendError, match="another schema or metric"):
-        hs.DocumentArray(Item, storage=storage, hosts=url, index=da._backend.index, metric="l2")
+        hs.DocumentArray(Item, storage=storage, hosts=url, index=index, metric="l2")
     foreign = f"hs-test-{uuid.uuid4().hex}"
-    da._backend.client.indices.create(index=foreign)
+    client.indices.create(index=foreign)
     try:
         with pytest.raises(hs.BackendError, match="not created by hybridsearch"):
             hs.DocumentArray(Item, storage=storage, hosts=url, index=foreign)
     finally:
-        da._backend.client.indices.delete(index=foreign)
+        client.indices.delete(index=foreign)
+
+
+def test_stats_say_where_the_collection_lives_without_credentials(open_da, remote):
+    storage, url = remote
+    da = open_da(hosts=url.replace("http://", "http://elastic:pw-url@"))
+    da.extend(items(0, 3, np.random.default_rng(9)))
+    stats = da.stats()
+    assert stats["storage"] == storage and stats["documents"] == 3
+    assert stats["hosts"] == url and stats["index"].startswith("hs-test-")
+    assert "basic_auth" not in stats and "api_key" not in stats
+    assert "pw-url" not in str(stats) and "pw-url" not in repr(da)
 
 
 @pytest.mark.parametrize("hostile", ["../_all", "a/b", "?x=1", "q\"uote", "it's", "%2F_all", "sp ace", "é/中",
@@ -161,62 +192,45 @@ def test_unreachable_node_is_a_backend_error_without_credentials(storage, caplog
     assert secret not in str(err.value) and secret not in caplog.text
 
 
-def test_credentials_are_passed_to_the_client_but_never_shown(remote):
-    storage, url = remote
-    # the test nodes run without security: the credentials reach the client and are not echoed anywhere
-    da = hs.DocumentArray(Item, storage=storage, hosts=url, index=f"hs-test-{uuid.uuid4().hex}",
-                          basic_auth=("elastic", "pw-xyz"))
-    try:
-        assert "pw-xyz" not in repr(da) and "pw-xyz" not in repr(da._backend)
-        assert "basic_auth" not in da._backend.options and "api_key" not in da._backend.options
-        client = da._backend.client
-        headers = client._headers if storage == "elasticsearch" else client.transport.connection_pool.connections[0].headers
-        assert any("authorization" == k.lower() for k in headers)
-    finally:
-        b = da._backend
-        b.client.indices.delete(index=b.index, ignore_unavailable=True)
-        da.close()
+def test_credentials_are_passed_to_the_client_but_never_shown(open_da, proxy):
+    # the test nodes run without security: the credentials reach the node (seen by the proxy)
+    # and are not echoed anywhere
+    da = open_da(hosts=proxy.url, basic_auth=("elastic", "pw-xyz"))
+    assert proxy.requests and all(r.headers.get("authorization") == "Basic " + base64.b64encode(
+        b"elastic:pw-xyz").decode() for r in proxy.requests)
+    stats = da.stats()
+    assert "pw-xyz" not in repr(da) and "pw-xyz" not in str(stats)
+    assert "basic_auth" not in stats and "api_key" not in stats
 
 
-def test_tls_verification_is_on_by_default():
-    b = ElasticsearchStorage.__new__(ElasticsearchStorage)
-    b._secrets = []
-    opts = ElasticsearchStorage.Config.parse("elasticsearch", {"hosts": "https://127.0.0.1:9"}).as_dict()
-    client = b._make_client(opts)
-    node = client.transport.node_pool.all()[0]
-    assert node.config.scheme == "https" and node.config.verify_certs is True
-    client.close()
+def _answer(status):
+    return Reply(status, {"error": {"type": "test", "reason": f"answered {status} by the proxy"}, "status": status})
 
 
-def test_429_and_503_are_retried_with_backoff(monkeypatch):
-    from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
-    from elasticsearch import ApiError
+def test_429_and_503_are_retried_with_backoff(open_da, proxy):
+    da = open_da(hosts=proxy.url, retry_backoff=0.2)
+    da.extend(items(0, 3, np.random.default_rng(10)))
+    busy = iter([429, 503])
 
-    def api_error(status):
-        meta = ApiResponseMeta(status=status, http_version="1.1", headers=HttpHeaders(), duration=0.0,
-                               node=NodeConfig("http", "127.0.0.1", 9200))
-        return ApiError(message="busy", meta=meta, body={"error": {"reason": "too many requests"}})
+    def busy_twice(req):
+        status = next(busy, None) if req.path.split("?")[0].endswith("/_search") else None
+        return _answer(status) if status else None
 
-    b = ElasticsearchStorage.__new__(ElasticsearchStorage)
-    b._secrets, b.max_retries, b.retry_backoff = [], 3, 0.01
-    b.options = {"hosts": "http://127.0.0.1:9200"}
-    b.engine = "Elasticsearch"
-    sleeps = []
-    monkeypatch.setattr(sys.modules["hybridsearch.storages.remote.elasticsearch.storage"].time, "sleep", sleeps.append)
-    calls = iter([api_error(429), api_error(503), "ok"])
-
-    def flaky():
-        r = next(calls)
-        if isinstance(r, Exception):
-            raise r
-        return r
-
-    assert b._call("search", flaky) == "ok" and sleeps == [0.01, 0.02]
+    proxy.rule, n = busy_twice, len(proxy.requests)
+    assert da.find(filter={"n": 1}).ids == ["i1"]
+    sent = proxy.requests[n:]
+    assert len(sent) == 3  # refused twice, answered the third time
+    # the resends wait retry_backoff, then twice that
+    assert sent[1].time - sent[0].time >= 0.2 and sent[2].time - sent[1].time >= 0.4
+    proxy.rule, n = (lambda req: _answer(400)), len(proxy.requests)
     with pytest.raises(hs.BackendError, match="status 400"):
-        b._call("search", lambda: (_ for _ in ()).throw(api_error(400)))
-    always = iter([api_error(429)] * 10)
+        da.find(filter={"n": 1})
+    assert len(proxy.requests) == n + 1  # an error answer other than 429 / 503 is not resent
+    proxy.rule, n = (lambda req: _answer(429)), len(proxy.requests)
     with pytest.raises(hs.BackendError, match="status 429"):
-        b._call("search", lambda: (_ for _ in ()).throw(next(always)))
+        hs.DocumentArray(Item, storage=da.storage, hosts=proxy.url, index="hs-never-made", max_retries=2,
+                         retry_backoff=0.01)
+    assert len(proxy.requests) == n + 3  # max_retries resends, then the error
 
 
 def test_filter_compiler_shapes():
@@ -228,88 +242,64 @@ def test_filter_compiler_shapes():
                                      {"bool": {"filter": [{"range": {"n": {"gte": 2}}}, {"match_all": {}}]}}]}}
 
 
-def _patch_bulk(monkeypatch, da, storage, change):
-    """Wraps the client class's bulk: change(call number, real bulk thunk) -> the response."""
-    cls = type(da._backend.client)
-    real = cls.bulk
-    calls = []
+def _nth_bulk(n, action):
+    """A proxy rule: `action` for the n-th bulk request (1-based), everything else forwarded."""
+    count = [0]
 
-    def bulk(self, *args, **kwargs):
-        calls.append(kwargs)
-        return change(len(calls), lambda: real(self, *args, **kwargs))
-
-    monkeypatch.setattr(cls, "bulk", bulk)
-    return calls
+    def rule(req):
+        if not req.path.split("?")[0].endswith("/_bulk"):
+            return None
+        count[0] += 1
+        return action if count[0] == n else None
+    return rule
 
 
-def _connection_error(storage):
-    if storage == "elasticsearch":
-        from elastic_transport import ConnectionError as Err
-        return Err("connection reset (injected)")
-    from opensearchpy.exceptions import ConnectionError as Err
-    return Err("N/A", "connection reset (injected)", None)
+def _first_item_429(answer):
+    """The node wrote the first document, but answers as if its write queue were full."""
+    (op, item), = answer["items"][0].items()
+    item.update(status=429, error={"type": "es_rejected_execution_exception", "reason": "queue full"})
+    answer["errors"] = True
 
 
-def test_a_document_refused_with_429_is_resent_by_the_bulk_helper(open_da, remote, monkeypatch):
-    da = open_da(retry_backoff=0.01)
+def test_a_document_refused_with_429_is_resent_by_the_bulk_helper(open_da, proxy):
+    da = open_da(hosts=proxy.url, retry_backoff=0.01)
     rng = np.random.default_rng(4)
-
-    def first_item_429(n, send):
-        resp = send()
-        if n == 1:  # the node wrote it, but answers as if its write queue were full
-            body = resp.body if hasattr(resp, "body") else resp
-            (op, item), = body["items"][0].items()
-            item.update(status=429, error={"type": "es_rejected_execution_exception", "reason": "queue full"})
-            body["errors"] = True
-        return resp
-
-    calls = _patch_bulk(monkeypatch, da, remote[0], first_item_429)
+    proxy.rule = _nth_bulk(1, Forward(edit=_first_item_429))
     da.extend(items(0, 6, rng))
-    assert len(calls) == 2  # the whole batch, then the one refused document again
+    bulks = proxy.seen("/_bulk")
+    assert len(bulks) == 2  # the whole batch, then the one refused document again
+    assert len(bulks[0].lines()) == 12 and len(bulks[1].lines()) == 2
     assert [d.id for d in da] == [f"i{i}" for i in range(6)]
-    assert all(c.get("refresh") is True for c in calls)
+    assert all("refresh=true" in b.path for b in bulks)
 
 
-def test_a_connection_lost_mid_batch_rolls_back_the_chunks_already_written(open_da, remote, monkeypatch):
-    da = open_da(chunk_size=2)
+def test_a_connection_lost_mid_batch_rolls_back_the_chunks_already_written(open_da, proxy):
+    da = open_da(hosts=proxy.url, chunk_size=2)
     rng = np.random.default_rng(5)
     da.extend(items(0, 3, rng))
     before = [d.model_dump_json() for d in da]
     batch = items(1, 2, rng) + items(10, 14, rng)  # i1 overwritten in the first chunk
     batch[0]["title"] = "overwritten"
-
-    def lose_second_chunk(n, send):
-        if n == 2:
-            raise _connection_error(remote[0])
-        return send()
-
-    calls = _patch_bulk(monkeypatch, da, remote[0], lose_second_chunk)
-    with pytest.raises(hs.BackendError, match="no response.*rolled back") as err:
+    proxy.rule, n = _nth_bulk(2, DROP), len(proxy.seen("/_bulk"))  # the second chunk never arrives
+    with pytest.raises(hs.BackendError, match="no response.*rolled back"):
         da.extend(batch)
-    assert "injected" in str(err.value)
-    monkeypatch.undo()
-    assert len(calls) >= 3  # chunk 1, chunk 2 (lost), then the repair
+    proxy.rule = None
+    assert len(proxy.seen("/_bulk")) - n >= 3  # chunk 1, chunk 2 (lost), then the repair
     assert [d.model_dump_json() for d in da] == before
     assert da.find(text="overwritten").ids == [] and "i10" not in da
     da.extend(items(20, 21, rng))  # the insertion counter was not advanced by the failed batch
     assert [d.id for d in da] == ["i0", "i1", "i2", "i20"]
 
 
-def test_a_delete_stopped_half_way_puts_the_documents_back(open_da, remote, monkeypatch):
-    da = open_da(chunk_size=2)
+def test_a_delete_stopped_half_way_puts_the_documents_back(open_da, proxy):
+    da = open_da(hosts=proxy.url, chunk_size=2)
     rng = np.random.default_rng(6)
     da.extend(items(0, 5, rng))
     before = [d.model_dump_json() for d in da]
-
-    def lose_second_chunk(n, send):
-        if n == 2:
-            raise _connection_error(remote[0])
-        return send()
-
-    _patch_bulk(monkeypatch, da, remote[0], lose_second_chunk)
+    proxy.rule = _nth_bulk(2, DROP)
     with pytest.raises(hs.BackendError, match="rolled back"):
         da.delete(["i0", "i1", "i2", "i3"])
-    monkeypatch.undo()
+    proxy.rule = None
     assert [d.model_dump_json() for d in da] == before
     assert da.delete(["i0", "nope", "i3"]) == 2 and [d.id for d in da] == ["i1", "i2", "i4"]
 
@@ -393,40 +383,49 @@ def test_tls_is_verified_and_ca_bundle_and_credentials_reach_the_server(storage,
     assert "pw-tls-1" not in caplog.text and "key-tls-2" not in caplog.text
 
 
-def test_listing_pages_through_tied_sequence_numbers(open_da, monkeypatch):
-    """Two writers can hand out the same hs_seq: paging must still return every document once."""
-    from hybridsearch.storages.remote.elasticsearch import storage as E
+def test_listing_pages_through_tied_sequence_numbers(open_da, remote):
+    """Two writers can hand out the same hs_seq: paging must still return every document once.
+
+    The second writer opens after the first wrote one document, so both then number their
+    documents 2, 3, ...: after the lone 1, every insertion number is held by two documents,
+    and the first page (5,000 documents) ends between the two documents of number 2,501."""
+    storage, url = remote
     da = open_da()
     rng = np.random.default_rng(7)
-    docs = items(0, 23, rng)
-    da.extend(docs[:12])
-    da._backend.next_seq = 1  # a second writer that had not seen the first one's documents
-    da.extend(docs[12:])
-    monkeypatch.setattr(E, "_PAGE", 5)  # pages end between documents of equal sequence numbers
+    docs = items(0, 5003, rng)
+    da.extend(docs[:1])
+    other = hs.DocumentArray(Item, storage=storage, hosts=url, index=da.stats()["index"], refresh=True)
+    da.extend(docs[1:2502])
+    other.extend(docs[2502:])
     ids = [d.id for d in da]
-    assert sorted(ids) == sorted(d["id"] for d in docs) and len(ids) == 23
+    assert sorted(ids) == sorted(d["id"] for d in docs) and len(ids) == 5003
     assert da.find(filter={"tag": "a"}, limit=None).ids == [i for i in ids if int(i[1:]) % 2 == 0]
 
 
-def test_find_batched_sends_the_queries_in_one_msearch(open_da, monkeypatch):
-    da = open_da()
+def test_find_batched_sends_the_queries_in_one_msearch(open_da, proxy):
+    da = open_da(hosts=proxy.url)
     rng = np.random.default_rng(8)
     da.extend(items(0, 400, rng))
     Qs = rng.standard_normal((6, 4))
-    client = da._backend.client
-    sent = []
-    real = client.msearch
-    monkeypatch.setattr(client, "msearch", lambda **kw: sent.append(kw) or real(**kw))
+    n = len(proxy.seen("/_msearch"))
     batched = da.find_batched(Qs, limit=5, filter={"tag": "a"}, threads=1)
-    assert len(sent) == 1 and len(sent[0]["body"]) == 12
+    sent = proxy.seen("/_msearch")[n:]
+    assert len(sent) == 1 and len(sent[0].lines()) == 12
     for q, res in zip(Qs, batched):
         one = da.find(vector=q, limit=5, filter={"tag": "a"})
         assert res.ids == one.ids and np.allclose(res.scores, one.scores)
         ref = [d.id for d in da.find(vector=q, limit=5, filter={"tag": "a"}, exact=True)]
         assert len(set(res.ids) & set(ref)) >= 4
+
     # one failed search in the batch fails the call with the engine's status
-    body = da._backend._knn_body
-    monkeypatch.setattr(da._backend, "_knn_body", lambda q, k, ef, flt: {**body(q, k, ef, flt), "size": -5})
+    def one_bad_search(req):
+        if not req.path.split("?")[0].endswith("/_msearch"):
+            return None
+        lines = req.lines()
+        lines[3]["size"] = -5  # the second search
+        return Forward(body="".join(json.dumps(ln) + "\n" for ln in lines).encode())
+
+    proxy.rule = one_bad_search
     with pytest.raises(hs.BackendError, match="status 400"):
         da.find_batched(Qs, limit=5, threads=1)
 

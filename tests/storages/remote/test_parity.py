@@ -15,6 +15,7 @@ import pytest
 
 import hybridsearch as hs
 from tests.engines import STORAGE_KIND, engine
+from tests.storages.remote.proxy import official_client
 
 PLAIN = hs.Analyzer(stemmer=None)
 
@@ -55,8 +56,8 @@ def test_overlap_at_10_with_memory(storage, capsys):
     docs, texts, vectors = corpus()
     mem = hs.DocumentArray(Product)
     mem.extend(docs)
-    remote = hs.DocumentArray(Product, storage=storage, hosts=url, index=f"hs-test-{uuid.uuid4().hex}",
-                              refresh=True, ef=200)
+    index = f"hs-test-{uuid.uuid4().hex}"
+    remote = hs.DocumentArray(Product, storage=storage, hosts=url, index=index, refresh=True, ef=200)
     try:
         remote.extend(docs)
         rows = {}
@@ -92,6 +93,7 @@ def test_overlap_at_10_with_memory(storage, capsys):
             a, b = mem.find(text=t, vector=v, limit=5).scores, remote.find(text=t, vector=v, limit=5).scores
             assert len(a) == len(b) == 5 and np.allclose(a, b, rtol=0.05), (t, a, b)
     finally:
-        b = remote._backend
-        b.client.indices.delete(index=b.index, ignore_unavailable=True)
         remote.close()
+        client = official_client(storage, url)
+        client.indices.delete(index=index, ignore_unavailable=True)
+        client.close()

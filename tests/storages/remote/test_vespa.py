@@ -11,7 +11,6 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Optional
 
 import numpy as np
 import pytest
@@ -24,7 +23,8 @@ from hybridsearch.query.filters import parse_filter
 from hybridsearch.storages.remote.vespa import app as A
 from hybridsearch.storages.remote.vespa.storage import doc_path
 from hybridsearch.storages.remote.vespa.yql import YqlFilter, string_literal
-from tests.contract.test_filters import BRANDS, CATS, doc_strategy, filters
+from tests.contract.test_filters import doc_strategy, filters
+from tests.models import FilterItem as Item
 from tests.models import matches
 
 
@@ -169,19 +169,19 @@ class YqlEval:
         assert self.i == len(self.t), "trailing tokens"
         return node
 
-    def disj(self):
-        parts = [self.conj()]
-        while self.peek() == ("word", "or"):
+    def chain(self, word, operand, combine):
+        """operand (word operand)*, e.g. a disjunction of conjunctions."""
+        parts = [operand()]
+        while self.peek() == ("word", word):
             self.take()
-            parts.append(self.conj())
-        return lambda d: any(p(d) for p in parts)
+            parts.append(operand())
+        return lambda d: combine(p(d) for p in parts)
+
+    def disj(self):
+        return self.chain("or", self.conj, any)
 
     def conj(self):
-        parts = [self.unary()]
-        while self.peek() == ("word", "and"):
-            self.take()
-            parts.append(self.unary())
-        return lambda d: all(p(d) for p in parts)
+        return self.chain("and", self.unary, all)
 
     def unary(self):
         kind, val = self.take()
@@ -209,19 +209,7 @@ class YqlEval:
         return lambda d: d.get(field) is not None and cmp(d[field], arg)
 
 
-class Item(hs.Document):
-    name: hs.Text = ""
-    category: hs.Keyword
-    brand: Optional[hs.Keyword] = None
-    price: int = 0
-    discount: Optional[int] = None
-    rating: float = 0.0
-    in_stock: bool = True
-    tags: list = []
-    vec: hs.Vector[2]
-
-
-S = schema_of(Item)
+S = schema_of(Item)  # every kind a filter can name (tests/models.py FilterItem)
 
 
 def _as_vespa(doc: dict) -> dict:
@@ -262,6 +250,18 @@ _big_doc = st.fixed_dictionaries({"category": st.just("c"), "price": st.sampled_
                                   "rating": st.sampled_from([float(b) for b in _BIG] + [2.5, -1e300])})
 
 
+def _as_documented(flt, field=None):
+    """The filter as docs/filters.md defines it: on a float field, an int beyond the 64-bit range
+    stands for the nearest float (the plain-Python model would compare it exactly)."""
+    if isinstance(flt, dict):
+        return {k: _as_documented(v, field if k.startswith("$") else k) for k, v in flt.items()}
+    if isinstance(flt, list):
+        return [_as_documented(v, field) for v in flt]
+    if field == "rating" and type(flt) is int and not -2 ** 63 <= flt <= 2 ** 63 - 1:
+        return float(flt)
+    return flt
+
+
 @given(docs=st.lists(_big_doc, min_size=1, max_size=10), flt=_big_filters)
 @settings(max_examples=200, deadline=None)
 def test_yql_numbers_are_literals_vespa_reads_and_mean_the_filter(docs, flt):
@@ -271,7 +271,8 @@ def test_yql_numbers_are_literals_vespa_reads_and_mean_the_filter(docs, flt):
     rows = [Item(**dict(d, id=f"d{i}", vec=[1.0, 0.0])).model_dump() for i, d in enumerate(docs)]
     yql = YqlFilter(S).compile(parse_filter(flt, S))
     pred = YqlEval(yql).parse()
-    assert [r["id"] for r in rows if pred(_as_vespa(r))] == [r["id"] for r in rows if matches(r, flt)], yql
+    expected = [r["id"] for r in rows if matches(r, _as_documented(flt))]
+    assert [r["id"] for r in rows if pred(_as_vespa(r))] == expected, yql
 
 
 def test_long_literals_carry_the_suffix():
@@ -482,8 +483,11 @@ def test_errors_are_backend_errors_with_status_and_no_token(server):
                                              "message": "Could not parse query"}]}}))
     with pytest.raises(hs.BackendError, match=r"status 400.*Invalid query parameter") as err:
         da.find(vector=[1, 0, 0, 0])
-    assert "tok-secret-123" not in str(err.value) and "tok-secret-123" not in repr(da._backend)
+    assert "tok-secret-123" not in str(err.value)
     assert server.headers[-1]["Authorization"] == "Bearer tok-secret-123"
+    server.queue((200, _search_response([], 0)), (200, _search_response([], 0)))  # len() for repr and stats
+    stats = da.stats()
+    assert "tok-secret-123" not in repr(da) and "tok-secret-123" not in str(stats) and "token" not in stats
     server.queue((503, {"message": "busy"}), (200, _search_response([], 0)))
     assert da.find(vector=[1, 0, 0, 0]).ids == []  # one retry after 503
     server.queue((507, {"pathId": "/document/v1/hybridsearch/product/docid/a", "message": "Disk full"}))
@@ -525,11 +529,14 @@ def test_iteration_visits_in_chunks_and_sorts_by_insertion(server):
     # chunks in bucket order, one empty chunk in between (a visit may return none and go on)
     server.queue((200, _visit_response([("c", 3), ("a", 1)], "AAAAEAAA")),
                  (200, _visit_response([], "AAAAEBBB")),
-                 (200, _visit_response([("../_all", 2)])))
-    assert list(da._backend.iter_ids()) == ["a", "../_all", "c"]
-    assert [r[0] for r in server.requests] == ["GET"] * 3
+                 (200, _visit_response([("../_all", 2)])),
+                 *[(200, {"fields": _fields(i, seq, [1, 0, 0, 0])}) for i, seq in (("a", 1), ("../_all", 2), ("c", 3))])
+    assert [d.id for d in da] == ["a", "../_all", "c"]
+    assert [r[:2] for r in server.requests[3:]] == [("GET", doc_path("hybridsearch", "product", i))
+                                                    for i in ("a", "../_all", "c")]
     queries = []
-    for _, path, body in server.requests:
+    for method, path, body in server.requests[:3]:
+        assert method == "GET"
         url = urlsplit(path)
         assert url.path == "/document/v1/hybridsearch/product/docid" and body is None
         queries.append({k: v[0] for k, v in parse_qs(url.query).items()})
@@ -543,7 +550,7 @@ def test_iteration_refuses_documents_another_writer_put(server):
     server.queue((200, {"documents": [{"id": "id:hybridsearch:product::x", "fields": {"title": "t"}}],
                         "documentCount": 1}))
     with pytest.raises(hs.BackendError, match="not written by hybridsearch"):
-        list(da._backend.iter_ids())
+        [d.id for d in da]  # (list(da) would ask len(da) first)
 
 
 def test_count_is_total_count_when_coverage_is_full_else_a_visit(server):
@@ -568,7 +575,13 @@ def test_more_hits_than_max_hits_is_unsupported_before_any_request(server):
     with pytest.raises(hs.UnsupportedError, match="max_hits=50"):
         da.find(text="nokia", vector=[1, 0, 0, 0], limit=5, candidates=60, fusion="rrf")
     assert server.requests == []
-    assert da._backend.application_package()["search/query-profiles/default.xml"].count("50") == 1
+    # the package of the open collection, made again from what its stats say
+    from hybridsearch.storages.remote.vespa.storage import application_package
+    server.queue((200, _search_response([], 0)))  # len() for stats
+    stats = da.stats()
+    files = application_package(Product, **{k: stats[k] for k in ("doctype", "metric", "m", "ef_construct",
+                                                                   "max_hits")})
+    assert files["search/query-profiles/default.xml"].count("50") == 1
 
 
 def test_vespa_refusing_too_many_hits_is_a_backend_error(server):
@@ -586,8 +599,11 @@ def test_credentials_in_the_url_become_basic_auth_and_are_never_shown(server):
     url = server.url.replace("http://", "http://reader:s%3Ecret-pw@")
     server.queue((200, _search_response([], 0)))
     da = hs.DocumentArray(Product, storage="vespa", url=url, doctype="product", max_retries=0)
-    assert "s>cret-pw" not in repr(da._backend) and "s%3Ecret-pw" not in repr(da._backend)
-    assert da._backend.url == server.url
+    server.queue((200, _search_response([], 0)), (200, _search_response([], 0)))  # len() for repr and stats
+    stats = da.stats()
+    shown = repr(da) + str(stats)
+    assert "s>cret-pw" not in shown and "s%3Ecret-pw" not in shown and "reader" not in shown
+    assert stats["url"] == server.url and stats["doctype"] == "product"
     server.queue((500, {"message": "internal error for reader:s>cret-pw"}))
     with pytest.raises(hs.BackendError) as err:
         da.find(vector=[1, 0, 0, 0])

@@ -14,12 +14,9 @@ import re
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import ConfigError, FilterError
 from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
+from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 
-ID_FIELD = "hs_id"     # the id as a keyword: `_id` allows no range queries
-SEQ_FIELD = "hs_seq"   # insertion sequence: filter-only results come in this order
-EXTRA_FIELD = "hs_extra"  # fields that are not indexed, as one JSON string
-PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value ($exists)
-META_KEY = "hybridsearch"
+META_KEY = "hybridsearch"  # the mapping's _meta key holding the fingerprint
 
 _RANGE = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
 _SCALARS = {Kind.KEYWORD: {"type": "keyword"}, Kind.INT: {"type": "long"}, Kind.FLOAT: {"type": "double"},

@@ -1,10 +1,12 @@
-"""storage="elasticsearch" and "opensearch": the DocumentArray API over a real search engine.
+"""storage="elasticsearch" (and, through opensearch.py, "opensearch"): the DocumentArray API over a
+real search engine.
 
-One index per collection. The mapping comes from the schema (es_query.properties);
-the vector field is `dense_vector` with HNSW `index_options` on Elasticsearch and a
-Lucene-engine `knn_vector` on OpenSearch. What the two engines share lives in
-`SearchEngineStorage`; the subclasses differ in the client, the vector mapping,
-the vector query and the error types.
+One index per collection. The mapping comes from the schema (query.properties); the vector
+field is `dense_vector` with HNSW `index_options` on Elasticsearch and a Lucene-engine
+`knn_vector` on OpenSearch. What the two engines share lives in `SearchEngineStorage`; the
+subclasses differ in the client, the vector mapping, the vector query and the error types.
+What every remote storage shares (retries, redaction, rollback, document <-> fields, exact
+rescoring) lives in ../base.py.
 
 Semantics of API.md kept here:
 - writes are visible on return (`refresh="wait_for"` by default, or `True`);
@@ -35,29 +37,28 @@ Semantics of API.md kept here:
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from hybridsearch.batch import Batch
-from hybridsearch.document import Kind
 from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.query.fusion import fuse_rrf
-from hybridsearch.storages.base import Storage
-from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
+from hybridsearch.storages.base import exact_scores
+from hybridsearch.storages.config import integer, option, path_or_none
+from hybridsearch.storages.remote.base import (RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteConfig, RemoteStorage,
+                                               rrf, userinfo_secrets)
 from hybridsearch.storages.remote.elasticsearch import query as Q
 
-_PAGE = 5000            # documents per page when listing (engines cap one page at 10,000)
-_MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
-_RETRY_STATUS = (429, 503)
-_MSEARCH = 100  # searches per _msearch request
-_LEXICAL = "hs_text"  # the name of the lexical clause in a hybrid query (its score comes back by name)
+PAGE = 5000             # documents per page when listing (engines cap one page at 10,000)
+MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
+MSEARCH = 100           # searches per _msearch request
+LEXICAL = "hs_text"     # the name of the lexical clause in a hybrid query (its score comes back by name)
 
 
 def _secret_strings(options: dict) -> list:
+    """The password of basic_auth, the API key (both parts of an (id, key) pair) and the
+    credentials written into the host URLs."""
     out = []
     auth = options.get("basic_auth")
     if isinstance(auth, (tuple, list)) and len(auth) == 2:
@@ -69,10 +70,8 @@ def _secret_strings(options: dict) -> list:
         out.append(str(key))
     hosts = options.get("hosts")
     for h in (hosts if isinstance(hosts, (list, tuple)) else [hosts]):
-        if isinstance(h, str) and "@" in h.split("//", 1)[-1]:
-            userinfo = h.split("//", 1)[-1].split("@", 1)[0]
-            out += [userinfo] + userinfo.split(":", 1)[1:]
-    return [s for s in out if s]
+        out += userinfo_secrets(h)
+    return out
 
 
 def _hosts(v):
@@ -105,7 +104,7 @@ def _index_name(v):
 
 
 @dataclasses.dataclass(frozen=True)
-class SearchEngineConfig(GraphConfig):
+class SearchEngineConfig(RemoteConfig):
     """Options of storage="elasticsearch" and "opensearch"."""
 
     hosts: Any = option("http://127.0.0.1:9200", _hosts, "the node URL(s)")
@@ -113,50 +112,38 @@ class SearchEngineConfig(GraphConfig):
     ef_construct: int = option(100, integer(1), "beam width while indexing (the engine's ef_construction)")
     ef: int = option(100, integer(1), "num_candidates / ef_search of a vector query")
     refresh: Any = option("wait_for", _refresh, "how writes become visible before they return")
-    timeout: float = option(30.0, number(0), "seconds per request")
     chunk_size: int = option(500, integer(1), "documents per bulk request")
-    max_retries: int = option(3, integer(0), "resends of a request refused with 429 / 503")
-    retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each")
     basic_auth: Any = option(None, _pair_or_none, "(user, password)", secret=True)
     api_key: Any = option(None, None, "an API key (string or (id, key))", secret=True)
-    ca_certs: Optional[str] = option(None, path_or_none, "CA bundle for https")
-    verify_certs: bool = option(True, boolean, "verify the server's certificate")
     client_cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
     client_key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")
     shards: int = option(1, integer(1), "primary shards of a new index")
     replicas: int = option(0, integer(0), "replicas of a new index")
 
 
-class SearchEngineStorage(Storage):
+class SearchEngineStorage(RemoteStorage):
     """What the Elasticsearch and OpenSearch storages share: everything but the client's dialect."""
 
     Config = SearchEngineConfig
-    engine = ""
     # BM25 as the engine reports it, times this, is Lucene's BM25 (API.md, and our own engine)
     bm25_scale = 1.0
 
     def __init__(self, schema, config: SearchEngineConfig) -> None:
-        super().__init__(schema, config)
         options = config.as_dict()
-        self._secrets = _secret_strings(options)
-        self.options = {k: v for k, v in options.items() if k not in ("basic_auth", "api_key")}
-        self.index = options["index"]
-        self.metric = options["metric"]
-        self.ef = options["ef"]
-        self.refresh = options["refresh"]
-        self.chunk_size = options["chunk_size"]
-        self.max_retries = options["max_retries"]
-        self.retry_backoff = float(options["retry_backoff"])
-        self.vec = schema.vector
-        self.texts = [s.name for s in schema.texts]
-        self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        super().__init__(schema, config, _secret_strings(options), FieldCodec(schema))
+        # the options without credentials: enough to reach an unsecured node again (e.g. a
+        # second client, `_make_client(storage.options)`)
+        self.options = config.as_public_dict()
+        self.index = config.index
+        self.refresh = config.refresh
+        self.chunk_size = config.chunk_size
         self.client = self._make_client(options)
         self._open_index(options)
         self.next_seq = self._max_seq() + 1
         self._size = None  # documents with a vector, as last counted; None after a write
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(index={self.index!r})"
+    def address(self) -> dict:
+        return {"hosts": self.config.hosts, "index": self.index}
 
     # ------------------------------------------------------------ dialect
     def _make_client(self, options: dict):
@@ -172,15 +159,7 @@ class SearchEngineStorage(Storage):
         """The search body of a pre-filtered vector query for the k nearest."""
         raise NotImplementedError
 
-    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
-        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
-        return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
-
     def _hybrid_body(self, text: str, q: np.ndarray, size: int, ef: int, flt: Optional[dict]) -> dict:
-        raise NotImplementedError
-
-    def _error_info(self, e: Exception):
-        """(status or None, reason) if `e` is this client's error, else None."""
         raise NotImplementedError
 
     def _streaming_bulk(self, client, actions, **kwargs):
@@ -188,86 +167,45 @@ class SearchEngineStorage(Storage):
         raise NotImplementedError
 
     # ------------------------------------------------------------- plumbing
-    def _redact(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return text
-
-    def _call(self, what: str, fn, *args, **kwargs):
-        """One client call: 429/503 retried with exponential backoff, errors -> BackendError."""
-        for attempt in range(self.max_retries + 1):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:  # the client's errors are translated, anything else propagates
-                info = self._error_info(e)
-                if info is None:
-                    raise
-                status, reason = info
-                if status in _RETRY_STATUS and attempt < self.max_retries:
-                    time.sleep(self.retry_backoff * (2 ** attempt))
-                    continue
-                raise self._error(what, status, reason) from None
-
     def _open_index(self, options: dict) -> None:
         fp = Q.fingerprint(self.schema, self.metric)
-        exists = self._call("check the index", self.client.indices.exists, index=self.index)
+        exists = self.call("check the index", self.client.indices.exists, index=self.index)
         if exists:
-            mapping = self._call("read the mapping", self.client.indices.get_mapping, index=self.index)
+            mapping = self.call("read the mapping", self.client.indices.get_mapping, index=self.index)
             meta = (dict(mapping).get(self.index, {}).get("mappings", {}).get("_meta") or {})
             if Q.META_KEY not in meta:
                 raise BackendError(f"index {self.index!r} exists and was not created by hybridsearch")
             if meta[Q.META_KEY] != fp:
                 raise BackendError(f"index {self.index!r} holds another schema or metric ({meta[Q.META_KEY]})")
             return
-        vector = {self.vec.name: self._vector_mapping(options)} if self.vec else {}
-        props = Q.properties(self.schema, vector.get(self.vec.name) if self.vec else None)
+        vector = self._vector_mapping(options) if self.vec else None
         body = {"settings": self._index_settings(options),
-                "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp}, "properties": props}}
-        self._call("create the index", self.client.indices.create, index=self.index, body=body)
+                "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
+                             "properties": Q.properties(self.schema, vector)}}
+        self.call("create the index", self.client.indices.create, index=self.index, body=body)
 
     def _search(self, body: dict, what: str = "search", **params) -> list:
-        res = self._call(what, self.client.search, index=self.index, body=body, **params)
+        res = self.call(what, self.client.search, index=self.index, body=body, **params)
         return list(res["hits"]["hits"])
 
     def _max_seq(self) -> int:
-        hits = self._search({"size": 1, "sort": [{Q.SEQ_FIELD: "desc"}], "_source": False,
-                             "docvalue_fields": [Q.SEQ_FIELD]}, "read the insertion sequence")
-        return int(hits[0]["fields"][Q.SEQ_FIELD][0]) if hits else 0
-
-    # ------------------------------------------------------------ documents
-    def _source(self, doc, seq: int) -> dict:
-        src = {Q.ID_FIELD: doc.id, Q.SEQ_FIELD: seq, Q.PRESENT_FIELD: [
-            s.name for s in self.schema.fields.values() if s.optional and getattr(doc, s.name) is not None]}
-        for spec in self.schema.fields.values():
-            if spec.kind in (Kind.ID, Kind.OTHER):
-                continue
-            v = getattr(doc, spec.name)
-            if v is None:
-                continue
-            src[spec.name] = [float(x) for x in v] if spec.kind is Kind.VECTOR else v
-        if self.extra:
-            src[Q.EXTRA_FIELD] = doc.model_dump_json(include=set(self.extra))
-        return src
-
-    def _doc(self, hit_id: str, src: dict):
-        data = {"id": hit_id}
-        for spec in self.schema.fields.values():
-            if spec.kind not in (Kind.ID, Kind.OTHER) and spec.name in src:
-                data[spec.name] = src[spec.name]
-        if self.extra and Q.EXTRA_FIELD in src:
-            data.update(json.loads(src[Q.EXTRA_FIELD]))
-        return self.schema.model.model_validate(data)
+        hits = self._search({"size": 1, "sort": [{SEQ_FIELD: "desc"}], "_source": False,
+                             "docvalue_fields": [SEQ_FIELD]}, "read the insertion sequence")
+        return int(hits[0]["fields"][SEQ_FIELD][0]) if hits else 0
 
     def _mget(self, ids: list, source=True) -> dict:
         """id -> _source of the ids that exist (one request per chunk)."""
         out = {}
-        for a in range(0, len(ids), _PAGE):
-            res = self._call("read documents", self.client.mget, index=self.index,
-                             body={"ids": ids[a:a + _PAGE]}, _source=source)
+        for a in range(0, len(ids), PAGE):
+            res = self.call("read documents", self.client.mget, index=self.index,
+                            body={"ids": ids[a:a + PAGE]}, _source=source)
             for d in res["docs"]:
                 if d.get("found"):
                     out[d["_id"]] = d.get("_source", {})
         return out
+
+    def _docs(self, hits: list) -> list:
+        return [self.codec.document(h["_source"], h["_id"]) for h in hits]
 
     # --------------------------------------------------------------- writes
     def _bulk(self, actions: list) -> tuple:
@@ -294,52 +232,44 @@ class SearchEngineStorage(Storage):
                 # deleting an absent id is not a failure (delete() counts what was there)
                 results[info["_id"]] = (ok or (op == "delete" and info.get("status") == 404), info)
         except Exception as e:  # the client's errors are translated, anything else propagates
-            info = self._error_info(e)
+            info = self.failure(e)
             if info is None:
                 raise
-            return results, self._error("write documents", *info)
+            return results, self.error("write documents", *info)
         return results, None
 
-    def _error(self, what: str, status, reason) -> BackendError:
-        where = f"{self.engine} at {self._redact(str(self.options['hosts']))}"
-        code = f"status {status}" if status is not None else "no response"
-        return BackendError(self._redact(f"{where} failed to {what} ({code}): {reason}"))
+    def _restore(self, items: list) -> bool:
+        """Puts back (id, source or None: delete) in one bulk run; whether every one went back."""
+        if not items:
+            return True
+        fixed, broke = self._bulk([("index", i, src) if src is not None else ("delete", i, None)
+                                   for i, src in items])
+        return broke is None and all(ok for ok, _ in fixed.values())
+
+    def _undo(self, ids: list, results: dict, before: dict, seq0: Optional[int] = None) -> str:
+        """Rolls back every id that was, or may have been (no answer), changed by the batch."""
+        touched = [i for i in ids if i not in results or results[i][0]]
+        return self.rollback(self._restore, touched, before, seq0)
 
     def upsert(self, batch: Batch) -> None:
         if not batch.docs:
             return
         ids = [d.id for d in batch.docs]
         before = self._mget(ids)  # pre-images: kept sequence numbers, and what to restore on failure
-        sources, seq0 = [], self.next_seq
-        for d in batch.docs:
-            if d.id in before:
-                seq = int(before[d.id][Q.SEQ_FIELD])
-            else:
-                seq, self.next_seq = self.next_seq, self.next_seq + 1
-            sources.append(self._source(d, seq))
+        seq0 = self.next_seq
+        sources = [self.codec.fields(d, seq) for d, seq in zip(batch.docs, self.sequence(ids, before))]
         self._size = None
         results, stopped = self._bulk([("index", i, s) for i, s in zip(ids, sources)])
         failed = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
         if not failed and stopped is None:
             return
-        state = self._undo(ids, results, before)
-        if state.startswith("the rest"):
-            self.next_seq = seq0
+        state = self._undo(ids, results, before, seq0)
         if stopped is not None:
             raise BackendError(f"{stopped}; {state}")
         reasons = "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
                             f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
-        raise BackendError(self._redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
-                                        f"({reasons}); {state}"))
-
-    def _undo(self, ids: list, results: dict, before: dict) -> str:
-        """Puts back the pre-images of every id that was, or may have been (no answer), changed."""
-        undo = [i for i in ids if i not in results or results[i][0]]
-        repair = [("index", i, before[i]) if i in before else ("delete", i, None) for i in undo]
-        fixed, broke = self._bulk(repair) if repair else ({}, None)
-        if broke is None and all(ok for ok, _ in fixed.values()):
-            return "the rest of the batch was rolled back"
-        return "rolling the batch back failed too: the index may hold part of it"
+        raise BackendError(self.redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
+                                       f"({reasons}); {state}"))
 
     def delete(self, ids: list) -> int:
         ids = list(dict.fromkeys(ids))
@@ -357,8 +287,8 @@ class SearchEngineStorage(Storage):
         state = self._undo(ids, results, before)
         if stopped is not None:
             raise BackendError(f"{stopped}; {state}")
-        raise BackendError(self._redact(f"{self.engine} failed to delete {len(bad)} of {len(ids)} documents "
-                                        f"({bad[:3]}); {state}"))
+        raise BackendError(self.redact(f"{self.engine} failed to delete {len(bad)} of {len(ids)} documents "
+                                       f"({bad[:3]}); {state}"))
 
     def update_fields(self, id: str, values: dict) -> None:
         src = self._mget([id]).get(id)
@@ -366,35 +296,29 @@ class SearchEngineStorage(Storage):
             raise KeyError(id)
         if not values:
             return
-        doc = self._doc(id, src).model_copy(update=values)
-        new = self._source(doc, int(src[Q.SEQ_FIELD]))
-        partial = {k: new.get(k) for k in values if k not in self.extra}
-        partial[Q.PRESENT_FIELD] = new[Q.PRESENT_FIELD]
-        if set(values) & set(self.extra):
-            partial[Q.EXTRA_FIELD] = new[Q.EXTRA_FIELD]
         self._size = None
-        self._call("update a document", self.client.update, index=self.index, id=id,
-                   body={"doc": partial}, refresh=self.refresh)
+        self.call("update a document", self.client.update, index=self.index, id=id,
+                  body={"doc": self.codec.update(src, values)}, refresh=self.refresh)
 
     # ---------------------------------------------------------------- reads
     def count(self) -> int:
-        return int(self._call("count documents", self.client.count, index=self.index)["count"])
+        return int(self.call("count documents", self.client.count, index=self.index)["count"])
 
     def contains(self, id: str) -> bool:
         return bool(self._mget([id], source=False))
 
     def get(self, ids: list) -> list:
         found = self._mget(list(ids))
-        return [self._doc(i, found[i]) if i in found else None for i in ids]
+        return [self.codec.document(found[i], i) if i in found else None for i in ids]
 
     def _scan(self, query: dict, limit: Optional[int], source) -> list:
         """Matching hits in insertion order (search_after over hs_seq), up to limit (None: all)."""
         hits, after = [], None
         while limit is None or len(hits) < limit:
-            size = _PAGE if limit is None else min(_PAGE, limit - len(hits))
+            size = PAGE if limit is None else min(PAGE, limit - len(hits))
             # the id breaks ties: two clients writing one index can hand out the same sequence
             # number, and search_after over a tied sort value would skip documents
-            body = {"size": size, "query": query, "sort": [{Q.SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
+            body = {"size": size, "query": query, "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
                     "_source": source}
             if after is not None:
                 body["search_after"] = after
@@ -411,8 +335,7 @@ class SearchEngineStorage(Storage):
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         if limit == 0:
             return [], []
-        hits = self._scan({"bool": {"filter": [Q.to_query(node, self.schema)]}}, limit, True)
-        docs = [self._doc(h["_id"], h["_source"]) for h in hits]
+        docs = self._docs(self._scan({"bool": {"filter": [Q.to_query(node, self.schema)]}}, limit, True))
         return [d.id for d in docs], docs
 
     # --------------------------------------------------------------- vectors
@@ -421,42 +344,24 @@ class SearchEngineStorage(Storage):
             return None
         return Q.to_query(node, self.schema)
 
-    def _similarity(self, X: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """API.md scores in float64 (higher is better)."""
-        X = X.astype(np.float64)
-        q = q.astype(np.float64)
-        if self.metric == "ip":
-            return X @ q
-        if self.metric == "l2":
-            return -np.linalg.norm(X - q, axis=1)
-        norms = np.linalg.norm(X, axis=1) * np.linalg.norm(q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.nan_to_num((X @ q) / norms, nan=0.0)
+    def _with_vector(self, flt: Optional[dict]) -> dict:
+        """The query of the documents that hold a vector and match `flt`."""
+        return {"bool": {"filter": [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])}}
 
     def _ranked(self, hits: list, q: np.ndarray, limit: int) -> tuple:
-        hits = [h for h in hits if self.vec.name in h["_source"]]
-        if not hits:
-            return [], np.empty(0, dtype=np.float32), []
-        X = np.array([h["_source"][self.vec.name] for h in hits], dtype=np.float32)
-        s = self._similarity(X, q)
-        order = np.argsort(-s, kind="stable")[:limit]
-        docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
-        return [d.id for d in docs], s[order].astype(np.float32), docs
+        return self.rescored([{**h["_source"], Q.ID_FIELD: h["_id"]} for h in hits], q, limit)
 
     def _exact(self, q: np.ndarray, limit: int, flt: Optional[dict]) -> tuple:
         """Brute force here over every matching document that has a vector."""
-        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
-        return self._ranked(self._scan({"bool": {"filter": must}}, None, True), q, limit)
+        return self._ranked(self._scan(self._with_vector(flt), None, True), q, limit)
 
     def _count(self, flt: Optional[dict]) -> int:
-        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
-        return int(self._call("count matches", self.client.count, index=self.index,
-                              body={"query": {"bool": {"filter": must}}})["count"])
+        return int(self.call("count matches", self.client.count, index=self.index,
+                             body={"query": self._with_vector(flt)})["count"])
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
-        if self.vec is None:
-            raise UnsupportedError("this schema has no hs.Vector field")
+        self.need_vector()
         flt = self._filter_clause(node)
         if flt is None and not exact:
             # like a filtered Lucene query whose matches fit in num_candidates: when the whole
@@ -464,11 +369,11 @@ class SearchEngineStorage(Storage):
             # so few points, or over many duplicates, can miss part of the true top-k)
             if self._size is None:
                 self._size = self._count(None)
-            exact = self._size <= min(max(ef or self.ef, limit), _MAX_CANDIDATES)
+            exact = self._size <= min(max(ef or self.ef, limit), MAX_CANDIDATES)
         if exact:
             return [self._exact(q, limit, flt) for q in queries]
-        k = min(limit, _MAX_CANDIDATES)
-        bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), _MAX_CANDIDATES), flt) for q in queries]
+        k = min(limit, MAX_CANDIDATES)
+        bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), MAX_CANDIDATES), flt) for q in queries]
         # several queries travel in one _msearch request
         answers = [self._search(bodies[0], "run a vector query")] if len(bodies) == 1 else self._msearch(bodies)
         out, matches = [], None
@@ -482,17 +387,17 @@ class SearchEngineStorage(Storage):
         return out
 
     def _msearch(self, bodies: list, what: str = "run vector queries") -> list:
-        """The hits of each search body, sent _MSEARCH at a time in one request."""
+        """The hits of each search body, sent MSEARCH at a time in one request."""
         out = []
-        for a in range(0, len(bodies), _MSEARCH):
+        for a in range(0, len(bodies), MSEARCH):
             lines = []
-            for body in bodies[a:a + _MSEARCH]:
+            for body in bodies[a:a + MSEARCH]:
                 lines += [{"index": self.index}, body]
-            res = self._call(what, self.client.msearch, body=lines)
+            res = self.call(what, self.client.msearch, body=lines)
             for r in res["responses"]:
                 if "error" in r:  # one failed search fails the call, with its own status and reason
                     err = r["error"]
-                    raise self._error(what, r.get("status"), err.get("reason", err) if isinstance(err, dict) else err)
+                    raise self.error(what, r.get("status"), err.get("reason", err) if isinstance(err, dict) else err)
                 out.append(list(r["hits"]["hits"]))
         return out
 
@@ -503,38 +408,35 @@ class SearchEngineStorage(Storage):
 
     def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
-        if not self.texts:
-            raise UnsupportedError(f"storage {self.name!r} has no text search here: the schema has no hs.Text field")
+        self.need_texts()
         flt = self._filter_clause(node)
         if q is None:
             hits = self._search(self._lexical_body(text, k, flt))
-            docs = [self._doc(h["_id"], h["_source"]) for h in hits]
+            docs = self._docs(hits)
             scores = np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale
             return [d.id for d in docs], scores.astype(np.float32), docs
         q = q[0]
-        pool = min(max(candidates, k), _MAX_CANDIDATES)
-        ef = min(max(ef or self.ef, pool), _MAX_CANDIDATES)
+        pool = min(max(candidates, k), MAX_CANDIDATES)
+        ef = min(max(ef or self.ef, pool), MAX_CANDIDATES)
         if fusion == "rrf":
             lex = self._search(self._lexical_body(text, pool, flt))
             vec = self._exact(q, pool, flt)[0] if exact else [h["_id"] for h in self._knn_search(q, pool, ef, flt)]
-            by_id = {h["_id"]: h for h in lex}
-            ids = list(dict.fromkeys([h["_id"] for h in lex] + list(vec)))
-            pos = {i: n for n, i in enumerate(ids)}
-            slots, scores = fuse_rrf(np.array([pos[h["_id"]] for h in lex], dtype=np.int64),
-                                     np.array([pos[i] for i in vec], dtype=np.int64), k, rrf_k)
-            chosen = [ids[s] for s in slots.tolist()]
+            chosen, scores = rrf([h["_id"] for h in lex], list(vec), k, rrf_k)
+            by_id = {h["_id"]: h["_source"] for h in lex}
             missing = [i for i in chosen if i not in by_id]
-            fetched = self._mget(missing) if missing else {}
-            docs = [self._doc(i, by_id[i]["_source"] if i in by_id else fetched[i]) for i in chosen]
-            return chosen, scores, docs
+            by_id.update(self._mget(missing) if missing else {})
+            return chosen, scores, [self.codec.document(by_id[i], i) for i in chosen]
         hits, bm25 = (self._hybrid_exact if exact else self._hybrid_engine)(text, q, pool, ef, flt)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
-        X = np.array([h["_source"].get(self.vec.name, [0.0] * self.vec.dim) for h in hits], dtype=np.float32)
-        total = bm25 + self._similarity(X, q)
+        total = bm25 + exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric)
         order = np.argsort(-total, kind="stable")[:k]
-        docs = [self._doc(hits[i]["_id"], hits[i]["_source"]) for i in order]
+        docs = self._docs([hits[i] for i in order])
         return [d.id for d in docs], total[order].astype(np.float32), docs
+
+    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
+        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
+        return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
 
     def _hybrid_engine(self, text, q, pool, ef, flt) -> tuple:
         """The engine's bool + knn pool -> (hits, BM25 of each hit)."""
@@ -547,18 +449,17 @@ class SearchEngineStorage(Storage):
         if not all(isinstance(m, dict) for m in named):
             raise UnsupportedError(f"{self.engine} did not report per-query scores: hybrid search needs "
                                    "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
-        return hits, np.array([float(m.get(_LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
+        return hits, np.array([float(m.get(LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
 
     def _hybrid_exact(self, text, q, pool, ef, flt) -> tuple:
         """exact=True: the lexical top-`pool` and the exact vector top-`pool` (every matching
         vector scored here) -> (hits, BM25 of each hit)."""
         lex = self._search(self._lexical_body(text, pool, flt))
-        must = [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])
-        every = self._scan({"bool": {"filter": must}}, None, True)
+        every = self._scan(self._with_vector(flt), None, True)
         by_id = {h["_id"]: h for h in lex}
         if every:
-            X = np.array([h["_source"][self.vec.name] for h in every], dtype=np.float32)
-            for i in np.argsort(-self._similarity(X, q), kind="stable")[:pool]:
+            scores = exact_scores(self.vectors([h["_source"] for h in every]), q, self.metric)
+            for i in np.argsort(-scores, kind="stable")[:pool]:
                 by_id.setdefault(every[i]["_id"], every[i])
         bm = {h["_id"]: float(h["_score"]) * self.bm25_scale for h in lex}
         hits = list(by_id.values())
@@ -569,7 +470,6 @@ class SearchEngineStorage(Storage):
             self.client.close()
         except Exception:  # closing a client whose node is gone must not raise
             pass
-
 
 
 class ElasticsearchStorage(SearchEngineStorage):
@@ -592,34 +492,34 @@ class ElasticsearchStorage(SearchEngineStorage):
         try:
             return Elasticsearch(options["hosts"], **kw)
         except (ValueError, TypeError) as e:
-            raise ConfigError(self._redact(f"cannot configure the Elasticsearch client: {e}")) from None
+            raise ConfigError(self.redact(f"cannot configure the Elasticsearch client: {e}")) from None
 
     def _vector_mapping(self, options: dict) -> dict:
         return {"type": "dense_vector", "dims": self.vec.dim, "index": True,
                 "similarity": self._SIMILARITY[self.metric],
                 "index_options": {"type": "hnsw", "m": options["m"], "ef_construction": options["ef_construct"]}}
 
-    def _knn_body(self, q, k, ef, flt) -> dict:
+    def _knn(self, q, k, ef, flt) -> dict:
         knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": k, "num_candidates": ef}
         if flt:
             knn["filter"] = flt
-        return {"size": k, "knn": knn}
+        return knn
+
+    def _knn_body(self, q, k, ef, flt) -> dict:
+        return {"size": k, "knn": self._knn(q, k, ef, flt)}
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
         body = self._lexical_body(text, size, flt)
         body["query"]["bool"] = {"should": body["query"]["bool"]["must"], "filter": body["query"]["bool"]["filter"]}
-        body["query"]["bool"]["should"][0]["multi_match"]["_name"] = _LEXICAL
-        knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": size, "num_candidates": ef}
-        if flt:
-            knn["filter"] = flt
-        body["knn"] = knn
+        body["query"]["bool"]["should"][0]["multi_match"]["_name"] = LEXICAL
+        body["knn"] = self._knn(q, size, ef, flt)
         return body
 
     def _streaming_bulk(self, client, actions, **kwargs):
         from elasticsearch.helpers import streaming_bulk
-        return streaming_bulk(client, actions, retry_on_status=_RETRY_STATUS, **kwargs)
+        return streaming_bulk(client, actions, retry_on_status=RETRY_STATUS, **kwargs)
 
-    def _error_info(self, e):
+    def failure(self, e):
         import elastic_transport
         from elasticsearch import ApiError
         if isinstance(e, ApiError):
@@ -629,72 +529,4 @@ class ElasticsearchStorage(SearchEngineStorage):
             return e.meta.status, f"{e.message}: {reason or body or ''}"
         if isinstance(e, elastic_transport.TransportError):
             return None, f"{type(e).__name__}: {e.message}"
-        return None
-
-
-class OpenSearchStorage(SearchEngineStorage):
-    """OpenSearch 2.x / 3.x with the k-NN plugin (Lucene engine) through `opensearch-py`."""
-
-    name = "opensearch"
-    engine = "OpenSearch"
-    _SPACE = {"cosine": "cosinesimil", "ip": "innerproduct", "l2": "l2"}
-
-    def _make_client(self, options: dict):
-        from opensearchpy import OpenSearch
-        kw = {"timeout": float(options["timeout"]), "verify_certs": bool(options["verify_certs"]),
-              "max_retries": 0, "retry_on_timeout": False}
-        if options.get("basic_auth") is not None:
-            kw["http_auth"] = tuple(options["basic_auth"])
-        if options.get("api_key") is not None:
-            kw["headers"] = {"Authorization": f"ApiKey {options['api_key']}"}
-        for key in ("ca_certs", "client_cert", "client_key"):
-            if options.get(key) is not None:
-                kw[key] = options[key]
-        hosts = options["hosts"]
-        if isinstance(hosts, str) and hosts.startswith("https://"):
-            kw["use_ssl"] = True
-        try:
-            return OpenSearch(hosts, **kw)
-        except (ValueError, TypeError) as e:
-            raise ConfigError(self._redact(f"cannot configure the OpenSearch client: {e}")) from None
-
-    def _index_settings(self, options: dict) -> dict:
-        return {**super()._index_settings(options), "index.knn": True}
-
-    def _vector_mapping(self, options: dict) -> dict:
-        return {"type": "knn_vector", "dimension": self.vec.dim,
-                "method": {"name": "hnsw", "engine": "lucene", "space_type": self._SPACE[self.metric],
-                           "parameters": {"m": options["m"], "ef_construction": options["ef_construct"]}}}
-
-    def _knn_clause(self, q, k, ef, flt) -> dict:
-        inner = {"vector": [float(x) for x in q], "k": k, "method_parameters": {"ef_search": ef}}
-        if flt:
-            inner["filter"] = flt
-        return {"knn": {self.vec.name: inner}}
-
-    def _knn_body(self, q, k, ef, flt) -> dict:
-        return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
-
-    def _hybrid_body(self, text, q, size, ef, flt) -> dict:
-        lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields", "_name": _LEXICAL}}
-        return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
-                                                 "filter": [flt] if flt else [], "minimum_should_match": 1}}}
-
-    def _streaming_bulk(self, client, actions, **kwargs):
-        from opensearchpy.helpers import streaming_bulk  # resends 429s only (no retry_on_status)
-        return streaming_bulk(client, actions, **kwargs)
-
-    def _error_info(self, e):
-        from opensearchpy.exceptions import ConnectionError as OSConnectionError
-        from opensearchpy.exceptions import ConnectionTimeout, TransportError
-        if isinstance(e, ConnectionTimeout):
-            return None, f"timed out: {e.error}"
-        if isinstance(e, OSConnectionError):
-            return None, f"cannot connect: {type(e.info).__name__ if e.info else ''} {e.error}"
-        if isinstance(e, TransportError):
-            status = e.status_code if isinstance(e.status_code, int) else None
-            info = e.info if isinstance(e.info, dict) else {}
-            err = info.get("error", {})
-            reason = err.get("reason") if isinstance(err, dict) else err
-            return status, f"{e.error}: {reason or ''}"
         return None

@@ -17,8 +17,8 @@ from xml.sax.saxutils import quoteattr
 
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import ConfigError
+from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 
-ID_FIELD, SEQ_FIELD, PRESENT_FIELD, EXTRA_FIELD = "hs_id", "hs_seq", "hs_present", "hs_extra"
 DISTANCE = {"cosine": "angular", "ip": "dotproduct", "l2": "euclidean"}
 _TYPES = {Kind.INT: "long", Kind.FLOAT: "double", Kind.BOOL: "bool", Kind.KEYWORD: "string"}
 # Vespa reserves these as field names (and every name must be a plain identifier)

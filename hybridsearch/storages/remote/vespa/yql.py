@@ -8,7 +8,7 @@ hold exactly is rewritten to one it can (price > 2.5 on a long -> price >= 3; an
 no double equals, on a double -> the nearest double with the bound adjusted), so Vespa
 never rounds the argument; bounds beyond every stored value are decided here. Query text never enters the YQL: it travels as a request parameter
 that `userInput(@userq)` refers to. Field names come from the schema and are checked
-identifiers (vespa_app.check_name).
+identifiers (app.check_name).
 
 Semantics kept: a comparison is false where the field has no value and a negation
 matches documents without one (Vespa's `!` over an attribute search does exactly
@@ -24,7 +24,7 @@ import math
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
-from hybridsearch.storages.remote.vespa.app import ID_FIELD, PRESENT_FIELD
+from hybridsearch.storages.remote.base import ID_FIELD, PRESENT_FIELD
 
 _OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _INT32, _INT64 = 2 ** 31, 2 ** 63

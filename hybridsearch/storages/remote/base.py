@@ -1,0 +1,286 @@
+"""What the remote storages share; each engine (elasticsearch/, vespa/) keeps only its dialect.
+
+- `RemoteConfig`: the options every remote storage takes (request timeout, retries, TLS).
+- `Secrets`: the credentials of a collection, redacted from every message; they are never part
+  of a repr, of `stats()` or of an error.
+- `RemoteStorage.call`: one request through the engine's client; an answer 429 or 503 is resent
+  after an exponential backoff (`retry_backoff` seconds, doubled each time, `max_retries`
+  times), and any failure becomes `hs.BackendError` "<engine> at <address> failed to <what>
+  (status N | no response): <reason>".
+- `FieldCodec`: a document <-> the fields stored on the engine: the schema's indexed fields under
+  their names, `hs_id` (the id, filterable), `hs_seq` (insertion number), `hs_present` (the
+  optional fields holding a value, for `$exists`) and `hs_extra` (the unindexed fields, one JSON
+  string). The names are part of the on-engine format: indexes written before open after.
+- `RemoteStorage.sequence` / `rollback`: insertion numbers of a batch (an upsert keeps its
+  document's place) and the undo of a batch that failed half-way (what was overwritten is put
+  back, what was new is deleted): the engines have no multi-document transaction.
+- `RemoteStorage.rescored`: engines report transformed similarities; hits are ranked again by
+  API.md's score computed from their stored vectors (`storages.base.rank_exactly`).
+- `rrf`: reciprocal rank fusion of a lexical and a vector list of ids.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.parse
+from typing import Callable, Optional
+
+import numpy as np
+
+from hybridsearch.document import Kind, Schema
+from hybridsearch.errors import BackendError, UnsupportedError
+from hybridsearch.query.fusion import fuse_rrf
+from hybridsearch.storages.base import Storage, rank_exactly
+from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
+
+ID_FIELD = "hs_id"            # the id as a keyword (engines allow no range query on their own ids)
+SEQ_FIELD = "hs_seq"          # insertion number: filter-only results come in this order
+PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value ($exists)
+EXTRA_FIELD = "hs_extra"      # the fields that are not indexed, as one JSON string
+RETRY_STATUS = (429, 503)     # answers that mean "busy, ask again later"
+ROLLED_BACK = "the rest of the batch was rolled back"
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteConfig(GraphConfig):
+    """Options every remote storage takes, beside its engine's own."""
+
+    timeout: float = option(30.0, number(0), "seconds per request")
+    max_retries: int = option(3, integer(0), "resends of a request refused with 429 / 503")
+    retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each")
+    ca_certs: Optional[str] = option(None, path_or_none, "CA bundle for https")
+    verify_certs: bool = option(True, boolean, "verify the server's certificate")
+
+
+# ------------------------------------------------------------------ credentials
+def split_userinfo(url: str) -> tuple:
+    """(the URL without `user:password@`, (user, password) decoded or None)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else (parts.hostname or "")
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
+    return bare, (urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or ""))
+
+
+def userinfo_secrets(url) -> list:
+    """What of a URL's `user:password@` must never be shown: the userinfo and the password, as
+    written and decoded."""
+    if not isinstance(url, str) or "@" not in url.split("//", 1)[-1]:
+        return []
+    userinfo = url.split("//", 1)[-1].split("@", 1)[0]
+    password = userinfo.split(":", 1)[1:]
+    return [userinfo] + password + [urllib.parse.unquote(p) for p in password]
+
+
+def public_url(url):
+    """A URL as messages and stats show it: without credentials (anything else as it is)."""
+    return split_userinfo(url)[0] if isinstance(url, str) else url
+
+
+class Secrets:
+    """Strings that must never leave the process in a message (passwords, keys, tokens)."""
+
+    def __init__(self, strings) -> None:
+        # longest first, so a secret that contains another is replaced whole
+        self._strings = sorted({str(s) for s in strings if s}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for s in self._strings:
+            text = text.replace(s, "***")
+        return text
+
+    def __repr__(self) -> str:
+        return f"Secrets({len(self._strings)} redacted)"
+
+
+# ---------------------------------------------------------------- documents
+def as_floats(v) -> list:
+    return [float(x) for x in v]
+
+
+class FieldCodec:
+    """A document <-> the fields one engine document holds (module docstring). `encode_vector`
+    and `decode_vector` are the engine's vector format (a list, Vespa's tensor JSON...)."""
+
+    def __init__(self, schema: Schema, encode_vector: Callable = as_floats,
+                 decode_vector: Callable = lambda v: v) -> None:
+        self.schema = schema
+        self.encode_vector, self.decode_vector = encode_vector, decode_vector
+        self.vec = schema.vector
+        self.indexed = [s for s in schema.fields.values() if s.kind not in (Kind.ID, Kind.OTHER)]
+        self.optional = [s.name for s in schema.fields.values() if s.optional]
+        self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+
+    def fields(self, doc, seq: int) -> dict:
+        """The engine fields of a document with insertion number `seq` (absent values left out)."""
+        out = {ID_FIELD: doc.id, SEQ_FIELD: seq,
+               PRESENT_FIELD: [n for n in self.optional if getattr(doc, n) is not None]}
+        for spec in self.indexed:
+            v = getattr(doc, spec.name)
+            if v is not None:
+                out[spec.name] = self.encode_vector(v) if spec.kind is Kind.VECTOR else v
+        if self.extra:
+            out[EXTRA_FIELD] = doc.model_dump_json(include=set(self.extra))
+        return out
+
+    def document(self, fields: dict, id: Optional[str] = None):
+        """The document stored as `fields` (its id from `hs_id` unless given)."""
+        data = {"id": fields[ID_FIELD] if id is None else id}
+        for spec in self.indexed:
+            if spec.name in fields:
+                v = fields[spec.name]
+                data[spec.name] = self.decode_vector(v) if spec.kind is Kind.VECTOR else v
+        if self.extra and EXTRA_FIELD in fields:
+            data.update(json.loads(fields[EXTRA_FIELD]))
+        return self.schema.model.model_validate(data)
+
+    def vector(self, fields: dict):
+        return self.decode_vector(fields[self.vec.name])
+
+    def update(self, old: dict, values: dict) -> dict:
+        """The fields a partial update writes: the changed indexed fields (None where a value is
+        removed), `hs_present`, and `hs_extra` when an unindexed field changed."""
+        new = self.fields(self.document(old).model_copy(update=values), int(old[SEQ_FIELD]))
+        names = [k for k in values if k not in self.extra] + [PRESENT_FIELD]
+        if set(values) & set(self.extra):
+            names.append(EXTRA_FIELD)
+        return {k: new.get(k) for k in names}
+
+
+def rrf(lexical: list, vector: list, k: int, rrf_k: int) -> tuple:
+    """Reciprocal rank fusion of two ranked id lists -> (the top-k ids, their scores float32)."""
+    ids = list(dict.fromkeys(lexical + vector))
+    pos = {i: n for n, i in enumerate(ids)}
+    slots, scores = fuse_rrf(np.array([pos[i] for i in lexical], dtype=np.int64),
+                             np.array([pos[i] for i in vector], dtype=np.int64), k, rrf_k)
+    return [ids[s] for s in slots.tolist()], scores
+
+
+# ------------------------------------------------------------------ storage
+class RemoteStorage(Storage):
+    """A collection on a search engine reached over the network. Subclasses give `engine`
+    (its name in messages), `failure` (their client's errors) and `address` (where it lives)."""
+
+    engine = ""
+    Config = RemoteConfig
+
+    def __init__(self, schema: Schema, config: RemoteConfig, secrets: list, codec: FieldCodec) -> None:
+        super().__init__(schema, config)
+        self.secrets = Secrets(secrets)
+        self.codec = codec
+        self.metric, self.ef = config.metric, config.ef
+        self.timeout = float(config.timeout)
+        self.max_retries, self.retry_backoff = config.max_retries, float(config.retry_backoff)
+        self.vec = schema.vector
+        self.texts = [s.name for s in schema.texts]
+        self.extra = codec.extra
+        self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
+
+    # ------------------------------------------------------------ dialect
+    def address(self) -> dict:
+        """Where the collection lives, the node(s) first (shown by messages, repr and stats
+        through `shown`, which removes credentials)."""
+        raise NotImplementedError
+
+    def failure(self, e: BaseException):
+        """(status or None, reason) when `e` is a failure of this engine's client, else None."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ requests
+    def redact(self, text: str) -> str:
+        return self.secrets.redact(text)
+
+    def shown(self, value=None):
+        """A value as messages, repr and stats show it: URLs without `user:password@`, every
+        secret redacted (lists and dicts item by item). Without a value: the address."""
+        if value is None:
+            return {k: self.shown(v) for k, v in self.address().items()}
+        if isinstance(value, str):
+            return self.redact(public_url(value))
+        if isinstance(value, (list, tuple)):
+            return [self.shown(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.shown(v) for k, v in value.items()}
+        return value
+
+    def error(self, what: str, status, reason) -> BackendError:
+        code = f"status {status}" if status is not None else "no response"
+        where = next(iter(self.shown().values()))  # the address's first entry: the node(s)
+        return BackendError(self.redact(f"{self.engine} at {where} failed to {what} ({code}): {reason}"))
+
+    def call(self, what: str, fn, *args, **kwargs):
+        """fn(*args, **kwargs), resent with exponential backoff while the engine answers 429 / 503;
+        a failure of the client -> BackendError (anything else propagates)."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # the client's errors are translated, anything else propagates
+                info = self.failure(e)
+                if info is None:
+                    raise
+                status, reason = info
+                if status in RETRY_STATUS and attempt < self.max_retries:
+                    time.sleep(self.retry_backoff * (2 ** attempt))
+                    continue
+                raise self.error(what, status, reason) from None
+
+    # ------------------------------------------------------------- batches
+    def sequence(self, ids: list, before: dict) -> list:
+        """The insertion number of each id: kept where the document exists (`before`: id -> its
+        stored fields), the next ones for new documents."""
+        out = []
+        for i in ids:
+            if i in before:
+                out.append(int(before[i][SEQ_FIELD]))
+            else:
+                out.append(self.next_seq)
+                self.next_seq += 1
+        return out
+
+    def rollback(self, restore: Callable[[list], bool], touched: list, before: dict,
+                 seq0: Optional[int] = None) -> str:
+        """Undoes a failed batch: restore([(id, its old fields, or None: delete it), ...]) puts
+        back every id the batch changed (or may have changed) and says whether all went back.
+        -> the sentence for the error. A full undo also gives back the insertion numbers the
+        batch took (`seq0`: the counter before it)."""
+        try:
+            ok = restore([(i, before.get(i)) for i in touched])
+        except BackendError:
+            ok = False
+        if not ok:
+            return f"rolling the batch back failed too: {self.engine} may hold part of it"
+        if seq0 is not None:
+            self.next_seq = seq0
+        return ROLLED_BACK
+
+    # --------------------------------------------------------------- reads
+    def need_vector(self) -> None:
+        if self.vec is None:
+            raise UnsupportedError("this schema has no hs.Vector field")
+
+    def need_texts(self) -> None:
+        if not self.texts:
+            raise UnsupportedError(f"storage {self.name!r} has no text search here: the schema has no hs.Text field")
+
+    def vectors(self, records: list) -> np.ndarray:
+        """The stored vectors of `records` (engine fields) as float32 rows, zeros where one has none."""
+        zero = [0.0] * self.vec.dim
+        return np.array([self.codec.vector(r) if self.vec.name in r else zero for r in records], dtype=np.float32)
+
+    def rescored(self, records: list, q: np.ndarray, limit: int) -> tuple:
+        """(ids, scores float32, docs) of the records (engine fields) that hold a vector, best
+        first by API.md's exact score for q, cut to `limit`."""
+        records = [r for r in records if self.vec.name in r]
+        if not records:
+            return [], np.empty(0, dtype=np.float32), []
+        order, scores = rank_exactly(self.vectors(records), q, self.metric, limit)
+        docs = [self.codec.document(records[i]) for i in order]
+        return [d.id for d in docs], scores, docs
+
+    def stats(self) -> dict:
+        return {**super().stats(), **self.shown()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.shown().items())})"
