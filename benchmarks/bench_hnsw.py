@@ -46,9 +46,9 @@ def report(out, r: dict) -> list:
     efs = [p["ef"] for p in r["sweep"][names[0]]] if names else []
     out.table(["ef"] + names, [[ef] + [cell(r["sweep"][n][i]) for n in names] for i, ef in enumerate(efs)])
     at = {n: qps_at_recall(r["sweep"][n], TARGET_RECALL) for n in names}
-    out.say(f"  QPS at recall@10 >= {TARGET_RECALL}: "
-            + "; ".join(f"{n} {fmt(q)} ({how}), /hnswlib {ratio(q, at.get('hnswlib-raw', (None,))[0])}"
-                        for n, (q, how) in at.items()))
+    out.say(f"\n  QPS at recall@10 >= {TARGET_RECALL}:")
+    out.table(["index", "QPS", "/hnswlib", "how"],
+              [[n, fmt(q), ratio(q, at.get("hnswlib-raw", (None,))[0]), how] for n, (q, how) in at.items()])
     out.say(f"\n  filtered (bucket < t), ef={r['filter_ef']}: recall@10 among the matches / QPS:")
     variants = list(next(iter(r["filtered"].values()))["results"]) if r["filtered"] else []
     out.table(["selectivity", "matches"] + variants,
