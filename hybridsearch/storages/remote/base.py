@@ -49,8 +49,8 @@ class RemoteConfig(GraphConfig):
     timeout: float = option(30.0, number(0), "seconds per request")
     max_retries: int = option(3, integer(0), "resends of a request refused with 429 / 503")
     retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each")
-    ca_certs: Optional[str] = option(None, path_or_none, "CA bundle for https")
-    verify_certs: bool = option(True, boolean, "verify the server's certificate")
+    ca_certs: Optional[str] = option(None, path_or_none, "CA bundle that signed the server's certificate (https)")
+    verify_certs: bool = option(True, boolean, "verify the server's certificate (off only for a test node)")
 
 
 # ------------------------------------------------------------------ credentials

@@ -107,13 +107,18 @@ def _index_name(v):
 class SearchEngineConfig(RemoteConfig):
     """Options of storage="elasticsearch" and "opensearch"."""
 
-    hosts: Any = option("http://127.0.0.1:9200", _hosts, "the node URL(s)")
-    index: str = option("hybridsearch", _index_name, "the index of this collection")
-    ef_construct: int = option(100, integer(1), "beam width while indexing (the engine's ef_construction)")
-    ef: int = option(100, integer(1), "num_candidates / ef_search of a vector query")
-    refresh: Any = option("wait_for", _refresh, "how writes become visible before they return")
+    hosts: Any = option("http://127.0.0.1:9200", _hosts,
+                        "the node URL(s); a user:password@ in one is sent as basic auth, never shown")
+    index: str = option("hybridsearch", _index_name, "the index of this collection (created from the schema "
+                        "on first open)")
+    m: int = option(16, integer(2), "links per node of the index's HNSW graph (the mapping's m)")
+    ef_construct: int = option(100, integer(1), "beam width while indexing (the mapping's ef_construction)")
+    ef: int = option(100, integer(1), "num_candidates (Elasticsearch) / ef_search (OpenSearch) of a vector "
+                     "query; find(ef=...) overrides it")
+    refresh: Any = option("wait_for", _refresh, "how a write is visible when it returns: 'wait_for' the next "
+                          "refresh, or True to force one")
     chunk_size: int = option(500, integer(1), "documents per bulk request")
-    basic_auth: Any = option(None, _pair_or_none, "(user, password)", secret=True)
+    basic_auth: Any = option(None, _pair_or_none, "(user, password) for the node", secret=True)
     api_key: Any = option(None, None, "an API key (string or (id, key))", secret=True)
     client_cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
     client_key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")

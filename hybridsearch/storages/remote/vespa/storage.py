@@ -77,16 +77,24 @@ def _vespa_name(what: str, allow_none: bool = False):
 class VespaConfig(RemoteConfig):
     """Options of storage="vespa"."""
 
-    url: str = option("http://127.0.0.1:8080", _url, "the container's URL (user:password@ becomes basic auth)")
-    namespace: str = option("hybridsearch", _vespa_name("namespace"), "document namespace")
-    doctype: Optional[str] = option(None, _vespa_name("document type", True), "document type; None: the schema's name")
-    ef: int = option(100, integer(1), "hnsw.exploreAdditionalHits base of a vector query")
+    url: str = option("http://127.0.0.1:8080", _url,
+                      "the container's URL; a user:password@ in it is sent as basic auth, never shown")
+    namespace: str = option("hybridsearch", _vespa_name("namespace"), "the namespace of the /document/v1 ids")
+    doctype: Optional[str] = option(None, _vespa_name("document type", True),
+                                    "the document type (schema) of the package; None: the model's name, lowercased")
+    m: int = option(16, integer(2), "max-links-per-node of the vector's HNSW index (in the package)")
+    ef_construct: int = option(200, integer(1), "neighbors-to-explore-at-insert (in the package)")
+    ef: int = option(100, integer(1), "candidates a vector query explores (hnsw.exploreAdditionalHits = "
+                     "ef - limit); find(ef=...) overrides it")
     token: Optional[str] = option(None, None, "a bearer token (Vespa Cloud data plane)", secret=True)
     cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
     key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")
-    text_grammar: str = option("weakAnd", one_of("weakAnd", "any", "all"), "how query words combine")
-    max_hits: int = option(10000, integer(1), "the query profile's maxHits (largest limit)")
-    cluster: Optional[str] = option(None, _vespa_name("content cluster", True), "content cluster name")
+    text_grammar: str = option("weakAnd", one_of("weakAnd", "any", "all"),
+                               "how query words combine: weakAnd (approximate OR), any (OR) or all (AND)")
+    max_hits: int = option(10000, integer(1), "the most hits a query may ask for (the package's maxHits: "
+                           "deploy and open with the same)")
+    cluster: Optional[str] = option(None, _vespa_name("content cluster", True),
+                                    "the content cluster to visit (len() and iteration); None: Vespa's choice")
 
 
 class Refused(Exception):
