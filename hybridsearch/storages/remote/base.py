@@ -170,7 +170,7 @@ class RemoteStorage(Storage):
         super().__init__(schema, config)
         self.secrets = Secrets(secrets)
         self.codec = codec
-        self.metric, self.ef = config.metric, config.ef
+        self.ef = config.ef
         self.timeout = float(config.timeout)
         self.max_retries, self.retry_backoff = config.max_retries, float(config.retry_backoff)
         self.vec = schema.vector
