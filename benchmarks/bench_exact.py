@@ -1,4 +1,4 @@
-"""Exact top-10 on one thread: our kernel (hybridsearch.engine.exact.exact_topk) vs numpy vs
+"""Exact top-10 on one thread: our kernel (hybridsearch.engine.exact.ExactIndex) vs numpy vs
 faiss IndexFlat.
 
 Per dataset (standard-normal float32, fixed seed; an "n" after the size normalises the rows):
@@ -7,8 +7,8 @@ metric ip (the comparison: a single query, median over 30; a batch of 1,000 quer
 it allows for one scan; DocumentArray.find's cost over the kernel (up to 200,000 documents);
 our ids against numpy's in the same run (the exit status is 1 if they differ). Everything runs
 on one thread (OMP / OpenBLAS / MKL set to 1 before numpy loads, threadpool_limits(1)), methods
-timed round-robin after a warm-up. exact_topk computes the rows' norms on every call (even for
-ip), so "ours" includes one more pass over the vectors than the storages' prepared scan makes.
+timed round-robin after a warm-up. Our matrix is prepared once (norms computed ahead), as the
+storages keep it, and as numpy's and faiss's need no norms for ip.
 
     python benchmarks/bench_exact.py --quick          # 100k x 128 and 50k x 384n
     python benchmarks/bench_exact.py                  # 1M x 128 and 200k x 384n

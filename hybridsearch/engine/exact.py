@@ -10,17 +10,35 @@ from hybridsearch._native import _kernels as K
 METRICS = ("cosine", "ip", "l2")
 
 
+class ExactIndex:
+    """A float32 matrix prepared for exact search: rows made contiguous and their norms (l2,
+    cosine) computed once, so each search is one pass over the vectors, as in the storages."""
+
+    def __init__(self, X: np.ndarray, metric: str) -> None:
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+        self.metric = metric
+        self.X = np.ascontiguousarray(X, dtype=np.float32)
+        if metric == "ip":
+            self.aux = None
+        else:
+            sq = np.einsum("ij,ij->i", self.X, self.X, dtype=np.float32)
+            self.aux = sq if metric == "l2" else (1.0 / np.maximum(np.sqrt(sq), 1e-30)).astype(np.float32)
+
+    def search(self, Q: np.ndarray, k: int, bits: Optional[np.ndarray] = None) -> tuple:
+        """(scores float32 (nq, k), rows int64 (nq, k)) of the exact top-k rows for every query row
+        of Q, best first, with API.md's scores (cosine, inner product, minus the euclidean
+        distance for l2), padded with -inf / -1; `bits` (uint64 words) restricts the rows.
+        One native call for the whole block, without the GIL."""
+        return K.exact_search(self.X, len(self.X), self.aux, np.ascontiguousarray(Q, dtype=np.float32),
+                              self.metric, bits, k)
+
+
 def exact_topk(X: np.ndarray, Q: np.ndarray, k: int, metric: str,
                bits: Optional[np.ndarray] = None) -> tuple:
-    """(scores float32 (nq, k), rows int64 (nq, k)) of the exact top-k rows of X for every query
-    row of Q, in API.md's score order (cosine / inner product / minus squared distance for l2),
-    padded with -inf / -1; `bits` (uint64 words) restricts the rows. One native call."""
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    sq = np.einsum("ij,ij->i", X, X, dtype=np.float32)
-    aux = {"l2": sq, "cosine": (1.0 / np.maximum(np.sqrt(sq), 1e-30)).astype(np.float32), "ip": None}[metric]
-    return K.exact_search(X, len(X), aux, np.ascontiguousarray(Q, dtype=np.float32), metric, bits, k)
+    """ExactIndex(X, metric).search(Q, k, bits) in one call (the norms are computed each time:
+    keep an ExactIndex to search one matrix repeatedly)."""
+    return ExactIndex(X, metric).search(Q, k, bits)
 
 
 def simd_level() -> str:

@@ -1,6 +1,6 @@
 """Ours, as the benchmarks measure it: a DocumentArray on any storage (what users get), the raw
 HNSW graph (hybridsearch.engine.graph.HnswGraph) and the exact kernel
-(hybridsearch.engine.exact.exact_topk). Facts about a collection come from da.stats()."""
+(hybridsearch.engine.exact.ExactIndex). Facts about a collection come from da.stats()."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import numpy as np
 import hybridsearch as hs
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.base import TextAdapter, VectorAdapter
-from hybridsearch.engine.exact import exact_topk
+from hybridsearch.engine.exact import ExactIndex
 from hybridsearch.engine.graph import PLAIN, TWO_HOP, HnswGraph
 
 GRAPH_OPTIONS = ("m", "ef_construct", "ef")
@@ -192,8 +192,10 @@ class Graph(VectorAdapter):
 
 
 def exact(X: np.ndarray, metric: str, k: int):
-    """Our exact kernel as a function of a (nq, d) query block -> (nq, k) ids."""
-    return lambda Q: exact_topk(X, Q, k, metric)[1]
+    """Our exact kernel as a function of a (nq, d) query block -> (nq, k) ids (the matrix is
+    prepared once, as a storage keeps it)."""
+    index = ExactIndex(X, metric)
+    return lambda Q: index.search(Q, k)[1]
 
 
 class Texts(TextAdapter):

@@ -1,4 +1,4 @@
-"""Exact top-k on one thread: our kernel (exact_topk) against numpy and faiss IndexFlat, for a
+"""Exact top-k on one thread: our kernel (ExactIndex) against numpy and faiss IndexFlat, for a
 single query and for a batch, timed round-robin after a warm-up; the machine's single-thread
 read bandwidth as the bound of a scan; the public API's cost over the kernel; our ids checked
 against numpy's in the same run. Call it under threadpool_limits(1)."""
