@@ -2,11 +2,11 @@
 
 The public names of API.md, nothing else.
 """
+from hybridsearch import storages  # a callable package: hs.storages() lists the usable storages
 from hybridsearch.array import DocumentArray
 from hybridsearch.document import Analyzer, Document, Keyword, Text, Vector
 from hybridsearch.errors import BackendError, ConfigError, FilterError, HybridSearchError, SchemaError, UnsupportedError
 from hybridsearch.results import Hit, Results
-from hybridsearch.storages.registry import available as storages
 
 __all__ = [
     "Analyzer", "BackendError", "ConfigError", "Document", "DocumentArray", "FilterError", "Hit",

@@ -1,4 +1,4 @@
-"""Storage registry: names -> backend classes, imported lazily."""
+"""Storage registry: names -> Storage classes, imported lazily; hs.storages() lists the usable ones."""
 from __future__ import annotations
 
 import importlib
