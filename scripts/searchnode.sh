@@ -36,6 +36,20 @@ locked() {  # run "$@" holding $ROOT/$1.lock: concurrent fetches / starts wait f
   ( flock 9; "$@" ) 9>"$ROOT/$name.lock"
 }
 
+node_config() {  # the single-node settings of node $1 (es / os) on http port $2, loopback only
+  cat <<YML
+cluster.name: hs-$1
+node.name: ${1}1
+network.host: 127.0.0.1
+http.port: $2
+transport.port: $(($2 + 100))
+discovery.type: single-node
+path.data: $ROOT/$1-data
+path.logs: $ROOT/$1-logs
+cluster.routing.allocation.disk.threshold_enabled: false
+YML
+}
+
 fetch() {
   if [ -f "$ROOT/.fetched" ]; then echo "engines already fetched under $ROOT"; return 0; fi
   mkdir -p "$ROOT/dist"
@@ -47,29 +61,8 @@ fetch() {
   unzip -q "dist/elasticsearch-$ES_VER.zip"
   OPENSEARCH_JAVA_HOME=$JAVA21 "opensearch-$OS_VER/bin/opensearch-plugin" install --batch \
       "file://$ROOT/dist/opensearch-knn-$KNN_VER.zip" >/dev/null
-  cat >> "opensearch-$OS_VER/config/opensearch.yml" <<YML
-cluster.name: hs-os
-node.name: os1
-network.host: 127.0.0.1
-http.port: $OS_PORT
-transport.port: $((OS_PORT + 100))
-discovery.type: single-node
-path.data: $ROOT/os-data
-path.logs: $ROOT/os-logs
-cluster.routing.allocation.disk.threshold_enabled: false
-YML
-  cat >> "elasticsearch-$ES_VER/config/elasticsearch.yml" <<YML
-cluster.name: hs-es
-node.name: es1
-network.host: 127.0.0.1
-http.port: $ES_PORT
-transport.port: $((ES_PORT + 100))
-discovery.type: single-node
-path.data: $ROOT/es-data
-path.logs: $ROOT/es-logs
-xpack.security.enabled: false
-cluster.routing.allocation.disk.threshold_enabled: false
-YML
+  node_config os "$OS_PORT" >> "opensearch-$OS_VER/config/opensearch.yml"
+  { node_config es "$ES_PORT"; echo "xpack.security.enabled: false"; } >> "elasticsearch-$ES_VER/config/elasticsearch.yml"
   mkdir -p os-data os-logs es-data es-logs
   if [ "$(id -u)" = 0 ]; then
     chown -R "$RUNAS" "opensearch-$OS_VER" "elasticsearch-$ES_VER" os-data os-logs es-data es-logs

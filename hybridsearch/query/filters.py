@@ -53,17 +53,18 @@ class Exists:
 
 
 @dataclass(frozen=True)
-class And:
+class Junction:
+    """A node over several children: And or Or."""
+
+    children: tuple
+
+
+class And(Junction):
     """Every child matches ($and, and the fields of one filter dict); no children: everything."""
 
-    children: tuple
 
-
-@dataclass(frozen=True)
-class Or:
+class Or(Junction):
     """At least one child matches ($or); no children: nothing."""
-
-    children: tuple
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,17 @@ class AnnliteFilter:
         if isinstance(node, Not):
             return self._neg(node.child)
         if isinstance(node, (And, Or)):
-            if not node.children:
-                return TRUE if isinstance(node, And) else FALSE
-            return _grouped("$and" if isinstance(node, And) else "$or", [self._pos(c) for c in node.children])
+            return self._junction(node, negated=False)
         raise UnsupportedError(f"storage 'annlite' cannot express the filter node {node!r}")
+
+    def _junction(self, node: Node, negated: bool) -> dict:
+        """$and / $or of the children, or under a negation their De Morgan dual (our logic is
+        two-valued, so NOT (a AND b) = NOT a OR NOT b); no children: everything / nothing."""
+        conj = isinstance(node, And) != negated
+        if not node.children:
+            return TRUE if conj else FALSE
+        part = self._neg if negated else self._pos
+        return _grouped("$and" if conj else "$or", [part(c) for c in node.children])
 
     def _neg(self, node: Node) -> dict:
         """NOT node: true also where the field has no value, as in every other storage."""
@@ -102,9 +109,7 @@ class AnnliteFilter:
         if isinstance(node, Not):
             return self._pos(node.child)
         if isinstance(node, (And, Or)):
-            if not node.children:
-                return FALSE if isinstance(node, And) else TRUE
-            return _grouped("$or" if isinstance(node, And) else "$and", [self._neg(c) for c in node.children])
+            return self._junction(node, negated=True)
         if isinstance(node, Exists):
             return self._has(node.field, False)
         if isinstance(node, Compare):
