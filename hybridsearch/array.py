@@ -40,7 +40,7 @@ class DocumentArray:
         cls = storage_class(storage)
         config = cls.Config.parse(storage, options)
         self._read_only = getattr(config, "read_only", False)
-        self._backend = cls(self._schema, config)
+        self._storage = cls(self._schema, config)
         self._closed = False
 
     # ------------------------------------------------------------ plumbing
@@ -52,7 +52,7 @@ class DocumentArray:
     @property
     def storage(self) -> str:
         """Name of the storage in use."""
-        return self._backend.name
+        return self._storage.name
 
     def stats(self) -> dict:
         """What the collection holds and how its storage is set up: "storage", "documents" and
@@ -60,12 +60,12 @@ class DocumentArray:
         the graph's nodes and bytes, the plan of this thread's last vector search; see
         docs/storages/<name>.md). Meant for sizing and debugging; keys beyond the first two
         differ between storages."""
-        return self._b().stats()
+        return self._open_storage().stats()
 
     def close(self) -> None:
         """Flushes and releases the storage; further use raises an error."""
         if not self._closed:
-            self._backend.close()
+            self._storage.close()
             self._closed = True
 
     def __enter__(self) -> "DocumentArray":
@@ -77,17 +77,17 @@ class DocumentArray:
     def __repr__(self) -> str:
         return f"DocumentArray({self._model.__name__}, storage={self.storage!r}, n={len(self)})"
 
-    def _b(self):
+    def _open_storage(self):
         if self._closed:
             raise ConfigError("this DocumentArray is closed")
-        return self._backend
+        return self._storage
 
-    def _w(self):
+    def _writable_storage(self):
         """The storage, for a write: refused on a collection opened read_only=True."""
-        backend = self._b()
+        storage = self._open_storage()
         if self._read_only:
             raise ConfigError("this DocumentArray was opened with read_only=True: writes are refused")
-        return backend
+        return storage
 
     def _validate(self, doc: Any) -> Document:
         if isinstance(doc, self._model):
@@ -114,7 +114,7 @@ class DocumentArray:
     # ---------------------------------------------------------------- CRUD
     def extend(self, docs: Iterable[Any]) -> None:
         """Batch upsert; atomic: one invalid document -> SchemaError and nothing written."""
-        backend = self._w()
+        storage = self._writable_storage()
         validated = [self._validate(d) for d in docs]
         if not validated:
             return
@@ -125,28 +125,28 @@ class DocumentArray:
         if len(last) != len(validated):
             validated = [validated[i] for i in last.values()]
         self._check_storable(validated)
-        backend.upsert(build_batch(self._schema, validated))
+        storage.upsert(build_batch(self._schema, validated))
 
     def append(self, doc: Any) -> None:
         """Upserts one document."""
         self.extend([doc])
 
     def __len__(self) -> int:
-        return self._b().count()
+        return self._open_storage().count()
 
     def __contains__(self, id: object) -> bool:
-        return isinstance(id, str) and self._b().contains(id)
+        return isinstance(id, str) and self._open_storage().contains(id)
 
     def __iter__(self) -> Iterator[Document]:
-        backend = self._b()
-        ids = list(backend.iter_ids())
+        storage = self._open_storage()
+        ids = list(storage.iter_ids())
         for start in range(0, len(ids), 1024):
-            for d in backend.get(ids[start:start + 1024]):
+            for d in storage.get(ids[start:start + 1024]):
                 if d is not None:
                     yield d.model_copy()
 
     def __getitem__(self, id: str) -> Document:
-        doc = self._b().get([self._check_id(id)])[0]
+        doc = self._open_storage().get([self._check_id(id)])[0]
         if doc is None:
             raise KeyError(id)
         return doc.model_copy()
@@ -156,26 +156,26 @@ class DocumentArray:
         validated = self._validate(doc)
         validated = validated.model_copy(update={"id": id})
         self._check_storable([validated])
-        self._w().upsert(build_batch(self._schema, [validated]))
+        self._writable_storage().upsert(build_batch(self._schema, [validated]))
 
     def update(self, id: str, **fields: Any) -> None:
         """Partial update of the named fields only; KeyError if absent, SchemaError if a value is bad."""
-        backend = self._w()
+        storage = self._writable_storage()
         self._check_id(id)
         if "id" in fields:
             raise SchemaError("update() cannot change a document's id; delete and re-add it")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
-        backend.update_fields(id, values)
+        storage.update_fields(id, values)
 
     def __delitem__(self, id: str) -> None:
-        if self._w().delete([self._check_id(id)]) == 0:
+        if self._writable_storage().delete([self._check_id(id)]) == 0:
             raise KeyError(id)
 
     def delete(self, ids: Iterable[str]) -> int:
         """Bulk delete; returns the number of documents deleted (absent ids are skipped)."""
-        backend = self._w()
+        storage = self._writable_storage()
         ids = [self._check_id(i) for i in ids]
-        return backend.delete(list(dict.fromkeys(ids)))
+        return storage.delete(list(dict.fromkeys(ids)))
 
     # -------------------------------------------------------------- search
     def _query_vectors(self, vectors: Any, name: str) -> np.ndarray:
@@ -210,7 +210,7 @@ class DocumentArray:
              limit: Optional[int] = 10, exact: bool = False, ef: Optional[int] = None,
              fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
         """Find by vector, text, both (hybrid) or condition; see API.md section 4."""
-        backend = self._b()
+        storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         k = self._check_limit(limit, allow_none=only_filter)
@@ -226,21 +226,21 @@ class DocumentArray:
             rrf_k = check_size(rrf_k, "rrf_k", 0)
             if k == 0:
                 return Results.empty()
-            ids, scores, docs = backend.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
+            ids, scores, docs = storage.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
                                                     rrf_k=rrf_k, exact=exact, ef=ef)
             return Results(ids, scores, _copy_loader(docs))
         if only_filter:
-            ids, docs = backend.search_filter(node if node is not None else parse_filter({}, self._schema), k)
+            ids, docs = storage.search_filter(node if node is not None else parse_filter({}, self._schema), k)
             return Results(ids, np.zeros(len(ids), dtype=np.float32), _copy_loader(docs))
         if k == 0:
             return Results.empty()
-        ids, scores, docs = backend.search_vectors(q, k, node, exact, ef)[0]
+        ids, scores, docs = storage.search_vectors(q, k, node, exact, ef)[0]
         return Results(ids, scores, _copy_loader(docs))
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
                      exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released)."""
-        backend = self._b()
+        storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
         ef = check_ef(ef)
@@ -250,10 +250,10 @@ class DocumentArray:
             return [Results.empty() for _ in range(n)]
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
         if workers == 1:
-            parts = [backend.search_vectors(Q, k, node, exact, ef)]
+            parts = [storage.search_vectors(Q, k, node, exact, ef)]
         else:
             bounds = np.linspace(0, n, workers + 1).astype(int)
             with ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(lambda b: backend.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
+                parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, _copy_loader(docs)) for part in parts for ids, scores, docs in part]

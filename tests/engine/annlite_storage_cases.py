@@ -15,7 +15,7 @@ from tests.storages.wrapped.annlite_cases import Tagged, refused_and_nothing_cha
 def test_the_storage_itself_refuses_unserialisable_values(tmp_path):
     path = tmp_path / "c"
     da = tagged_abc(path)
-    storage = da._backend  # internal: the storage below DocumentArray's validation is the unit here
+    storage = da._storage  # internal: the storage below DocumentArray's validation is the unit here
     schema, good, a = schema_of(Tagged), Tagged(id="new", v=np.ones(4)), da["a"]
     refused_and_nothing_changed(da, path, [
         lambda: storage.update_fields("a", {"tags": [object()]}),
