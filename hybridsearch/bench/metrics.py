@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hybridsearch.storages.base import exact_scores as score_rows
+
 
 def recall_at_k(found: Sequence, true_ids: Sequence, true_scores: Sequence | None = None, k: int = 10,
                 found_scores: Sequence | None = None, tol: float = 1e-5) -> float:
@@ -69,17 +71,11 @@ def median(values: Sequence[float]) -> float:
 
 def exact_scores(X: np.ndarray, Q: np.ndarray, ids: np.ndarray, metric: str) -> np.ndarray:
     """Scores in float64, higher is better, of query i against rows ids[i] (an (nq, k) array,
-    -1 for none: -inf): inner product, cosine, or minus the euclidean distance for l2 (the
-    scores the DocumentArray API returns)."""
+    -1 for none: -inf): the DocumentArray API's scores, by its one formula
+    (hybridsearch.storages.base.exact_scores)."""
     ids = np.asarray(ids, dtype=np.int64)
-    V = X[np.maximum(ids, 0)].astype(np.float64)
-    Q64 = np.asarray(Q, dtype=np.float64)
-    if metric == "l2":
-        s = -np.sqrt(((V - Q64[:, None, :]) ** 2).sum(axis=2))
-    else:
-        s = np.einsum("qkd,qd->qk", V, Q64)
-        if metric == "cosine":
-            s /= np.maximum(np.linalg.norm(V, axis=2) * np.linalg.norm(Q64, axis=1)[:, None], 1e-30)
+    s = np.stack([score_rows(X[np.maximum(r, 0)], q, metric) for r, q in zip(ids, np.asarray(Q))]) \
+        if len(ids) else np.zeros(ids.shape)
     return np.where(ids >= 0, s, -np.inf)
 
 
