@@ -152,7 +152,7 @@ def _parse_operator(name: str, op: Any, value: Any, schema: Schema) -> Node:
         return Exists(name) if value else negate(Exists(name))
     if not spec.filterable:
         raise FilterError(
-            f"{name} is a {spec.kind.value} field: only $exists applies to it "
+            f"{name} is {_kind_words(spec.kind.value)} field: only $exists applies to it "
             "(compare on a Keyword, number or bool field instead)"
         )
     if spec.kind is Kind.BOOL and op in RANGE_OPERATORS:
@@ -173,6 +173,12 @@ def negate(node: Node) -> Node:
     """Not(node), with a double negation removed: comparisons are false where a field has no
     value, so the logic is two-valued and Not(Not(x)) is x."""
     return node.child if isinstance(node, Not) else Not(node)
+
+
+def _kind_words(kind: str) -> str:
+    """'a text', 'a vector', 'an unindexed' (kind "other": a plain Python value, stored as is)."""
+    word = "unindexed" if kind == "other" else kind
+    return ("an " if word[:1] in "aeiou" else "a ") + word
 
 
 def _short(v: Any) -> str:

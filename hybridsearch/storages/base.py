@@ -89,8 +89,7 @@ class Storage(ABC):
 
     def search_text(self, *args, **kwargs):
         raise UnsupportedError(
-            f"text search is not available on storage {self.name!r} yet: "
-            "this storage has no lexical engine yet"
+            f"text search is not available on storage {self.name!r}: this storage has no lexical engine"
         )
 
     def stats(self) -> dict:
