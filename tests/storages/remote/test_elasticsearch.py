@@ -446,3 +446,16 @@ def test_a_node_that_never_answers_is_a_timeout_backend_error(storage):
         assert clock.perf_counter() - t0 < 10 and "127.0.0.1" in str(err.value)
     finally:
         silent.close()
+
+
+def test_a_password_in_the_url_is_in_no_config_repr_or_error():
+    # the config classes are where options are parsed: no public path shows their repr as directly
+    from hybridsearch.storages.remote.elasticsearch.storage import ElasticsearchStorage
+    from hybridsearch.storages.remote.vespa.storage import VespaStorage
+    es = ElasticsearchStorage.Config.parse("elasticsearch", {"hosts": "http://u:pw-in-url@127.0.0.1:9"})
+    vespa = VespaStorage.Config.parse("vespa", {"url": "http://u:pw-in-url@127.0.0.1:9"})
+    assert "pw-in-url" not in repr(es) and "pw-in-url" not in repr(vespa)
+    assert "pw-in-url" not in str(es.as_public_dict()) and "pw-in-url" not in str(vespa.as_public_dict())
+    with pytest.raises(hs.ConfigError) as err:
+        ElasticsearchStorage.Config.parse("elasticsearch", {"hosts": ["http://u:pw-in-url@h", 3]})
+    assert "pw-in-url" not in str(err.value)

@@ -108,7 +108,8 @@ class SearchEngineConfig(RemoteConfig):
     """Options of storage="elasticsearch" and "opensearch"."""
 
     hosts: Any = option("http://127.0.0.1:9200", _hosts,
-                        "the node URL(s); a user:password@ in one is sent as basic auth, never shown")
+                        "the node URL(s); a user:password@ in one is sent as basic auth, never shown",
+                        secret=True)  # only the URLs without user:password appear (stats, errors)
     index: str = option("hybridsearch", _index_name, "the index of this collection (created from the schema "
                         "on first open)")
     m: int = option(16, integer(2), "links per node of the index's HNSW graph (the mapping's m)")

@@ -78,7 +78,8 @@ class VespaConfig(RemoteConfig):
     """Options of storage="vespa"."""
 
     url: str = option("http://127.0.0.1:8080", _url,
-                      "the container's URL; a user:password@ in it is sent as basic auth, never shown")
+                      "the container's URL; a user:password@ in it is sent as basic auth, never shown",
+                      secret=True)  # only the URL without user:password appears (stats, errors)
     namespace: str = option("hybridsearch", _vespa_name("namespace"), "the namespace of the /document/v1 ids")
     doctype: Optional[str] = option(None, _vespa_name("document type", True),
                                     "the document type (schema) of the package; None: the model's name, lowercased")
