@@ -17,16 +17,22 @@ def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, pass
                 keep: bool = False) -> dict:
     """Times every fn(item) of `fns` (name -> callable) over `items`, one call per item.
 
+    `items` (and `warmup`) may instead be a dict name -> sequence: each function gets its own
+    form of the same inputs (e.g. a row or a (1, d) block), with no wrapper call in the timed loop.
     Each function first runs `warmup` (default: the first fifth of `items`); then `passes`
     passes, the functions taking turns within each pass. Returns name -> {"qps" (of the median
     pass), "p50_ms", "p99_ms" (over every timed call), "cpu_per_wall" (cores this process used),
     "out" (the outputs of the last pass, with keep=True)}, or name -> {"error": ...} for a
     function that raised during its warm-up (the others are still timed)."""
-    warmup = items[: max(1, len(items) // 5)] if warmup is None else warmup
+    each = {n: items[n] if isinstance(items, dict) else items for n in fns}
+    if warmup is None:
+        warm = {n: each[n][: max(1, len(each[n]) // 5)] for n in fns}
+    else:
+        warm = {n: warmup[n] if isinstance(warmup, dict) else warmup for n in fns}
     live, result = {}, {}
     for name, fn in fns.items():
         try:
-            for a in warmup:
+            for a in warm[name]:
                 fn(a)
             live[name] = fn
         except Exception as e:  # noqa: BLE001 -- one broken function must not hide the others
@@ -41,7 +47,7 @@ def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, pass
         for name, fn in live.items():
             out, add, record = [], lat[name].append, keep
             c0, t0 = time.process_time(), clock()
-            for a in items:
+            for a in each[name]:
                 t = clock()
                 r = fn(a)
                 add(clock() - t)
@@ -52,7 +58,7 @@ def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, pass
             outs[name] = out
     for name in live:
         wall = median(walls[name])
-        result[name] = {"qps": len(items) / wall if wall > 0 else float("nan"),
+        result[name] = {"qps": len(each[name]) / wall if wall > 0 else float("nan"),
                         "p50_ms": 1000 * percentile(lat[name], 50), "p99_ms": 1000 * percentile(lat[name], 99),
                         "cpu_per_wall": cpus[name] / sum(walls[name]) if sum(walls[name]) > 0 else float("nan")}
         if keep:

@@ -44,9 +44,12 @@ def build_all(names: list, X: np.ndarray, bucket: np.ndarray | None, metric: str
 
 
 def _timed(searchers: dict, rows: dict, nq: int, nwarm: int, passes: int) -> dict:
-    """round_robin over query positions; rows[name] holds the timed queries then the warm-up ones."""
-    fns = {name: (lambda i, s=s, r=rows[owner]: s(r[i])) for name, (s, owner) in searchers.items()}
-    return round_robin(fns, range(nq), range(nq, nq + nwarm) if nwarm else None, passes, keep=True)
+    """round_robin of each searcher over its owner's query rows: rows[owner] holds the timed
+    queries then the warm-up ones (warm-up on the first fifth of the timed ones when nwarm is 0)."""
+    fns = {name: s for name, (s, _) in searchers.items()}
+    items = {name: rows[owner][:nq] for name, (_, owner) in searchers.items()}
+    warmup = {name: rows[owner][nq:nq + nwarm] for name, (_, owner) in searchers.items()} if nwarm else None
+    return round_robin(fns, items, warmup, passes, keep=True)
 
 
 def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: str, efs, k: int = 10,
