@@ -3,7 +3,6 @@
 Plain HTTP on loopback; no private part of the storages is used."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -47,11 +46,6 @@ def find_node(storage: str, url: str | None = None) -> tuple:
     except OSError:
         return None, None
     return (url, node_pid(storage)) if status == 200 else (None, None)
-
-
-def client_installed(storage: str) -> bool:
-    """Whether the engine's Python client (which the storage needs) imports."""
-    return importlib.util.find_spec(CLIENT[storage]) is not None
 
 
 def collection_options(url: str) -> dict:
