@@ -78,11 +78,12 @@ class Tantivy(TextAdapter):
         writer.wait_merging_threads()
         self.index.reload()
         self.searcher = self.index.searcher()
+        self._fast = hasattr(self.searcher, "fast_field_values")  # decided once, not per query
         self.note += f", {self.searcher.num_segments} segment(s)"
 
     def _ids(self, result) -> list:
         addrs = [a for _, a in result.hits]
-        if hasattr(self.searcher, "fast_field_values"):
+        if self._fast:
             rows = self.searcher.fast_field_values("row", addrs)
         else:  # older tantivy-py: the stored field
             rows = [self.searcher.doc(a)["row"][0] for a in addrs]
