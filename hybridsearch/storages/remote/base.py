@@ -175,7 +175,6 @@ class RemoteStorage(Storage):
         self.max_retries, self.retry_backoff = config.max_retries, float(config.retry_backoff)
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
-        self.extra = codec.extra
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
 
     # ------------------------------------------------------------ dialect
