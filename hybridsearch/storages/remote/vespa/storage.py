@@ -348,9 +348,7 @@ class VespaStorage(RemoteStorage):
         return None if node is None or isinstance(node, MatchAll) else self.yql.compile(node)
 
     def _vector_body(self, q: np.ndarray, k: int, ef: int, where: Optional[str], exact: bool) -> dict:
-        nn = Y.nearest_neighbor(self.vec.name, k, ef)
-        if exact:
-            nn = nn.replace("{targetHits", "{approximate: false, targetHits")
+        nn = Y.nearest_neighbor(self.vec.name, k, ef, approximate=not exact)
         cond = nn if where is None else f"{nn} and {where}"
         return {"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "closeness",
                 "input.query(q)": [float(x) for x in q]}

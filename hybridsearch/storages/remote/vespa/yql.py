@@ -168,10 +168,12 @@ def select(doctype: str, where: str, order_by_seq: bool = False) -> str:
     return yql + (" order by hs_seq asc" if order_by_seq else "")
 
 
-def nearest_neighbor(field: str, k: int, ef: int) -> str:
-    """The nearestNeighbor term: targetHits = k, ef - k more candidates explored in the graph."""
+def nearest_neighbor(field: str, k: int, ef: int, approximate: bool = True) -> str:
+    """The nearestNeighbor term: targetHits = k, ef - k more candidates explored in the graph
+    (approximate=False: every matching document is scored, no graph)."""
     extra = max(0, ef - k)
-    return f"({{targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, q))"
+    exact = "" if approximate else "approximate: false, "
+    return f"({{{exact}targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, q))"
 
 
 def user_input(grammar: str) -> str:
