@@ -650,6 +650,22 @@ static int relink_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     return insert_one(g, X, q, s);
 }
 
+/* the highest live node other than `skip` and the nodes marked in `cleared` (may be NULL):
+   an entry point for searches while those have no links; -1 when there is none */
+static int32_t highest_node(const hs_hnsw *g, const uint8_t *cleared, int32_t skip) {
+    int32_t best = -1;
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] >= 0 && !g->dead[i] && i != skip && !(cleared && cleared[i]) &&
+            (best < 0 || g->level[i] > g->level[best]))
+            best = (int32_t)i;
+    return best;
+}
+
+static void set_entry(hs_hnsw *g, int32_t e) {
+    g->entry = e;
+    g->max_level = e >= 0 ? g->level[e] : -1;
+}
+
 int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     if (g->pending == 0) return HS_OK;
     int32_t *live = malloc((size_t)(g->n + 1) * sizeof(int32_t));
@@ -673,25 +689,13 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     }
     g->pending = 0;
     /* a new entry point if it went: the highest remaining node */
-    if (g->entry >= 0 && g->level[g->entry] < 0) {
-        g->entry = -1;
-        g->max_level = -1;
-        for (int64_t j = 0; j < nl; j++)
-            if (g->level[live[j]] > g->max_level) {
-                g->max_level = g->level[live[j]];
-                g->entry = live[j];
-            }
-    }
+    if (g->entry >= 0 && g->level[g->entry] < 0) set_entry(g, highest_node(g, NULL, -1));
     /* an entry point left without level-0 links (all its neighbours went) would cut every
        search off: it is re-linked by a search from the next-highest node, and becomes
        the entry again (insert_one keeps the higher node on top) */
     int32_t old_entry = g->entry;
     if (nl > 1 && old_entry >= 0 && g->links0[(int64_t)old_entry * (g->M0 + 1)] == 0) {
-        int32_t alt = -1;
-        for (int64_t j = 0; j < nl; j++)
-            if (live[j] != old_entry && (alt < 0 || g->level[live[j]] > g->level[alt])) alt = live[j];
-        g->entry = alt;
-        g->max_level = g->level[alt];
+        set_entry(g, highest_node(g, NULL, old_entry));
         scratch *s0 = scratch_get(g);
         rc = s0 ? relink_one(g, X, old_entry, s0) : HS_ENOMEM;
         scratch_put(g, s0);
@@ -724,16 +728,6 @@ int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, 
 
 static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     return insert_one(g, X, q, s);
-}
-
-/* the entry point while `cleared` nodes (marked 1) have no links: the highest other live
-   node, so the searches that re-link them start from a linked node; -1 when none is left */
-static int32_t entry_outside(const hs_hnsw *g, const uint8_t *cleared) {
-    int32_t alt = -1;
-    for (int64_t i = 0; i < g->n; i++)
-        if (g->level[i] >= 0 && !g->dead[i] && !cleared[i] && (alt < 0 || g->level[i] > g->level[alt]))
-            alt = (int32_t)i;
-    return alt;
 }
 
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
@@ -792,9 +786,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
         return rc;
     }
     if (again && cleared[g->entry]) {
-        int32_t alt = entry_outside(g, cleared);
-        g->entry = alt;
-        g->max_level = alt >= 0 ? g->level[alt] : -1;
+        set_entry(g, highest_node(g, cleared, -1));
     }
     for (int64_t i = 0; i < n; i++) {
         int32_t s = (int32_t)slots[i];

@@ -24,6 +24,7 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind, Schema
+from hybridsearch.engine.exact import vector_aux
 from hybridsearch.engine.program import Column, ProgramBuilder, string_predicate
 from hybridsearch.query.filters import In, MatchAll, Node
 
@@ -107,14 +108,6 @@ class ColumnStore:
             out[i] = c
         return out
 
-    def _aux_of(self, block: np.ndarray) -> np.ndarray:
-        if self.metric == "l2":
-            return np.einsum("ij,ij->i", block, block, dtype=np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float32))
-        with np.errstate(divide="ignore"):
-            inv = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-38), 0.0)
-        return inv.astype(np.float32)
-
     def _stored_vectors(self, block: np.ndarray) -> np.ndarray:
         if not self.normalize:
             return block
@@ -152,7 +145,7 @@ class ColumnStore:
                 arr = self._encode_keywords(name, arr, batch.present.get(name))
             encoded[name] = arr
         vectors = self._stored_vectors(batch.vectors) if batch.vectors is not None else None
-        aux = self._aux_of(vectors) if vectors is not None else None
+        aux = vector_aux(vectors, self.metric) if vectors is not None else None
 
         self._grow(self.n + new)
         for name, arr in encoded.items():
@@ -211,7 +204,7 @@ class ColumnStore:
                     block[0] = value
                 block = self._stored_vectors(block)
                 self.vectors[slot] = block[0]
-                self.aux[slot] = self._aux_of(block)[0]
+                self.aux[slot] = vector_aux(block, self.metric)[0]
             elif name in self.values:
                 if spec.kind is Kind.KEYWORD:
                     arr = np.array([value], dtype=object)

@@ -10,6 +10,17 @@ from hybridsearch._native import _kernels as K
 METRICS = ("cosine", "ip", "l2")
 
 
+def vector_aux(X: np.ndarray, metric: str) -> np.ndarray:
+    """What the exact kernel needs per row beside the vector: the squared norm (l2) or the
+    inverse norm (cosine; 0 for a zero vector, whose cosine is 0). float32."""
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float32)
+    if metric == "l2":
+        return sq
+    norms = np.sqrt(sq)
+    with np.errstate(divide="ignore"):
+        return np.where(norms > 0, 1.0 / np.maximum(norms, 1e-38), 0.0).astype(np.float32)
+
+
 class ExactIndex:
     """A float32 matrix prepared for exact search: rows made contiguous and their norms (l2,
     cosine) computed once, so each search is one pass over the vectors, as in the storages."""
@@ -19,11 +30,7 @@ class ExactIndex:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         self.metric = metric
         self.X = np.ascontiguousarray(X, dtype=np.float32)
-        if metric == "ip":
-            self.aux = None
-        else:
-            sq = np.einsum("ij,ij->i", self.X, self.X, dtype=np.float32)
-            self.aux = sq if metric == "l2" else (1.0 / np.maximum(np.sqrt(sq), 1e-30)).astype(np.float32)
+        self.aux = None if metric == "ip" else vector_aux(self.X, metric)
 
     def search(self, Q: np.ndarray, k: int, bits: Optional[np.ndarray] = None) -> tuple:
         """(scores float32 (nq, k), rows int64 (nq, k)) of the exact top-k rows for every query row

@@ -70,19 +70,29 @@ def pwrite_all(fd: int, data, offset: int) -> None:
         offset += k
 
 
-def write_durably(path: str, data: bytes) -> None:
-    """data -> path.tmp, fsync, rename over path, fsync the folder. The .tmp is removed on failure."""
+def replace_file(path: str, chunks) -> int:
+    """Writes the chunks (bytes) to path.tmp, fsyncs it and renames it over path -> bytes written.
+    On any failure the .tmp is removed and path is as it was. The caller syncs the folder."""
     tmp = path + ".tmp"
+    size = 0
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
+                size += len(chunk)
             f.flush()
             os.fsync(f.fileno())
+        os.replace(tmp, path)
     except BaseException:
         try:
             os.remove(tmp)
         except OSError:
             pass
         raise
-    os.replace(tmp, path)
+    return size
+
+
+def write_durably(path: str, data: bytes) -> None:
+    """replace_file(path, [data]), then the folder fsynced: the new content survives a crash."""
+    replace_file(path, [data])
     fsync_dir(os.path.dirname(path) or ".")

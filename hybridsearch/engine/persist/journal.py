@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch.document import Document, schema_of
-from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, unlock
+from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, replace_file, unlock
 from hybridsearch.engine.persist import records as R
 from hybridsearch.engine.persist.codec import Corrupt, DocCodec
 from hybridsearch.errors import BackendError, SchemaError
@@ -306,26 +306,10 @@ class Journal:
     # ---------------------------------------------------------------- writing helpers
     def _write_file(self, name: str, chunks) -> int:
         """Writes name.tmp from an iterable of bytes, fsyncs it, renames it to name; -> size."""
-        tmp = self._file(name + ".tmp")
-        size = 0
         try:
-            with open(tmp, "wb") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-                    size += len(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._file(name))
-        except BaseException as e:
-            if isinstance(e, Exception):
-                try:
-                    os.remove(tmp)
-                except OSError:
-                    pass
-                if isinstance(e, OSError):
-                    raise self._error(name, f"cannot write: {e}") from None
-            raise
-        return size
+            return replace_file(self._file(name), chunks)
+        except OSError as e:
+            raise self._error(name, f"cannot write: {e}") from None
 
     def _write_new_log(self, gen: int) -> None:
         self._write_file(R.log_name(gen), [R.file_header(R.LOG_MAGIC, gen, self.digest)])
