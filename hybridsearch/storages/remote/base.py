@@ -271,12 +271,20 @@ class RemoteStorage(Storage):
     def rescored(self, records: list, q: np.ndarray, limit: int) -> tuple:
         """(ids, scores float32, docs) of the records (engine fields) that hold a vector, best
         first by API.md's exact score for q, cut to `limit`."""
+        return self.rescored_each(records, q[None, :], limit)[0]
+
+    def rescored_each(self, records: list, queries: np.ndarray, limit: int) -> list:
+        """`rescored` for each row of `queries`, the records' vectors read once."""
         records = [r for r in records if self.vec.name in r]
         if not records:
-            return [], np.empty(0, dtype=np.float32), []
-        order, scores = rank_exactly(self.vectors(records), q, self.metric, limit)
-        docs = [self.codec.document(records[i]) for i in order]
-        return [d.id for d in docs], scores, docs
+            return [([], np.empty(0, dtype=np.float32), []) for _ in queries]
+        X = self.vectors(records)
+        out = []
+        for q in queries:
+            order, scores = rank_exactly(X, q, self.metric, limit)
+            docs = [self.codec.document(records[i]) for i in order]
+            out.append(([d.id for d in docs], scores, docs))
+        return out
 
     def stats(self) -> dict:
         return {**super().stats(), **self.shown()}

@@ -44,7 +44,8 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.storages.base import exact_scores
+from hybridsearch.query.fusion import fuse_sum
+from hybridsearch.storages.base import exact_scores, rank_exactly
 from hybridsearch.storages.config import integer, option, path_or_none
 from hybridsearch.storages.remote.base import (RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteConfig, RemoteStorage,
                                                rrf, userinfo_secrets)
@@ -354,12 +355,22 @@ class SearchEngineStorage(RemoteStorage):
         """The query of the documents that hold a vector and match `flt`."""
         return {"bool": {"filter": [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])}}
 
-    def _ranked(self, hits: list, q: np.ndarray, limit: int) -> tuple:
-        return self.rescored([{**h["_source"], Q.ID_FIELD: h["_id"]} for h in hits], q, limit)
+    @staticmethod
+    def _records(hits: list) -> list:
+        return [{**h["_source"], Q.ID_FIELD: h["_id"]} for h in hits]
 
-    def _exact(self, q: np.ndarray, limit: int, flt: Optional[dict]) -> tuple:
-        """Brute force here over every matching document that has a vector."""
-        return self._ranked(self._scan(self._with_vector(flt), None, True), q, limit)
+    def _exact(self, queries: np.ndarray, limit: int, flt: Optional[dict]) -> list:
+        """Brute force here over every matching document that has a vector (one scan for all
+        the queries) -> (ids, scores, docs) of each query."""
+        return self.rescored_each(self._records(self._scan(self._with_vector(flt), None, True)), queries, limit)
+
+    def _exact_hits(self, q: np.ndarray, n: int, flt: Optional[dict]) -> list:
+        """The n matching hits nearest to q by exact score (every matching vector scored here)."""
+        every = self._scan(self._with_vector(flt), None, True)
+        if not every:
+            return []
+        order, _ = rank_exactly(self.vectors([h["_source"] for h in every]), q, self.metric, n)
+        return [every[i] for i in order]
 
     def _count(self, flt: Optional[dict]) -> int:
         return int(self.call("count matches", self.client.count, index=self.index,
@@ -377,19 +388,23 @@ class SearchEngineStorage(RemoteStorage):
                 self._size = self._count(None)
             exact = self._size <= min(max(ef or self.ef, limit), MAX_CANDIDATES)
         if exact:
-            return [self._exact(q, limit, flt) for q in queries]
+            return self._exact(queries, limit, flt)
         k = min(limit, MAX_CANDIDATES)
         bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), MAX_CANDIDATES), flt) for q in queries]
         # several queries travel in one _msearch request
         answers = [self._search(bodies[0], "run a vector query")] if len(bodies) == 1 else self._msearch(bodies)
-        out, matches = [], None
-        for q, hits in zip(queries, answers):
+        out, short, matches = [], [], None
+        for n, (q, hits) in enumerate(zip(queries, answers)):
             if len(hits) < limit:
                 matches = self._count(flt) if matches is None else matches
-                if len(hits) < matches:
-                    out.append(self._exact(q, limit, flt))  # the engine came back short
+                if len(hits) < matches:  # the engine came back short: answered exactly below
+                    short.append(n)
+                    out.append(None)
                     continue
-            out.append(self._ranked(hits, q, limit))
+            out.append(self.rescored(self._records(hits), q, limit))
+        if short:
+            for n, result in zip(short, self._exact(queries[short], limit, flt)):
+                out[n] = result
         return out
 
     def _msearch(self, bodies: list, what: str = "run vector queries") -> list:
@@ -426,8 +441,8 @@ class SearchEngineStorage(RemoteStorage):
         ef = min(max(ef or self.ef, pool), MAX_CANDIDATES)
         if fusion == "rrf":
             lex = self._search(self._lexical_body(text, pool, flt))
-            vec = self._exact(q, pool, flt)[0] if exact else [h["_id"] for h in self._knn_search(q, pool, ef, flt)]
-            chosen, scores = rrf([h["_id"] for h in lex], list(vec), k, rrf_k)
+            vec = self._exact_hits(q, pool, flt) if exact else self._knn_search(q, pool, ef, flt)
+            chosen, scores = rrf([h["_id"] for h in lex], [h["_id"] for h in vec], k, rrf_k)
             by_id = {h["_id"]: h["_source"] for h in lex}
             missing = [i for i in chosen if i not in by_id]
             by_id.update(self._mget(missing) if missing else {})
@@ -435,10 +450,10 @@ class SearchEngineStorage(RemoteStorage):
         hits, bm25 = (self._hybrid_exact if exact else self._hybrid_engine)(text, q, pool, ef, flt)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
-        total = bm25 + exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric)
-        order = np.argsort(-total, kind="stable")[:k]
+        order, scores = fuse_sum(np.arange(len(hits)), bm25,
+                                 exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric), k)
         docs = self._docs([hits[i] for i in order])
-        return [d.id for d in docs], total[order].astype(np.float32), docs
+        return [d.id for d in docs], scores, docs
 
     def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
         """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
@@ -461,12 +476,9 @@ class SearchEngineStorage(RemoteStorage):
         """exact=True: the lexical top-`pool` and the exact vector top-`pool` (every matching
         vector scored here) -> (hits, BM25 of each hit)."""
         lex = self._search(self._lexical_body(text, pool, flt))
-        every = self._scan(self._with_vector(flt), None, True)
         by_id = {h["_id"]: h for h in lex}
-        if every:
-            scores = exact_scores(self.vectors([h["_source"] for h in every]), q, self.metric)
-            for i in np.argsort(-scores, kind="stable")[:pool]:
-                by_id.setdefault(every[i]["_id"], every[i])
+        for h in self._exact_hits(q, pool, flt):
+            by_id.setdefault(h["_id"], h)
         bm = {h["_id"]: float(h["_score"]) * self.bm25_scale for h in lex}
         hits = list(by_id.values())
         return hits, np.array([bm.get(h["_id"], 0.0) for h in hits], dtype=np.float64)
