@@ -286,7 +286,7 @@ class HnswStorage(ColumnarStorage):
                              filtered=node is not None)
         self._plans.last = p
         if p.strategy == planner.EXACT:
-            scores, rows = self._exact(queries, limit, bits)
+            scores, rows = self.store.exact_search(queries, limit, bits)
         else:
             q = queries
             if self.metric == "cosine":
@@ -298,12 +298,9 @@ class HnswStorage(ColumnarStorage):
             last = rows[:, want - 1]  # hits come first, -1 padding after them
             short = np.flatnonzero(last < 0) if len(last) > 1 or last[0] < 0 else ()
             if len(short):  # the walk could not reach enough matches: scan them
-                es, er = self._exact(np.ascontiguousarray(queries[short]), limit, bits)
+                es, er = self.store.exact_search(np.ascontiguousarray(queries[short]), limit, bits)
                 scores[short], rows[short] = es, er
         return scores, rows
-
-    def _exact(self, queries: np.ndarray, limit: int, bits) -> tuple:
-        return self.store.exact_search(queries, limit, bits)
 
     # ------------------------------------------------------------ lifecycle
     def stats(self) -> dict:
@@ -326,11 +323,6 @@ class HnswStorage(ColumnarStorage):
                     "vector_bytes": int(self.store.vectors.nbytes),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}
-
-    def memory_bytes(self) -> int:
-        """Bytes of the graph plus the float32 vector block (documents not counted)."""
-        g = self.graph.nbytes if self.graph is not None else 0
-        return g + self.store.vectors.nbytes
 
     def close(self) -> None:
         with self.writer, self.lock.write():
