@@ -21,11 +21,6 @@ from hybridsearch.results import Results
 from hybridsearch.storages.registry import storage_class
 
 
-def _copy_loader(docs: list):
-    # stored documents are shared and never mutated in place; callers get copies
-    return lambda: [d.model_copy() if d is not None else None for d in docs]
-
-
 class DocumentArray:
     """A collection of documents of one schema in one storage.
 
@@ -142,14 +137,14 @@ class DocumentArray:
         ids = list(storage.iter_ids())
         for start in range(0, len(ids), 1024):
             for d in storage.get(ids[start:start + 1024]):
-                if d is not None:
-                    yield d.model_copy()
+                if d is not None:  # deleted while iterating
+                    yield d
 
     def __getitem__(self, id: str) -> Document:
         doc = self._open_storage().get([self._check_id(id)])[0]
         if doc is None:
             raise KeyError(id)
-        return doc.model_copy()
+        return doc
 
     def __setitem__(self, id: str, doc: Any) -> None:
         self._check_id(id)
@@ -228,14 +223,14 @@ class DocumentArray:
                 return Results.empty()
             ids, scores, docs = storage.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
                                                     rrf_k=rrf_k, exact=exact, ef=ef)
-            return Results(ids, scores, _copy_loader(docs))
+            return Results(ids, scores, storage.get, docs)
         if only_filter:
             ids, docs = storage.search_filter(node if node is not None else parse_filter({}, self._schema), k)
-            return Results(ids, np.zeros(len(ids), dtype=np.float32), _copy_loader(docs))
+            return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs)
         if k == 0:
             return Results.empty()
         ids, scores, docs = storage.search_vectors(q, k, node, exact, ef)[0]
-        return Results(ids, scores, _copy_loader(docs))
+        return Results(ids, scores, storage.get, docs)
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
                      exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:
@@ -256,4 +251,4 @@ class DocumentArray:
             with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
-        return [Results(ids, scores, _copy_loader(docs)) for part in parts for ids, scores, docs in part]
+        return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]

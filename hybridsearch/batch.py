@@ -1,4 +1,9 @@
-"""Documents -> columns: the one shape in which a batch crosses into a storage."""
+"""Documents <-> columns: the one shape in which a batch crosses into a storage, and back.
+
+A Batch holds every field as a column; documents are built from the columns
+only when a storage asks for them (`batch.docs`: the remote storages, the
+journal), so `extend_columns` never creates one per row.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,28 +19,78 @@ _MISSING = {Kind.INT: 0, Kind.BOOL: 0, Kind.FLOAT: 0.0, Kind.KEYWORD: None}
 
 @dataclass
 class Batch:
-    """A validated batch of documents as columns.
+    """A validated batch of documents (ids unique) as columns.
 
-    columns: name -> values (int64 for int/bool, float64, object array of str for
-    keywords; a placeholder where the value is None). present: name -> uint8
-    array for every field whose schema allows None. vectors: (n, d) float32,
-    zeros where a document has no vector.
+    columns: name -> values: int64 for int/bool, float64, an object array of str for
+    keywords (a placeholder where the value is None); a list of str or None for text
+    and of values for unindexed fields. present: name -> uint8 array for every field
+    whose schema allows None. vectors: (n, d) float32, zeros where a document has no
+    vector.
     """
 
+    schema: Schema
     ids: list
-    docs: list
     columns: dict = field(default_factory=dict)
     present: dict = field(default_factory=dict)
     vectors: Optional[np.ndarray] = None
+    given_docs: Optional[list] = None  # the validated documents when the batch came from documents
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def docs(self) -> list:
+        """The documents of the batch (built from the columns the first time when none were given)."""
+        if self.given_docs is None:
+            self.given_docs = documents(self.schema, self.field_values(), len(self.ids))
+        return self.given_docs
+
+    def field_values(self) -> dict:
+        """name -> per-row Python values (None where absent), every field."""
+        out = {"id": self.ids}
+        for spec in self.schema.fields.values():
+            if spec.kind is Kind.ID:
+                continue
+            name = spec.name
+            if spec.kind is Kind.VECTOR:
+                values = row_vectors(self.vectors)
+            else:
+                values = python_values(spec.kind, self.columns[name])
+            present = self.present.get(name)
+            if present is not None:
+                values = [v if p else None for v, p in zip(values, present.tolist())]
+            out[name] = values
+        return out
+
+
+def python_values(kind: Kind, column) -> list:
+    """A column's values as the Python objects a document holds."""
+    if kind is Kind.BOOL:
+        return [bool(v) for v in column.tolist()]
+    if isinstance(column, np.ndarray):
+        return column.tolist()
+    return list(column)
+
+
+def row_vectors(block: np.ndarray) -> list:
+    """Read-only float32 rows of a private copy of `block`, as documents hold vectors."""
+    block = np.array(block, dtype=np.float32, copy=True)
+    block.flags.writeable = False
+    return list(block)
+
+
+def documents(schema: Schema, values: dict, n: int) -> list:
+    """n documents from name -> per-row values, without validating again (the columns were)."""
+    construct = schema.model.model_construct
+    names = list(values)
+    cols = [values[k] for k in names]
+    return [construct(**dict(zip(names, row))) for row in zip(*cols)] if n else []
 
 
 def build_batch(schema: Schema, docs: list) -> Batch:
     """Turns validated documents (unique ids) into columns."""
     n = len(docs)
-    batch = Batch(ids=[d.id for d in docs], docs=docs)
+    batch = Batch(schema=schema, ids=[d.id for d in docs], given_docs=docs)
     for spec in schema.fields.values():
         if spec.kind is Kind.ID:
             continue
@@ -58,4 +113,6 @@ def build_batch(schema: Schema, docs: list) -> Batch:
                 if v is not None:
                     block[i] = v
             batch.vectors = block
+        else:  # text and unindexed fields: the values as they are
+            batch.columns[spec.name] = values
     return batch

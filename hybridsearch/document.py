@@ -448,3 +448,22 @@ def field_adapter(schema: Schema, name: str, as_list: bool = False) -> TypeAdapt
             annotation = typing.Annotated[(annotation, *info.metadata)]
         adapter = schema.adapters[key] = TypeAdapter(list[annotation] if as_list else annotation)
     return adapter
+
+
+def extras_adapter(schema: Schema) -> tuple:
+    """(names, validator) of the unindexed fields, which columnar storages keep together as one
+    JSON array per row: `validator.dump_json(tuple_of_values)` / `validator.validate_json(raw)`.
+    Every value was checked to read back exactly (check_storable). ((), None) when there are none."""
+    adapter = schema.adapters.get("__extras__")
+    if adapter is None:
+        names = tuple(s.name for s in schema.fields.values() if s.kind is Kind.OTHER)
+        validator = None
+        if names:
+            annotations = []
+            for name in names:
+                info = schema.model.model_fields[name]
+                ann = info.annotation
+                annotations.append(typing.Annotated[(ann, *info.metadata)] if info.metadata else ann)
+            validator = TypeAdapter(tuple[tuple(annotations)])
+        adapter = schema.adapters["__extras__"] = (names, validator)
+    return adapter

@@ -33,6 +33,7 @@ struct hs_hnsw {
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
     float *cscale, *csq;
+    float *inv;        /* cosine: 1/|x| per node (0 for a zero vector); NULL otherwise */
     pthread_mutex_t locks[NLOCKS];
     pthread_mutex_t global;
     pthread_mutex_t pool_lock;
@@ -146,14 +147,24 @@ static inline float dist_vec(const hs_hnsw *g, const float *a, const float *b) {
     return g->metric == HS_METRIC_L2 ? hs_l2sq(a, b, g->d) : -hs_dot(a, b, g->d);
 }
 
+/* cosine keeps the caller's vectors as they are: a node's dot products are scaled by its
+ * inverse norm, so the one float32 block serves the graph, exact search and the documents */
+static inline float scale_of(const hs_hnsw *g, int32_t a) { return g->inv ? g->inv[a] : 1.0f; }
+
+/* distance of vector q (scaled by qs under cosine) to node b */
+static inline float dist_qx(const hs_hnsw *g, const float *q, float qs, const float *X, int32_t b) {
+    float r = dist_vec(g, q, X + (int64_t)b * g->d);
+    return g->inv ? r * qs * g->inv[b] : r;
+}
+
 static inline float dist_node(const hs_hnsw *g, const float *X, int32_t a, int32_t b) {
-    return dist_vec(g, X + (int64_t)a * g->d, X + (int64_t)b * g->d);
+    return dist_qx(g, X + (int64_t)a * g->d, scale_of(g, a), X, b);
 }
 
 /* query traversal distance: int8 codes when quantized */
 static inline float dist_query(const hs_hnsw *g, const float *X, const float *q, float qsq,
                                int32_t b) {
-    if (!g->quant) return dist_vec(g, q, X + (int64_t)b * g->d);
+    if (!g->quant) return dist_qx(g, q, 1.0f, X, b);
     float dot = g->cscale[b] * hs_dot_i8(q, g->codes + (int64_t)b * g->d, g->d);
     return g->metric == HS_METRIC_L2 ? qsq - 2.0f * dot + g->csq[b] : -dot;
 }
@@ -253,7 +264,7 @@ static inline uint16_t visit_epoch(vlist *v) {
 
 hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) {
     if (d <= 0 || M < 2 || M > HS_HNSW_MAX_M || ef_construct < 1) return NULL;
-    if (metric != HS_METRIC_IP && metric != HS_METRIC_L2) return NULL;
+    if (metric != HS_METRIC_IP && metric != HS_METRIC_L2 && metric != HS_METRIC_COSINE) return NULL;
     if (quant != 0 && quant != 1) return NULL;
     hs_hnsw *g = calloc(1, sizeof(hs_hnsw));
     if (!g) return NULL;
@@ -283,6 +294,7 @@ void hs_hnsw_free(hs_hnsw *g) {
     free(g->codes);
     free(g->cscale);
     free(g->csq);
+    free(g->inv);
     while (g->pool) {
         scratch *sc = g->pool;
         g->pool = sc->next;
@@ -315,6 +327,7 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
         memset(p + old, 0xFF, (size_t)(cap - old)); /* -1: no node */
         g->level = p;
     }
+    if (g->metric == HS_METRIC_COSINE) GROW(g->inv, float, 1);
     if (g->quant) {
         GROW(g->codes, int8_t, g->d);
         GROW(g->cscale, float, 1);
@@ -324,25 +337,33 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
     return HS_OK;
 }
 
-static void quantize_row(hs_hnsw *g, const float *X, int32_t s) {
+/* the per-node data derived from its vector: the inverse norm (cosine), the int8 code row */
+static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
     const float *x = X + (int64_t)s * g->d;
+    float f = 1.0f;
+    if (g->inv) {
+        double sq = 0;
+        for (int64_t j = 0; j < g->d; j++) sq += (double)x[j] * x[j];
+        f = g->inv[s] = sq > 0 ? (float)(1.0 / sqrt(sq)) : 0.0f;
+    }
+    if (!g->quant) return;
     float amax = 0.0f, sq = 0.0f;
     for (int64_t j = 0; j < g->d; j++) {
-        float a = fabsf(x[j]);
+        float v = x[j] * f, a = fabsf(v);
         if (a > amax) amax = a;
-        sq += x[j] * x[j];
+        sq += v * v;
     }
     float scale = amax > 0 ? amax / 127.0f : 1.0f;
     int8_t *c = g->codes + (int64_t)s * g->d;
-    for (int64_t j = 0; j < g->d; j++) c[j] = (int8_t)lrintf(x[j] / scale);
+    for (int64_t j = 0; j < g->d; j++) c[j] = (int8_t)lrintf(x[j] * f / scale);
     g->cscale[s] = scale;
     g->csq[s] = sq;
 }
 
 int hs_hnsw_requantize(hs_hnsw *g, const float *X) {
-    if (!g->quant) return HS_OK;
+    if (!g->quant && !g->inv) return HS_OK;
     for (int64_t s = 0; s < g->n; s++)
-        if (g->level[s] >= 0) quantize_row(g, X, (int32_t)s);
+        if (g->level[s] >= 0) prepare_row(g, X, (int32_t)s);
     return HS_OK;
 }
 
@@ -360,12 +381,12 @@ static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
 }
 
 /* ef-nearest of vector q at level lc from entry ep (construction: float, no filter) */
-static int search_build(hs_hnsw *g, const float *X, const float *q, int32_t ep, int lc, int ef,
-                        scratch *s) {
+static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, int32_t ep, int lc,
+                        int ef, scratch *s) {
     vlist *v = &s->v;
     visit_epoch(v);
     s->cand.size = s->res.size = 0;
-    float d0 = dist_vec(g, q, X + (int64_t)ep * g->d);
+    float d0 = dist_qx(g, q, qs, X, ep);
     v->tag[ep] = v->cur;
     if (pheap_push(&s->cand, d0, ep, -1.0f) || pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
     while (s->cand.size) {
@@ -379,7 +400,7 @@ static int search_build(hs_hnsw *g, const float *X, const float *q, int32_t ep, 
             if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
             if (v->tag[e] == v->cur) continue;
             v->tag[e] = v->cur;
-            float de = dist_vec(g, q, X + (int64_t)e * g->d);
+            float de = dist_qx(g, q, qs, X, e);
             if (s->res.size < ef || de < s->res.d[0]) {
                 if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
                 if (!g->dead[e] && pheap_push(&s->res, de, e, 1.0f)) return HS_ENOMEM;
@@ -460,6 +481,7 @@ static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, 
 /* links node q (level already set, lists empty) into the graph */
 static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     const float *qv = X + (int64_t)q * g->d;
+    const float qs = scale_of(g, q);
     int lvl = g->level[q];
     pthread_mutex_lock(&g->global);
     int32_t ep = g->entry;
@@ -473,14 +495,14 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
     if (!hold) pthread_mutex_unlock(&g->global);
 
-    float cd = dist_vec(g, qv, X + (int64_t)ep * g->d);
+    float cd = dist_qx(g, qv, qs, X, ep);
     for (int lc = top; lc > lvl; lc--) {
         int changed = 1;
         while (changed) {
             changed = 0;
             int cnt = copy_links(g, ep, lc, s->nb);
             for (int j = 0; j < cnt; j++) {
-                float de = dist_vec(g, qv, X + (int64_t)s->nb[j] * g->d);
+                float de = dist_qx(g, qv, qs, X, s->nb[j]);
                 if (de < cd) {
                     cd = de;
                     ep = s->nb[j];
@@ -497,7 +519,7 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
         goto done;
     }
     for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
-        if ((rc = search_build(g, X, qv, ep, lc, g->efc, s))) goto done;
+        if ((rc = search_build(g, X, qv, qs, ep, lc, g->efc, s))) goto done;
         /* drain the max-heap into ascending order */
         int n = (int)s->res.size;
         for (int i = n - 1; i >= 0; i--) {
@@ -768,7 +790,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             b += lc == 0 ? g->M0 + 1 : g->M + 1;
             l[0] = 0;
         }
-        if (g->quant) quantize_row(g, X, s);
+        prepare_row(g, X, s);
         cleared[s] = 1;
         nodes[m++] = s;
         again++;
@@ -802,7 +824,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
         g->links0[(int64_t)s * (g->M0 + 1)] = 0;
         g->level[s] = (int8_t)lvl;
         g->dead[s] = 0;
-        if (g->quant) quantize_row(g, X, s);
+        prepare_row(g, X, s);
         if (s >= g->n) g->n = s + 1;
         g->count++;
         nodes[m++] = s;
@@ -898,6 +920,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
     const int l2 = g->metric == HS_METRIC_L2;
     hs_pair_fn fdist = l2 ? hs_l2sq_impl() : hs_dot_impl();
     hs_i8_fn fi8 = hs_dot_i8_impl();
+    const float *inv = g->inv;
     int32_t *fresh = s->fresh;
     while (cand->size) {
         float c_d = cand->d[0];
@@ -935,7 +958,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
             float de;
             if (!g->quant) {
                 float r = fdist(q, X + (int64_t)e * d, d);
-                de = l2 ? r : -r;
+                de = l2 ? r : (inv ? -r * inv[e] : -r);
             } else {
                 float dot = g->cscale[e] * fi8(q, g->codes + (int64_t)e * d, d);
                 de = l2 ? qsq - 2.0f * dot + g->csq[e] : -dot;
@@ -957,7 +980,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
     for (int64_t i = 0; i < n; i++) {
         int32_t id = res->id[i];
         pr[i].id = id;
-        pr[i].d = g->quant ? dist_vec(g, q, X + (int64_t)id * g->d) : res->d[i];
+        pr[i].d = g->quant ? dist_qx(g, q, 1.0f, X, id) : res->d[i];
     }
     qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
     int64_t kept = n < k ? n : k;
@@ -995,6 +1018,7 @@ int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
     if (g->quant) b += g->cap * (g->d + 8);
+    if (g->inv) b += g->cap * 4;
     return b;
 }
 
@@ -1071,7 +1095,9 @@ hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int me
     header h;
     if (size < HEADER_BYTES) return NULL;
     memcpy(&h, buf, sizeof h);
-    if (memcmp(h.magic, MAGIC, 8) != 0 || h.d != d || h.metric != metric || h.quant != quant)
+    if (memcmp(h.magic, MAGIC, 8) != 0 || h.d != d || h.quant != quant ||
+        /* a cosine graph saved before cosine was native walked unit vectors with ip: same links */
+        !(h.metric == metric || (metric == HS_METRIC_COSINE && h.metric == HS_METRIC_IP)))
         return NULL;
     if (h.M < 2 || h.M > HS_HNSW_MAX_M || h.efc < 1 || h.n < 0 || h.n > INT32_MAX) return NULL;
     int64_t M0 = 2 * (int64_t)h.M;

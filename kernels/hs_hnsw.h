@@ -2,8 +2,9 @@
  *
  * The float32 vectors are NOT owned by the graph: every call receives the
  * caller's contiguous (cap x d) block X, row == slot (one copy of the data,
- * shared with exact search and filters). Cosine is the caller's job: it
- * stores unit vectors and uses HS_METRIC_IP. With int8 quantization the graph
+ * shared with exact search and filters). HS_METRIC_COSINE keeps the vectors as
+ * they are and scales each node's dot products by its inverse norm (queries
+ * must be unit length). With int8 quantization the graph
  * keeps one int8 code row per node for query traversal and re-scores the
  * final candidates on X.
  *
@@ -23,7 +24,7 @@
 
 typedef struct hs_hnsw hs_hnsw;
 
-/* metric: HS_METRIC_IP or HS_METRIC_L2. quant: 0 none, 1 int8. NULL on bad
+/* metric: HS_METRIC_IP, HS_METRIC_COSINE or HS_METRIC_L2. quant: 0 none, 1 int8. NULL on bad
  * arguments or out of memory. */
 hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant);
 void hs_hnsw_free(hs_hnsw *g);

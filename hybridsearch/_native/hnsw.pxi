@@ -2,7 +2,7 @@
 
 HNSW_PLAIN = HS_HNSW_PLAIN
 HNSW_TWOHOP = HS_HNSW_TWOHOP
-_HNSW_METRICS = {"ip": HS_METRIC_IP, "l2": HS_METRIC_L2}
+_HNSW_METRICS = {"ip": HS_METRIC_IP, "cosine": HS_METRIC_COSINE, "l2": HS_METRIC_L2}
 _QUANT = {"none": 0, "int8": 1}
 
 
@@ -13,8 +13,8 @@ cdef class HnswIndex:
     """One mutable HNSW graph whose node ids are rows ("slots") of the caller's vector block.
 
     The vectors stay with the caller: every call takes the float32 C-contiguous
-    (rows, dim) block X (row == slot). metric is "ip" or "l2" (cosine = ip over
-    unit vectors). Searches may run concurrently; add/remove/repair need the
+    (rows, dim) block X (row == slot). metric is "ip", "cosine" (the vectors as they
+    are, each scaled by its inverse norm; queries must be unit length) or "l2". Searches may run concurrently; add/remove/repair need the
     caller's exclusive lock.
     """
     cdef hs_hnsw *g
@@ -29,7 +29,7 @@ cdef class HnswIndex:
     def __cinit__(self, int64_t dim, str metric="ip", int m=16, int ef_construct=200,
                   uint64_t seed=0x5EED, str quantization="none"):
         if metric not in _HNSW_METRICS:
-            raise ValueError("metric must be 'ip' or 'l2'")
+            raise ValueError("metric must be 'ip', 'cosine' or 'l2'")
         if quantization not in _QUANT:
             raise ValueError("quantization must be 'none' or 'int8'")
         if dim < 1 or m < 2 or m > 512 or ef_construct < 1:

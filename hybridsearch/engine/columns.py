@@ -1,18 +1,20 @@
 """ColumnStore: the columnar layout every embedded storage keeps in RAM.
 
-Rows ("slots") hold one document each, in insertion order. Numeric and bool
-fields live in int64/float64 arrays (what the user stored, compared exactly),
-keywords as int32 codes into a per-field dictionary, the vector field in one
-contiguous float32 block, and the validated documents aside for `res.docs`.
+Rows ("slots") hold one document each, in insertion order, and the document
+exists only as its columns: numeric and bool fields in int64/float64 arrays
+(what the user stored, compared exactly), keywords as int32 codes into a
+per-field dictionary, ids and text in StringColumns (one UTF-8 buffer each),
+the unindexed fields of a row as one JSON array in a StringColumn, and the
+vector field in one contiguous float32 block. `documents(rows)` builds the
+documents of the rows asked for, when a user reads them. Ids map to slots
+through an IdMap (two sorted numpy arrays, no Python object per document).
 Arrays grow by doubling, so appends are amortised O(1) and never copy the
 whole block per batch. Deleted rows are tombstoned in the `live` bitset and
 compacted away once they outnumber the live ones.
 
 With `reuse_slots=True` (graph storages, whose node ids are slots) rows never
 move: deleted slots go to a free list and are filled by later inserts, and a
-per-slot sequence number keeps insertion order for listings. With
-`normalize=True` (cosine on a graph) vectors are stored unit-length, so the
-graph can use the inner product.
+per-slot sequence number keeps insertion order for listings.
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch._native import _kernels as K
-from hybridsearch.batch import Batch
-from hybridsearch.document import Kind, Schema
+from hybridsearch.batch import Batch, documents, python_values, row_vectors
+from hybridsearch.document import Kind, Schema, extras_adapter
 from hybridsearch.engine.exact import vector_aux
+from hybridsearch.engine.idmap import IdMap
 from hybridsearch.engine.program import Column, ProgramBuilder, string_predicate
+from hybridsearch.engine.strings import StringColumn
 from hybridsearch.query.filters import In, MatchAll, Node
 
 _COLUMN_DTYPES = {Kind.INT: np.int64, Kind.BOOL: np.int64, Kind.FLOAT: np.float64, Kind.KEYWORD: np.int32}
@@ -33,14 +37,12 @@ _MIN_CAPACITY = 1024
 
 
 class ColumnStore:
-    """Columns, vectors, ids and documents of one collection, by slot."""
+    """Columns, vectors and ids of one collection, by slot."""
 
-    def __init__(self, schema: Schema, metric: str = "cosine", reuse_slots: bool = False,
-                 normalize: bool = False) -> None:
+    def __init__(self, schema: Schema, metric: str = "cosine", reuse_slots: bool = False) -> None:
         self.schema = schema
         self.metric = metric
         self.reuse_slots = reuse_slots
-        self.normalize = normalize
         self.free: list = []  # heap of reusable slots (reuse_slots only)
         self.seq = np.zeros(0, dtype=np.int64)  # insertion sequence per slot
         self.compactions = 0  # bumped whenever slots are renumbered
@@ -48,26 +50,33 @@ class ColumnStore:
         self.n = 0  # slots in use (live or tombstoned)
         self.n_live = 0
         self.cap = 0
-        self.ids: list = []
-        self.docs: list = []
-        self.row_of: dict = {}
+        self.ids = StringColumn()
+        self.row_of = IdMap(self.ids)
         self.live = np.zeros(0, dtype=np.uint64)
         self.values: dict = {}
         self.present: dict = {}
         self.kw_dictionary: dict = {}
         self.kw_codes: dict = {}
+        self.strings: dict = {}  # text field -> StringColumn
+        self.extra_names, self.extra_adapter = extras_adapter(schema)
+        self.extras = StringColumn() if self.extra_names else None
         for spec in schema.fields.values():
             if spec.kind in _COLUMN_DTYPES:
                 self.values[spec.name] = np.zeros(0, dtype=_COLUMN_DTYPES[spec.kind])
             if spec.kind is Kind.KEYWORD:
                 self.kw_dictionary[spec.name] = []
                 self.kw_codes[spec.name] = {}
+            if spec.kind is Kind.TEXT:
+                self.strings[spec.name] = StringColumn()
             if spec.optional:
                 self.present[spec.name] = np.zeros(0, dtype=np.uint8)
         self.vec_spec = schema.vector
         self.dim = schema.vector.dim if schema.vector else 0
         self.vectors = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
         self.aux = np.zeros(0, dtype=np.float32)
+
+    def _string_columns(self) -> list:
+        return [self.ids, *self.strings.values(), *([self.extras] if self.extras is not None else [])]
 
     # ------------------------------------------------------------ capacity
     def _grow(self, needed: int) -> None:
@@ -87,13 +96,26 @@ class ColumnStore:
         self.vectors = grown(self.vectors)
         self.aux = grown(self.aux)
         self.seq = grown(self.seq)
+        for col in self._string_columns():
+            col.grow(cap)
         live = np.zeros(cap // 64 + 1, dtype=np.uint64)
         live[: len(self.live)] = self.live
         self.live = live
         self.cap = cap
 
+    def nbytes(self) -> dict:
+        """Bytes held per component (allocated capacity, not only the rows in use)."""
+        return {
+            "vectors": int(self.vectors.nbytes + self.aux.nbytes),
+            "ids": int(self.ids.nbytes + self.row_of.nbytes),
+            "strings": int(sum(c.nbytes for c in self.strings.values())
+                           + (self.extras.nbytes if self.extras is not None else 0)),
+            "columns": int(sum(v.nbytes for v in self.values.values()) + sum(p.nbytes for p in self.present.values())
+                           + self.seq.nbytes + self.live.nbytes),
+        }
+
     # -------------------------------------------------------------- writes
-    def _encode_keywords(self, name: str, strings: np.ndarray, present: Optional[np.ndarray]) -> np.ndarray:
+    def _encode_keywords(self, name: str, strings, present: Optional[np.ndarray]) -> np.ndarray:
         codes = self.kw_codes[name]
         dictionary = self.kw_dictionary[name]
         out = np.empty(len(strings), dtype=np.int32)
@@ -108,11 +130,9 @@ class ColumnStore:
             out[i] = c
         return out
 
-    def _stored_vectors(self, block: np.ndarray) -> np.ndarray:
-        if not self.normalize:
-            return block
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float32))
-        return (block / np.maximum(norms, 1e-30)[:, None]).astype(np.float32)
+    def _encode_extras(self, rows: list) -> list:
+        dump = self.extra_adapter.dump_json
+        return [dump(row) for row in rows]
 
     def upsert(self, batch: Batch, slots: Optional[np.ndarray] = None) -> np.ndarray:
         """Writes a batch (ids unique within it); returns the slot of each document.
@@ -121,79 +141,81 @@ class ColumnStore:
         take a free slot (reuse_slots) or are appended. `slots` forces the slots
         of new ids (restoring a snapshot). The caller holds the write lock."""
         n = len(batch)
-        forced = slots
-        slots = np.empty(n, dtype=np.int64)
-        new = 0
-        reused = []
-        for i, id_ in enumerate(batch.ids):
-            s = self.row_of.get(id_)
-            if s is None:
-                if forced is not None:
-                    s = int(forced[i])
-                    new = max(new, s + 1 - self.n)
-                elif self.free:
-                    s = heapq.heappop(self.free)
-                    reused.append(s)
-                else:
-                    s = self.n + new
-                    new += 1
-            slots[i] = s
+        found = self.row_of.get_many(batch.ids)
+        fresh = np.flatnonzero(found < 0)
+        slots_out = found.copy()
+        if slots is not None:
+            slots_out[fresh] = np.asarray(slots, dtype=np.int64)[fresh]
+            top = int(slots_out.max()) + 1 if n else 0
+        else:
+            take = min(len(self.free), len(fresh)) if self.reuse_slots else 0
+            reused = [heapq.heappop(self.free) for _ in range(take)]
+            slots_out[fresh[:take]] = reused
+            slots_out[fresh[take:]] = np.arange(self.n, self.n + len(fresh) - take)
+            top = self.n + len(fresh) - take
         # encode before touching any state so a failure leaves nothing half-written
         encoded = {}
         for name, arr in batch.columns.items():
             if name in self.kw_codes:
-                arr = self._encode_keywords(name, arr, batch.present.get(name))
-            encoded[name] = arr
-        vectors = self._stored_vectors(batch.vectors) if batch.vectors is not None else None
+                encoded[name] = self._encode_keywords(name, arr, batch.present.get(name))
+            elif name in self.values:
+                encoded[name] = arr
+        extras = None
+        if self.extras is not None:
+            extras = self._encode_extras(list(zip(*(batch.columns[k] for k in self.extra_names))))
+        vectors = batch.vectors
         aux = vector_aux(vectors, self.metric) if vectors is not None else None
 
-        self._grow(self.n + new)
+        self._grow(max(top, self.n))
         for name, arr in encoded.items():
-            self.values[name][slots] = arr
+            self.values[name][slots_out] = arr
         for name, arr in batch.present.items():
-            self.present[name][slots] = arr
+            self.present[name][slots_out] = arr
         if vectors is not None:
-            self.vectors[slots] = vectors
-            self.aux[slots] = aux
-        self.ids.extend([None] * new)
-        self.docs.extend([None] * new)
-        fresh = []
-        for i, s in enumerate(slots.tolist()):
-            if self.ids[s] is None:
-                fresh.append(s)
-            self.ids[s] = batch.ids[i]
-            self.docs[s] = batch.docs[i]
-            self.row_of[batch.ids[i]] = s
-        self.n += new
+            self.vectors[slots_out] = vectors
+            self.aux[slots_out] = aux
+        for name, col in self.strings.items():
+            col.set(slots_out, batch.columns[name])
+        if extras is not None:
+            self.extras.set(slots_out, extras)
+        if len(fresh):
+            new_slots = slots_out[fresh]
+            new_ids = [batch.ids[i] for i in fresh.tolist()] if len(fresh) < n else batch.ids
+            self.ids.set(new_slots, new_ids)
+            self.row_of.add(new_ids, new_slots)
+            self.seq[new_slots] = np.arange(self.next_seq, self.next_seq + len(new_slots))
+            self.next_seq += len(new_slots)
+            np.bitwise_or.at(self.live, new_slots >> 6,
+                             np.left_shift(np.uint64(1), (new_slots & 63).astype(np.uint64)))
+        self.n = max(self.n, top)
         self.n_live += len(fresh)
-        if fresh:
-            arr = np.array(fresh, dtype=np.int64)
-            self.seq[arr] = np.arange(self.next_seq, self.next_seq + len(arr))
-            self.next_seq += len(arr)
-            np.bitwise_or.at(self.live, arr >> 6, np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64)))
-        return slots
+        return slots_out
+
+    def slots_of(self, ids: list) -> np.ndarray:
+        """Slot of each id, -1 where absent."""
+        return self.row_of.get_many(ids)
 
     def delete(self, ids: list) -> int:
         """Tombstones the rows of the given ids (unknown ids are ignored); returns how many."""
-        slots = [self.row_of.pop(i) for i in ids if i in self.row_of]
-        if not slots:
+        arr = self.row_of.remove(ids)
+        arr = arr[arr >= 0]
+        if not len(arr):
             return 0
-        arr = np.array(slots, dtype=np.int64)
         mask = np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64))
         np.bitwise_and.at(self.live, arr >> 6, ~mask)
-        for s in slots:
-            self.ids[s] = None
-            self.docs[s] = None
-        self.n_live -= len(slots)
+        for col in self._string_columns():
+            col.clear(arr)
+        self.n_live -= len(arr)
         if self.reuse_slots:
-            for s in slots:
+            for s in arr.tolist():
                 heapq.heappush(self.free, s)
         elif self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
             self.compact()
-        return len(slots)
+        return len(arr)
 
-    def set_fields(self, slot: int, values: dict, doc) -> None:
+    def set_fields(self, slot: int, values: dict) -> None:
         """Partial update of one row: only the named columns are written."""
+        one = np.array([slot], dtype=np.int64)
         for name, value in values.items():
             spec = self.schema.fields[name]
             if name in self.present:
@@ -202,16 +224,22 @@ class ColumnStore:
                 block = np.zeros((1, self.dim), dtype=np.float32)
                 if value is not None:
                     block[0] = value
-                block = self._stored_vectors(block)
                 self.vectors[slot] = block[0]
                 self.aux[slot] = vector_aux(block, self.metric)[0]
+            elif spec.kind is Kind.TEXT:
+                self.strings[name].set(one, [value])
+            elif spec.kind is Kind.KEYWORD:
+                arr = np.array([value], dtype=object)
+                self.values[name][slot] = self._encode_keywords(name, arr, None)[0]
             elif name in self.values:
-                if spec.kind is Kind.KEYWORD:
-                    arr = np.array([value], dtype=object)
-                    self.values[name][slot] = self._encode_keywords(name, arr, None)[0]
-                elif value is not None:
+                if value is not None:
                     self.values[name][slot] = value
-        self.docs[slot] = doc
+        if self.extras is not None and any(k in values for k in self.extra_names):
+            row = list(self.extra_adapter.validate_json(self.extras.raw(slot)))
+            for i, k in enumerate(self.extra_names):
+                if k in values:
+                    row[i] = values[k]
+            self.extras.set(one, self._encode_extras([tuple(row)]))
 
     def compact(self) -> None:
         """Drops tombstoned rows, keeping insertion order."""
@@ -225,15 +253,54 @@ class ColumnStore:
         self.vectors[:m] = self.vectors[keep]
         self.aux[:m] = self.aux[keep]
         self.seq[:m] = self.seq[keep]
-        self.ids = [self.ids[s] for s in keep.tolist()]
-        self.docs = [self.docs[s] for s in keep.tolist()]
-        self.row_of = {id_: s for s, id_ in enumerate(self.ids)}
+        for col in self._string_columns():
+            col.take(keep, m)
+        self.row_of.rebuild(self.ids.get_many(np.arange(m)), np.arange(m))
         self.live[:] = 0
         full, rest = divmod(m, 64)
         self.live[:full] = np.uint64(0xFFFFFFFFFFFFFFFF)
         if rest:
             self.live[full] = np.uint64((1 << rest) - 1)
         self.n = m
+
+    # ---------------------------------------------------------- documents
+    def field_values(self, rows, names=None) -> dict:
+        """name -> the Python values of the given rows (None where absent), for `names`
+        (default: every field). The columns a document is built from."""
+        rows = np.asarray(rows, dtype=np.int64)
+        want = list(self.schema.fields) if names is None else list(names)
+        out = {}
+        extras = None
+        for name in want:
+            spec = self.schema.fields[name]
+            if spec.kind is Kind.ID:
+                out[name] = self.ids.get_many(rows)
+                continue
+            if spec.kind is Kind.VECTOR:
+                values = row_vectors(self.vectors[rows])
+            elif spec.kind is Kind.TEXT:
+                values = self.strings[name].get_many(rows)
+            elif spec.kind is Kind.KEYWORD:
+                d = self.kw_dictionary[name]
+                values = [d[c] if c >= 0 else None for c in self.values[name][rows].tolist()]
+            elif spec.kind is Kind.OTHER:
+                if extras is None:
+                    load = self.extra_adapter.validate_json
+                    extras = [load(raw) for raw in self.extras.raw_many(rows)]
+                i = self.extra_names.index(name)
+                out[name] = [e[i] for e in extras]
+                continue
+            else:
+                values = python_values(spec.kind, self.values[name][rows])
+            present = self.present.get(name)
+            if present is not None:
+                values = [v if p else None for v, p in zip(values, present[rows].tolist())]
+            out[name] = values
+        return out
+
+    def documents(self, rows) -> list:
+        """The documents at these (live) rows, built from the columns."""
+        return documents(self.schema, self.field_values(rows), len(rows))
 
     # --------------------------------------------------------------- reads
     def live_bits(self) -> np.ndarray:
@@ -267,15 +334,15 @@ class ColumnStore:
 
     def _id_bits(self, node: Node) -> np.ndarray:
         bits = np.zeros(max((self.n + 63) // 64, 1), dtype=np.uint64)
-        if isinstance(node, In):
-            rows = [self.row_of[v] for v in node.values if v in self.row_of]
-        elif node.op == "$eq":
-            rows = [self.row_of[node.value]] if node.value in self.row_of else []
+        if isinstance(node, In) or node.op == "$eq":
+            wanted = list(node.values) if isinstance(node, In) else [node.value]
+            arr = self.row_of.get_many([v for v in wanted if isinstance(v, str)])
+            arr = arr[arr >= 0]
         else:  # string range over ids: rare, one pass over the ids
             pred = string_predicate(node.op, node.value)
-            rows = [s for id_, s in self.row_of.items() if pred(id_)]
-        if rows:
-            arr = np.array(rows, dtype=np.int64)
+            rows = self.live_rows()
+            arr = rows[np.fromiter(map(pred, self.ids.get_many(rows)), dtype=bool, count=len(rows))]
+        if len(arr):
             np.bitwise_or.at(bits, arr >> 6, np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64)))
         return bits
 
@@ -313,9 +380,15 @@ class ColumnStore:
         return K.exact_search(self.vector_block(), self.n, self.aux_block(), queries, self.metric, bits, limit)
 
     def hits(self, rows: np.ndarray, scores: np.ndarray) -> list:
-        """(ids, scores, docs) per row of an (nq, k) search result, -1 padding dropped."""
-        return K.hits_of_rows(np.ascontiguousarray(rows, dtype=np.int64),
-                              np.ascontiguousarray(scores, dtype=np.float32), self.ids, self.docs)
+        """(ids, scores) per row of an (nq, k) search result, -1 padding (at the end) dropped."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
+        counts = (rows >= 0).sum(axis=1).tolist()
+        ids = self.ids.get_many(rows[rows >= 0])
+        out, at = [], 0
+        for i, c in enumerate(counts):
+            out.append((ids[at: at + c], scores[i, :c]))
+            at += c
+        return out
 
     def vector_scores(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The user-facing similarity (API.md) of query q to the given rows, exact, in float64."""

@@ -75,27 +75,31 @@ class TextIndex:
     def __bool__(self) -> bool:
         return bool(self.fields)
 
-    def add(self, slots: np.ndarray, docs: list) -> None:
-        """(Re-)indexes the documents at these slots."""
+    def add(self, slots: np.ndarray, columns: dict) -> None:
+        """(Re-)indexes the rows at these slots; columns: text field -> list of str or None."""
         for f in self.fields:
-            f.add(slots, [getattr(d, f.name) for d in docs])
+            f.add(slots, columns[f.name])
 
     def remove(self, slots: np.ndarray) -> None:
         for f in self.fields:
             f.index.remove(np.ascontiguousarray(slots, dtype=np.int64))
 
-    def update(self, slot: int, values: dict, doc) -> None:
+    @property
+    def names(self) -> list:
+        return [f.name for f in self.fields]
+
+    def update(self, slot: int, values: dict) -> None:
         """A partial update: re-indexes only the text fields it names."""
         one = np.array([slot], dtype=np.int64)
         for f in self.fields:
             if f.name in values:
-                f.add(one, [getattr(doc, f.name)])
+                f.add(one, [values[f.name]])
 
-    def rebuild(self, slots: np.ndarray, docs: list) -> None:
+    def rebuild(self, slots: np.ndarray, columns: dict) -> None:
         """Starts over (after the slots were renumbered)."""
         for f in self.fields:
             f.index = K.InvertedIndex()
-        self.add(slots, docs)
+        self.add(slots, columns)
 
     def _queries(self, text: str) -> list:
         """(field, term ids, weights) per field; the text is analysed once per distinct analyzer."""

@@ -72,7 +72,7 @@ class Storage(ABC):
 
     @abstractmethod
     def get(self, ids: list) -> list:
-        """The stored documents of the ids (None where absent)."""
+        """The stored documents of the ids (None where absent), new objects the caller may keep."""
 
     @abstractmethod
     def iter_ids(self) -> Iterator[str]:
@@ -81,11 +81,13 @@ class Storage(ABC):
     @abstractmethod
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
-        """Top-`limit` per query row -> list of (ids, scores float32, docs)."""
+        """Top-`limit` per query row -> list of (ids, scores float32, docs). docs is None when the
+        documents are to be read by id when a user asks for them (`get`), which columnar storages
+        do; storages whose search already returns documents give them (new objects)."""
 
     @abstractmethod
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
-        """Matching documents in insertion order -> (ids, docs)."""
+        """Matching documents in insertion order -> (ids, docs or None, as for search_vectors)."""
 
     def search_text(self, *args, **kwargs):
         raise UnsupportedError(

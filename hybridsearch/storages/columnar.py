@@ -28,21 +28,26 @@ class ColumnarStorage(Storage):
         return id in self.store.row_of
 
     def get(self, ids: list) -> list:
+        """The documents of these ids (None where absent), built from the columns."""
         with self.lock.read():
-            row_of, docs = self.store.row_of, self.store.docs
-            return [docs[row_of[i]] if i in row_of else None for i in ids]
+            slots = self.store.slots_of(ids)
+            have = np.flatnonzero(slots >= 0)
+            out = [None] * len(ids)
+            for i, doc in zip(have.tolist(), self.store.documents(slots[have])):
+                out[i] = doc
+            return out
 
     def iter_ids(self) -> Iterator[str]:
         with self.lock.read():
             st = self.store
-            ids = [st.ids[s] for s in st.rows_in_order(st.live_bits(), None)]
+            ids = st.ids.get_many(st.rows_in_order(st.live_bits(), None))
         return iter(ids)
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
             st = self.store
             rows = st.rows_in_order(st.filter_bits(node), None if limit is None else min(limit, st.n_live))
-            return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
+            return st.ids.get_many(rows), None
 
     # -------------------------------------------------------------- hits
     def _hits(self, rows, scores) -> tuple:
@@ -67,23 +72,26 @@ class ColumnarStorage(Storage):
         with self.lock.read():
             limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
             if limit == 0:
-                return [([], np.empty(0, dtype=np.float32), []) for _ in range(len(queries))]
+                return [([], np.empty(0, dtype=np.float32), None) for _ in range(len(queries))]
             scores, rows = self._vectors(queries, limit, node, exact, ef)
             return self._hits_of_rows(rows, scores)
 
     def _hits_of_rows(self, rows: np.ndarray, scores: np.ndarray) -> list:
-        """(ids, scores, docs) per row of a (nq, k) search result; the caller holds the read lock."""
-        return self.store.hits(rows, scores)
+        """(ids, scores, None) per row of a (nq, k) search result: the documents are built when
+        read, by id (`get`). The caller holds the read lock."""
+        return [(ids, s, None) for ids, s in self.store.hits(rows, scores)]
 
-    def _updated_doc(self, id: str, values: dict):
-        """(slot, new document) for a partial update; None when there is nothing to write.
-        A new document object: results already handed out keep the old one. Caller holds the write lock."""
+    def _slot_to_update(self, id: str, values: dict) -> Optional[int]:
+        """The slot a partial update writes; None when there is nothing to write, KeyError
+        when the id is absent. The caller holds the write lock."""
         slot = self.store.row_of.get(id)
         if slot is None:
             raise KeyError(id)
-        if not values:
-            return None
-        return slot, self.store.docs[slot].model_copy(update=values)
+        return slot if values else None
+
+    def _updated_doc(self, slot: int, values: dict):
+        """The document at `slot` with `values` applied (for storages that log or write whole rows)."""
+        return self.store.documents([slot])[0].model_copy(update=values)
 
     # -------------------------------------------------------------- text
     def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
@@ -97,7 +105,7 @@ class ColumnarStorage(Storage):
             st = self.store
             k, candidates = min(k, st.n_live), min(candidates, st.n_live)
             if k == 0:
-                return [], np.empty(0, dtype=np.float32), []
+                return [], np.empty(0, dtype=np.float32), None
             bits = self._prefilter_bits(node, False)
             if q is None:
                 slots, scores = self.text.search(text, k, bits)

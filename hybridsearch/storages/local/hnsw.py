@@ -67,8 +67,8 @@ class HnswStorage(ColumnarStorage):
         self._quantization_auto = quant == "auto"
         self.quantization = "int8" if quant in ("int8", "auto") else "none"
         self.threads = config.threads or os.cpu_count() or 1
-        self.store = ColumnStore(schema, self.metric, reuse_slots=True, normalize=self.metric == "cosine")
-        self.graph_metric = "l2" if self.metric == "l2" else "ip"
+        self.store = ColumnStore(schema, self.metric, reuse_slots=True)
+        self.graph_metric = self.metric
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
@@ -107,14 +107,15 @@ class HnswStorage(ColumnarStorage):
                 doc, fields = op[1], op[2]
                 slot = self.store.row_of.get(doc.id)
                 if slot is not None:
-                    self._apply_update(slot, {f: getattr(doc, f) for f in fields}, doc)
+                    self._apply_update(slot, {f: getattr(doc, f) for f in fields})
 
     def _restore(self, snap, path) -> None:
         st = self.store
         if len(snap.docs):
-            st.upsert(build_batch(self.schema, snap.docs), slots=np.asarray(snap.slots, dtype=np.int64))
+            batch = build_batch(self.schema, snap.docs)
+            st.upsert(batch, slots=np.asarray(snap.slots, dtype=np.int64))
             if self.text:
-                self.text.add(np.asarray(snap.slots, dtype=np.int64), snap.docs)
+                self.text.add(np.asarray(snap.slots, dtype=np.int64), batch.columns)
             st.seq[snap.slots] = snap.seqs
             st.next_seq = int(np.max(snap.seqs)) + 1
         # the gaps between the live slots are free; sorted, so already a heap
@@ -171,7 +172,7 @@ class HnswStorage(ColumnarStorage):
             self.graph.repair(st.vectors, self.threads)
             self.graph_writes += 1
             extras["graph"] = self.graph.to_bytes()
-        self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), [st.docs[s] for s in rows.tolist()],
+        self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), st.documents(rows),
                               extras)
         self._snapshot_bytes = sum(len(b) for b in extras.values()) + 64 * len(rows) * max(self.dim, 1)
 
@@ -191,7 +192,7 @@ class HnswStorage(ColumnarStorage):
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
         if self.text:
-            self.text.add(slots, batch.docs)
+            self.text.add(slots, batch.columns)
         if self.graph is None:
             return
         with_vec = self._vector_slots(slots)
@@ -203,7 +204,8 @@ class HnswStorage(ColumnarStorage):
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
-        slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+        slots = st.slots_of(ids)
+        slots = slots[slots >= 0]
         n = st.delete(ids)
         if self.text:
             self.text.remove(slots)
@@ -212,10 +214,10 @@ class HnswStorage(ColumnarStorage):
             self.graph_writes += 1
         return n
 
-    def _apply_update(self, slot: int, values: dict, doc) -> None:
-        self.store.set_fields(slot, values, doc)
+    def _apply_update(self, slot: int, values: dict) -> None:
+        self.store.set_fields(slot, values)
         if self.text:
-            self.text.update(slot, values, doc)
+            self.text.update(slot, values)
         spec = self.store.vec_spec
         if self.graph is not None and spec.name in values:
             one = np.array([slot], dtype=np.int64)
@@ -250,14 +252,13 @@ class HnswStorage(ColumnarStorage):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.writer:
-            change = self._updated_doc(id, values)
-            if not change:
+            slot = self._slot_to_update(id, values)
+            if slot is None:
                 return
-            slot, doc = change
             if self.journal is not None:
-                self.journal.log_update(doc, list(values))
+                self.journal.log_update(self._updated_doc(slot, values), list(values))
             with self.lock.write():
-                self._apply_update(slot, values, doc)
+                self._apply_update(slot, values)
             self._maybe_snapshot()
 
     # --------------------------------------------------------------- reads

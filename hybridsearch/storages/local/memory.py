@@ -36,33 +36,34 @@ class MemoryStorage(ColumnarStorage):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            change = self._updated_doc(id, values)
-            if change:
-                self._apply_update(change[0], values, change[1])
+            slot = self._slot_to_update(id, values)
+            if slot is not None:
+                self._apply_update(slot, values)
 
     # the writes themselves; the caller holds the write lock
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
         if self.text:
-            self.text.add(slots, batch.docs)
+            self.text.add(slots, batch.columns)
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
-        slots = np.array([st.row_of[i] for i in ids if i in st.row_of], dtype=np.int64)
+        slots = st.slots_of(ids)
+        slots = slots[slots >= 0]
         layout = st.compactions
         n = st.delete(ids)
         if self.text:
             if st.compactions != layout:  # rows were renumbered
                 rows = st.live_rows()
-                self.text.rebuild(rows, [st.docs[s] for s in rows.tolist()])
+                self.text.rebuild(rows, st.field_values(rows, self.text.names))
             else:
                 self.text.remove(slots)
         return n
 
-    def _apply_update(self, slot: int, values: dict, doc) -> None:
-        self.store.set_fields(slot, values, doc)
+    def _apply_update(self, slot: int, values: dict) -> None:
+        self.store.set_fields(slot, values)
         if self.text:
-            self.text.update(slot, values, doc)
+            self.text.update(slot, values)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:

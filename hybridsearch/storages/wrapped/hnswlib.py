@@ -114,7 +114,7 @@ class HnswlibStorage(ColumnarStorage):
                        else np.ones(n, dtype=bool))
             # an existing document whose vector did not change keeps its point as it is
             unchanged = np.zeros(n, dtype=bool)
-            old = np.array([st.row_of.get(i, -1) for i in batch.ids], dtype=np.int64)
+            old = st.slots_of(batch.ids)
             self._track(st.n)
             cand = np.flatnonzero((old >= 0) & has_vec)
             if len(cand):
@@ -130,7 +130,8 @@ class HnswlibStorage(ColumnarStorage):
     def delete(self, ids: list) -> int:
         with self.lock.write():
             st = self.store
-            slots = [st.row_of[i] for i in dict.fromkeys(ids) if i in st.row_of]
+            slots = st.slots_of(list(dict.fromkeys(ids)))
+            slots = slots[slots >= 0].tolist()
             deleted = st.delete(ids)
             if self.index is not None:
                 self._drop(slots)
@@ -139,16 +140,15 @@ class HnswlibStorage(ColumnarStorage):
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
             st = self.store
-            change = self._updated_doc(id, values)
-            if not change:
+            slot = self._slot_to_update(id, values)
+            if slot is None:
                 return
-            slot, doc = change
             vec_changed = False
             if self.vec_name in values:
                 v = values[self.vec_name]
                 vec_changed = not (v is not None and self.indexed[slot]
                                    and np.array_equal(st.vectors[slot], v))
-            st.set_fields(slot, values, doc)
+            st.set_fields(slot, values)
             if vec_changed:  # only a vector change touches the index
                 if values[self.vec_name] is None:
                     self._drop([slot])

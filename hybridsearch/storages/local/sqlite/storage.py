@@ -213,16 +213,16 @@ class SqliteStorage(MemoryStorage):
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            change = self._updated_doc(id, values)
-            if not change:
+            slot = self._slot_to_update(id, values)
+            if slot is None:
                 return
-            slot, doc = change
+            doc = self._updated_doc(slot, values)
             row = self._row(doc, None)
             names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
             if names:
                 sets = ", ".join(f'"{n}" = ?' for n in names)
                 self._write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
-            self._apply_update(slot, values, doc)
+            self._apply_update(slot, values)
 
     # --------------------------------------------------------------- reads
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
@@ -247,8 +247,7 @@ class SqliteStorage(MemoryStorage):
             return super()._prefilter_bits(node, vectors)
         st = self.store
         flags = np.zeros(-(-max(st.n, 1) // 64) * 64, dtype=bool)
-        row_of = st.row_of
-        flags[[row_of[i] for i in ids]] = True
+        flags[st.slots_of(ids)] = True
         bits = np.packbits(flags, bitorder="little").view("<u8")
         if vectors:  # documents without a vector are never vector hits
             has = super()._prefilter_bits(None, True)
@@ -271,8 +270,8 @@ class SqliteStorage(MemoryStorage):
             ids = self._sql_ids(node, limit)
             if ids is None:
                 rows = st.rows_in_order(st.filter_bits(node), limit)
-                return [st.ids[s] for s in rows], [st.docs[s] for s in rows]
-            return ids, [st.docs[st.row_of[i]] for i in ids]
+                return st.ids.get_many(rows), None
+            return ids, None
 
     def close(self) -> None:
         with self.lock.write():

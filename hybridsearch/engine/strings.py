@@ -1,0 +1,138 @@
+"""StringColumn: one string (or None) per slot, as UTF-8 bytes in one growable buffer.
+
+A slot's value is `data[start[slot] : start[slot] + length[slot]]`, length -1 for
+None. A write appends to the buffer and repoints the slot, so rewriting a value
+leaves its old bytes behind as garbage; once garbage outweighs the live bytes
+the buffer is rewritten in slot order. Memory per value: its UTF-8 bytes plus 12
+bytes, against ~50-100 bytes of Python object per str in a list.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+_MIN_BYTES = 1 << 16
+
+
+class StringColumn:
+    """Strings by slot in one UTF-8 buffer (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.start = np.zeros(0, dtype=np.int64)
+        self.length = np.full(0, -1, dtype=np.int32)
+        self.data = np.zeros(_MIN_BYTES, dtype=np.uint8)
+        self.used = 0  # bytes of `data` written so far
+        self.garbage = 0  # bytes no slot points to any more
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.start.nbytes + self.length.nbytes + self.data.nbytes)
+
+    def grow(self, cap: int) -> None:
+        """Room for slots [0, cap); new slots hold None."""
+        if cap <= len(self.start):
+            return
+        start = np.zeros(cap, dtype=np.int64)
+        start[: len(self.start)] = self.start
+        length = np.full(cap, -1, dtype=np.int32)
+        length[: len(self.length)] = self.length
+        self.start, self.length = start, length
+
+    def _reserve(self, extra: int) -> None:
+        need = self.used + extra
+        if need <= len(self.data):
+            return
+        cap = max(len(self.data) * 2, _MIN_BYTES)
+        while cap < need:
+            cap *= 2
+        data = np.zeros(cap, dtype=np.uint8)
+        data[: self.used] = self.data[: self.used]
+        self.data = data
+
+    def set(self, slots: np.ndarray, values: list) -> None:
+        """Writes values[i] (a str, bytes or None) at slots[i]: one buffer append for the batch."""
+        encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+        lengths = np.fromiter((-1 if b is None else len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+        blob = b"".join(b for b in encoded if b is not None)
+        slots = np.asarray(slots, dtype=np.int64)
+        old = self.length[slots]
+        self.garbage += int(old[old > 0].sum())
+        self._reserve(len(blob))
+        self.data[self.used: self.used + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        sizes = np.maximum(lengths, 0)
+        starts = self.used + np.cumsum(sizes) - sizes
+        self.start[slots] = starts
+        self.length[slots] = lengths
+        self.used += len(blob)
+        if self.garbage > max(_MIN_BYTES, self.used - self.garbage):
+            self.compact()
+
+    def clear(self, slots: np.ndarray) -> None:
+        """Sets the slots to None (their bytes become garbage)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        old = self.length[slots]
+        self.garbage += int(old[old > 0].sum())
+        self.length[slots] = -1
+
+    def raw(self, slot: int) -> Optional[bytes]:
+        n = int(self.length[slot])
+        if n < 0:
+            return None
+        s = int(self.start[slot])
+        return self.data[s: s + n].tobytes()
+
+    def get(self, slot: int) -> Optional[str]:
+        b = self.raw(slot)
+        return None if b is None else b.decode("utf-8")
+
+    def get_many(self, slots) -> list:
+        """The strings at these slots (None where a slot holds none)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if len(slots) == 0:
+            return []
+        starts = self.start[slots].tolist()
+        lengths = self.length[slots].tolist()
+        buf = self.data[: self.used].tobytes() if len(slots) > 64 else None
+        out = []
+        if buf is not None:
+            for s, n in zip(starts, lengths):
+                out.append(None if n < 0 else buf[s: s + n].decode("utf-8"))
+            return out
+        data = self.data
+        for s, n in zip(starts, lengths):
+            out.append(None if n < 0 else data[s: s + n].tobytes().decode("utf-8"))
+        return out
+
+    def raw_many(self, slots) -> list:
+        """The bytes at these slots (None where a slot holds none)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        data = self.data
+        return [None if n < 0 else data[s: s + n].tobytes()
+                for s, n in zip(self.start[slots].tolist(), self.length[slots].tolist())]
+
+    def equals(self, slots: np.ndarray, values: list) -> np.ndarray:
+        """values[i] == the string at slots[i], as a bool array (for verifying hash lookups)."""
+        return np.fromiter((a == b for a, b in zip(self.get_many(slots), values)), dtype=bool, count=len(values))
+
+    def compact(self) -> None:
+        """Rewrites the buffer with only the bytes some slot points to, in slot order."""
+        have = np.flatnonzero(self.length > 0)
+        lengths = self.length[have].astype(np.int64)
+        total = int(lengths.sum())
+        data = np.zeros(max(_MIN_BYTES, 2 * total), dtype=np.uint8)
+        if total:
+            # gather every live byte with one fancy index: position = start + offset within the value
+            starts = self.start[have]
+            new_starts = np.cumsum(lengths) - lengths
+            within = np.arange(total, dtype=np.int64) - np.repeat(new_starts, lengths)
+            data[:total] = self.data[np.repeat(starts, lengths) + within]
+            self.start[have] = new_starts
+        self.data, self.used, self.garbage = data, total, 0
+
+    def take(self, keep: np.ndarray, m: int) -> None:
+        """Keeps slots `keep` as slots 0..m-1 (the store's compaction), dropping the rest."""
+        self.start[:m] = self.start[keep]
+        self.length[:m] = self.length[keep]
+        self.length[m:] = -1
+        self.compact()
