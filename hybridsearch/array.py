@@ -15,6 +15,7 @@ import numpy as np
 from hybridsearch.batch import build_batch
 from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
 from hybridsearch.errors import ConfigError, SchemaError
+from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import EF_MAX, SIZE_CAP, check_ef, check_fusion, check_size  # noqa: F401
 from hybridsearch.results import Results
@@ -121,6 +122,37 @@ class DocumentArray:
             validated = [validated[i] for i in last.values()]
         self._check_storable(validated)
         storage.upsert(build_batch(self._schema, validated))
+
+    def extend_columns(self, columns: Any) -> None:
+        """Batch upsert from columns: a dict of name -> values (a numpy array, a list; the
+        vector field as one (n, d) array), a pandas DataFrame or a pyarrow Table. Validated
+        column by column (dtype, length, NaN/inf, dimension: SchemaError naming the column and
+        the first bad row, nothing written); no document object is created. A missing "id"
+        column gives every row a new random id; a missing column takes the field's default."""
+        storage = self._writable_storage()
+        batch = batch_from_columns(self._schema, columns)
+        if len(batch):
+            storage.upsert(batch)
+
+    def to_columns(self, fields: Optional[Iterable[str]] = None) -> dict:
+        """Every document as columns, in insertion order: name -> numpy array for numbers and
+        bools (int64 / float64 / bool) and the vector field ((n, d) float32), lists for ids,
+        strings and unindexed values; an object array with None where an optional field is
+        missing. `fields` picks the columns (default: all, "id" first)."""
+        storage = self._open_storage()
+        names = list(self._schema.fields) if fields is None else list(fields)
+        for name in names:
+            if name not in self._schema.fields:
+                raise SchemaError(f"{self._model.__name__} has no field {name!r}")
+        return public_columns(self._schema, storage.column_values(names))
+
+    def to_pandas(self, fields: Optional[Iterable[str]] = None):
+        """to_columns() as a pandas DataFrame (needs pandas; a vector cell holds a numpy row)."""
+        return to_pandas(self.to_columns(fields))
+
+    def to_arrow(self, fields: Optional[Iterable[str]] = None):
+        """to_columns() as a pyarrow Table (needs pyarrow; vectors as fixed_size_list<float32>)."""
+        return to_arrow(self.to_columns(fields), self._schema)
 
     def append(self, doc: Any) -> None:
         """Upserts one document."""

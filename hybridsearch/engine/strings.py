@@ -15,6 +15,19 @@ import numpy as np
 _MIN_BYTES = 1 << 16
 
 
+def _encode(values: list) -> tuple:
+    """(UTF-8 bytes of all values end to end, int64 length of each, -1 for None)."""
+    if all(type(v) is str for v in values):
+        # ASCII text (the common case) is encoded in one call: a byte per character
+        blob = "".join(values).encode("utf-8")
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        if len(blob) == int(lengths.sum()):
+            return blob, lengths
+    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    lengths = np.fromiter((-1 if b is None else len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+    return b"".join(b for b in encoded if b is not None), lengths
+
+
 class StringColumn:
     """Strings by slot in one UTF-8 buffer (see the module docstring)."""
 
@@ -52,9 +65,7 @@ class StringColumn:
 
     def set(self, slots: np.ndarray, values: list) -> None:
         """Writes values[i] (a str, bytes or None) at slots[i]: one buffer append for the batch."""
-        encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
-        lengths = np.fromiter((-1 if b is None else len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        blob = b"".join(b for b in encoded if b is not None)
+        blob, lengths = _encode(values)
         slots = np.asarray(slots, dtype=np.int64)
         old = self.length[slots]
         self.garbage += int(old[old > 0].sum())

@@ -89,6 +89,19 @@ class Storage(ABC):
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         """Matching documents in insertion order -> (ids, docs or None, as for search_vectors)."""
 
+    def column_values(self, names: list) -> dict:
+        """name -> per-row values (None where absent) of every document, in insertion order; a
+        storage may give a numpy array for a column without missing values. This fallback reads
+        the documents in batches; columnar storages read their columns."""
+        out = {name: [] for name in names}
+        ids = list(self.iter_ids())
+        for start in range(0, len(ids), 1024):
+            for doc in self.get(ids[start:start + 1024]):
+                if doc is not None:
+                    for name in names:
+                        out[name].append(getattr(doc, name))
+        return out
+
     def search_text(self, *args, **kwargs):
         raise UnsupportedError(
             f"text search is not available on storage {self.name!r}: this storage has no lexical engine"

@@ -5,6 +5,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from hybridsearch.document import Kind
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
 from hybridsearch.query.fusion import fuse_rrf, fuse_sum
@@ -42,6 +43,27 @@ class ColumnarStorage(Storage):
             st = self.store
             ids = st.ids.get_many(st.rows_in_order(st.live_bits(), None))
         return iter(ids)
+
+    def column_values(self, names: list) -> dict:
+        """Straight from the columns: numbers, bools and vectors of a field that allows no None
+        as numpy copies, the rest as per-row values."""
+        with self.lock.read():
+            st = self.store
+            rows = np.asarray(st.rows_in_order(st.live_bits(), None), dtype=np.int64)
+            out = {}
+            for name in names:
+                spec = self.schema.fields[name]
+                if spec.optional:
+                    continue
+                if spec.kind is Kind.VECTOR:
+                    out[name] = st.vectors[rows]
+                elif spec.kind in (Kind.INT, Kind.FLOAT):
+                    out[name] = st.values[name][rows]
+                elif spec.kind is Kind.BOOL:
+                    out[name] = st.values[name][rows].astype(bool)
+            rest = [n for n in names if n not in out]
+            values = st.field_values(rows, rest) if rest else {}
+            return {name: out[name] if name in out else values[name] for name in names}
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
