@@ -454,3 +454,10 @@ int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *c
     free(best);
     return rc < 0 ? rc : (n > 0 ? rc : 0);
 }
+
+int64_t hs_inv_nbytes(const hs_inv *ix) {
+    int64_t b = ix->nterms * (int64_t)sizeof(plist) + ix->ndocs_cap * (int64_t)sizeof(fwd);
+    for (int64_t t = 0; t < ix->nterms; t++) b += ix->terms[t].cap * 8;
+    for (int64_t i = 0; i < ix->ndocs_cap; i++) b += (int64_t)ix->docs[i].n * 8;
+    return b;
+}

@@ -53,5 +53,6 @@ int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const ui
 int64_t hs_inv_docs(const hs_inv *ix);         /* N */
 int64_t hs_inv_df(const hs_inv *ix, int32_t t);
 int64_t hs_inv_total_len(const hs_inv *ix);
+int64_t hs_inv_nbytes(const hs_inv *ix);      /* postings + forward lists, allocated */
 
 #endif

@@ -107,6 +107,11 @@ cdef class InvertedIndex:
         return hs_inv_docs(self.ix)
 
     @property
+    def nbytes(self):
+        """Bytes of the postings and forward lists (allocated)."""
+        return hs_inv_nbytes(self.ix)
+
+    @property
     def total_len(self):
         """Tokens over all documents."""
         return hs_inv_total_len(self.ix)

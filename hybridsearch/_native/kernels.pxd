@@ -93,3 +93,4 @@ cdef extern from "hs_invindex.h":
     int64_t hs_inv_docs(const hs_inv *ix) nogil
     int64_t hs_inv_df(const hs_inv *ix, int32_t t) nogil
     int64_t hs_inv_total_len(const hs_inv *ix) nogil
+    int64_t hs_inv_nbytes(const hs_inv *ix) nogil

@@ -19,6 +19,7 @@ per-slot sequence number keeps insertion order for listings.
 from __future__ import annotations
 
 import heapq
+import sys
 from typing import Optional
 
 import numpy as np
@@ -112,6 +113,7 @@ class ColumnStore:
                            + (self.extras.nbytes if self.extras is not None else 0)),
             "columns": int(sum(v.nbytes for v in self.values.values()) + sum(p.nbytes for p in self.present.values())
                            + self.seq.nbytes + self.live.nbytes),
+            "keywords": int(sum(sys.getsizeof(k) + 100 for d in self.kw_dictionary.values() for k in d)),
         }
 
     # -------------------------------------------------------------- writes

@@ -85,6 +85,11 @@ class TextIndex:
             f.index.remove(np.ascontiguousarray(slots, dtype=np.int64))
 
     @property
+    def nbytes(self) -> int:
+        """Postings and forward lists of every field (the term dictionaries are not counted)."""
+        return sum(f.index.nbytes for f in self.fields)
+
+    @property
     def names(self) -> list:
         return [f.name for f in self.fields]
 

@@ -44,6 +44,17 @@ class ColumnarStorage(Storage):
             ids = st.ids.get_many(st.rows_in_order(st.live_bits(), None))
         return iter(ids)
 
+    def stats(self) -> dict:
+        """Adds "bytes": what the collection holds in RAM per component (allocated capacity):
+        vectors (with their norms), ids (strings and the id map), strings (text and unindexed
+        fields), columns (numbers, bools, keyword codes, presence, order, liveness), keywords
+        (their dictionaries, estimated) and postings (the inverted index)."""
+        with self.lock.read():
+            sizes = self.store.nbytes()
+            if self.text:
+                sizes["postings"] = int(self.text.nbytes)
+        return {**super().stats(), "bytes": sizes}
+
     def column_values(self, names: list) -> dict:
         """Straight from the columns: numbers, bools and vectors of a field that allows no None
         as numpy copies, the rest as per-row values."""

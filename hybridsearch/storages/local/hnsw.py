@@ -312,15 +312,17 @@ class HnswStorage(ColumnarStorage):
         that changed the graph since the collection was opened: inserts, removals, repairs;
         a write of scalar fields makes none) and "slots" (column rows, live or free: a deleted
         document's slot is reused by a later insert, so re-adding does not grow this)."""
+        base = super().stats()  # takes the read lock itself: not nested, a waiting writer would block it
         with self.lock.read():
             plan = self.last_plan()
             graph = self.graph
-            return {**super().stats(), "quantization": self.quantization,
+            return {**base, "quantization": self.quantization,
                     "graph_nodes": graph.size if graph is not None else 0,
                     "graph_bytes": graph.nbytes if graph is not None else 0,
                     "graph_pending": graph.pending if graph is not None else 0,
                     "graph_writes": self.graph_writes,
                     "slots": int(self.store.n),
+                    "bytes": {**base.pop("bytes"), "graph": graph.nbytes if graph is not None else 0},
                     "vector_bytes": int(self.store.vectors.nbytes),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}

@@ -220,9 +220,10 @@ class HnswlibStorage(ColumnarStorage):
         documents searchable through it; "index_capacity", the elements the index has room
         for before it is resized (doubled), and "index_ef", the ef the index holds now (a
         find with its own ef sets it for that search alone and puts the option's back)."""
+        base = super().stats()  # takes the read lock itself (not nested: a waiting writer would block it)
         with self.lock.read():
             index = self.index
-            return {**super().stats(), "index_elements": int(index.element_count) if index is not None else 0,
+            return {**base, "index_elements": int(index.element_count) if index is not None else 0,
                     "indexed": int(self.n_indexed),
                     "index_capacity": int(index.get_max_elements()) if index is not None else 0,
                     "index_ef": int(index.ef) if index is not None else None}

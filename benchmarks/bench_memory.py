@@ -1,0 +1,100 @@
+"""Memory budget: resident bytes of a collection against the raw bytes of its data, per component.
+
+Each (storage, n) runs in a fresh child process: documents with a 128-d vector, an 8-word title,
+a keyword, an int and a float are created with one extend_columns call, the input columns are
+dropped and the allocator trimmed, and the growth of RSS over the process before the data existed
+is the collection's cost. raw = vectors + UTF-8 bytes of ids, titles and keywords + 8 bytes per
+number (+ graph and int8 codes for hnsw, which the budget counts as data). The breakdown comes from
+stats()["bytes"] (allocated capacity per component); "python" is what RSS holds beyond them
+(interpreter objects, allocator slack). Also prints create time and peak RSS.
+
+    python benchmarks/bench_memory.py                          # memory and hnsw at 200,000
+    python benchmarks/bench_memory.py --n 1000000 --storages memory,hnsw --out DIR
+"""
+import argparse
+import ctypes
+import gc
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from hybridsearch.bench.script import parser, start
+
+WORDS = np.array("red blue green small large cotton wool leather shoe shirt coat bag hat scarf boot sock "
+                 "light dark soft warm classic modern slim loose".split())
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def child(storage: str, n: int, ef_construct: int) -> dict:
+    import hybridsearch as hs
+
+    class Product(hs.Document):
+        title: hs.Text
+        brand: hs.Keyword
+        stock: int
+        price: float
+        v: hs.Vector[128]
+
+    opts = {"ef_construct": ef_construct} if storage == "hnsw" else {}
+    da = hs.DocumentArray(Product, storage=storage, **opts)
+    gc.collect()
+    base = rss_bytes()
+    rng = np.random.default_rng(0)
+    cols = {"id": [f"p{i:07d}" for i in range(n)],
+            "title": [" ".join(WORDS[rng.integers(0, len(WORDS), 8)]) for _ in range(n)],
+            "brand": [f"brand{i % 500}" for i in range(n)],
+            "stock": rng.integers(0, 1000, n), "price": rng.random(n) * 100,
+            "v": rng.standard_normal((n, 128)).astype(np.float32)}
+    raw = (cols["v"].nbytes + sum(len(s.encode()) for k in ("id", "title", "brand") for s in cols[k]) + 16 * n)
+    t = time.perf_counter()
+    da.extend_columns(cols)
+    create_s = time.perf_counter() - t
+    del cols
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    held = rss_bytes() - base
+    sizes = da.stats()["bytes"]
+    if storage == "hnsw":
+        raw += sizes["graph"]  # links and int8 codes are the index's data, counted in raw
+    return {"storage": storage, "n": n, "raw": raw, "rss": held, "create_s": create_s,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "bytes": sizes, "python": held - sum(sizes.values())}
+
+
+def main(argv=None) -> int:
+    ap = parser(__doc__)
+    ap.add_argument("--n", type=int, default=200_000, help="documents (default 200,000)")
+    ap.add_argument("--storages", default="memory,hnsw")
+    ap.add_argument("--ef-construct", type=int, default=64, help="hnsw ef_construct (default 64)")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # storage n: measure in this process
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.ef_construct)))
+        return 0
+    out, _ = start("memory", args)
+    rows = []
+    mb = 1 / 2 ** 20
+    for storage in args.storages.split(","):
+        res = subprocess.run([sys.executable, __file__, "--child", storage, str(args.n),
+                              "--ef-construct", str(args.ef_construct)],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        parts = ", ".join(f"{k} {v * mb:.1f}" for k, v in {**r["bytes"], "python": r["python"]}.items())
+        out.say(f"{storage} n={r['n']:,}: RSS {r['rss'] * mb:.1f} MB = {r['rss'] / r['raw']:.2f}x raw "
+                f"({r['raw'] * mb:.1f} MB); create {r['create_s']:.2f} s; peak RSS {r['peak_rss'] * mb:.0f} MB")
+        out.say(f"    MB by component: {parts}")
+    out.save({"rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
