@@ -71,6 +71,12 @@ class IdMap:
         out = np.full(n, -1, dtype=np.int64)
         if n == 0 or self.n == 0:
             return out
+        if n <= 8:  # a handful: one lookup each costs less than the vector setup
+            for i, id_ in enumerate(ids):
+                s = self.get(id_)
+                if s is not None:
+                    out[i] = s
+            return out
         if len(self.hashes):
             h = np.fromiter(map(hash, ids), dtype=np.int64, count=n)
             pos = np.searchsorted(self.hashes, h)
