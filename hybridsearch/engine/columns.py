@@ -384,8 +384,13 @@ class ColumnStore:
     def hits(self, rows: np.ndarray, scores: np.ndarray) -> list:
         """(ids, scores) per row of an (nq, k) search result, -1 padding (at the end) dropped."""
         rows = np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
-        counts = (rows >= 0).sum(axis=1).tolist()
-        ids = self.ids.get_many(rows[rows >= 0])
+        if scores.shape != rows.shape:
+            raise ValueError("rows and scores differ in shape")
+        hit = np.cumprod(rows >= 0, axis=1).astype(bool)  # a row's hits end at its first -1
+        if (rows[hit] >= self.n).any():
+            raise ValueError(f"a slot is beyond the store ({self.n} rows)")
+        counts = hit.sum(axis=1).tolist()
+        ids = self.ids.get_many(rows[hit])
         out, at = [], 0
         for i, c in enumerate(counts):
             out.append((ids[at: at + c], scores[i, :c]))

@@ -138,29 +138,6 @@ def test_filter_program_is_validated():
         K.filter_eval([(K.F_I64, 0, 0, np.zeros(5, np.int64), None, 0, 0.0, None, None)], 10, None)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(-1, 19), min_size=4, max_size=4), min_size=1, max_size=5))
-def test_hits_of_rows_matches_a_python_model(slot_rows):
-    ids = [f"d{i}" for i in range(20)]
-    docs = [{"n": i} for i in range(20)]
-    rows = np.array(slot_rows, dtype=np.int64)
-    scores = np.arange(rows.size, dtype=np.float32).reshape(rows.shape)
-    got = K.hits_of_rows(rows, scores, ids, docs)
-    assert len(got) == len(slot_rows)
-    for r, sc, (gids, gscores, gdocs) in zip(slot_rows, scores, got):
-        n = r.index(-1) if -1 in r else len(r)  # the padding starts at the first -1
-        assert gids == [ids[s] for s in r[:n]]
-        assert gdocs == [docs[s] for s in r[:n]]
-        assert gscores.dtype == np.float32 and gscores.tolist() == sc[:n].tolist()
-
-
-def test_hits_of_rows_rejects_slots_beyond_the_store():
-    with pytest.raises(ValueError, match="beyond the store"):
-        K.hits_of_rows(np.array([[0, 5]], dtype=np.int64), np.zeros((1, 2), np.float32), ["a"], [None])
-    with pytest.raises(ValueError, match="shape"):
-        K.hits_of_rows(np.zeros((1, 2), np.int64), np.zeros((2, 2), np.float32), ["a"], [None])
-
-
 @given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), max_size=40))
 def test_all_finite_matches_numpy(values):
     x = np.array(values, dtype=np.float32)
