@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any, Optional
@@ -524,3 +525,63 @@ def test_a_search_runs_while_a_write_is_being_fsynced(tmp_path, monkeypatch):
         monkeypatch.undo()
     assert "d99" in da
     da.close()
+
+
+# ------------------------------------------------------------ 10: group commit
+def test_concurrent_writers_share_fsyncs_and_every_acknowledged_write_survives(tmp_path, monkeypatch):
+    """Writes from many threads: fewer fsyncs than writes (group commit), each call returns only
+    once its write is durable, and a reopen finds exactly the acknowledged writes (a dict model)."""
+    import threading
+    path = tmp_path / "col"
+    da = hs.DocumentArray(Item, storage="hnsw", path=path)
+    da.extend([item(i) for i in range(50)])
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (time.sleep(0.005), real_fsync(fd))[1])  # a slow disk
+    model = {f"d{i}": i for i in range(50)}
+    model_lock = threading.Lock()
+
+    def writer(t):
+        for k in range(15):
+            i = 1000 + t * 100 + k
+            if k % 3 == 2:
+                da.update(f"d{t * 5 + k % 5}", price=-i)
+                with model_lock:
+                    model[f"d{t * 5 + k % 5}"] = -i
+            elif k % 3 == 1:
+                da.delete([f"d{1000 + t * 100 + k - 1}"])
+                with model_lock:
+                    model.pop(f"d{1000 + t * 100 + k - 1}", None)
+            else:
+                da.extend([item(i)])
+                with model_lock:
+                    model[f"d{i}"] = i
+
+    before = da.stats()["fsyncs"]
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fsyncs = da.stats()["fsyncs"] - before
+    assert 0 < fsyncs < 6 * 15, fsyncs  # some writes shared an fsync
+    assert {d.id: d.price for d in da} == model
+    monkeypatch.undo()
+    da.close()
+    with hs.DocumentArray(Item, storage="hnsw", path=path) as again:
+        assert {d.id: d.price for d in again} == model
+
+
+def test_a_failed_fsync_applies_nothing_of_its_group(tmp_path, monkeypatch):
+    da = hs.DocumentArray(Item, storage="hnsw", path=tmp_path / "col")
+    da.extend([item(i) for i in range(5)])
+
+    def broken(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(hs.BackendError, match="fsync"):
+        da.extend([item(7)])
+    monkeypatch.undo()
+    assert "d7" not in da and len(da) == 5  # not durable: not applied
+    with pytest.raises(hs.BackendError):  # the log is no longer trusted: reopen
+        da.extend([item(8)])

@@ -48,7 +48,8 @@ The LOCK is a BSD flock held by the open Journal: it refuses a second Journal on
 directory, in this process as in another, with `hs.BackendError`.
 """
 from hybridsearch.engine.persist.codec import DocCodec
+from hybridsearch.engine.persist.commit import GroupCommit
 from hybridsearch.engine.persist.journal import Journal, Op, Snapshot
 from hybridsearch.engine.persist.records import FORMAT, fingerprint
 
-__all__ = ["DocCodec", "FORMAT", "Journal", "Op", "Snapshot", "fingerprint"]
+__all__ = ["DocCodec", "FORMAT", "GroupCommit", "Journal", "Op", "Snapshot", "fingerprint"]

@@ -470,24 +470,41 @@ class Journal:
         """Bytes of records in the log since the last snapshot."""
         return self._end - R.FILE.size if self._fd is not None else 0
 
-    def log_upsert(self, docs: list) -> None:
-        self._append(R.K_UPSERT, self.codec.encode(list(docs)))
+    # Each log_* appends one record and, with sync=True, fsyncs it; sync=False leaves the fsync to
+    # a later sync() that covers every record appended before it (group commit, persist/commit.py).
+    def log_upsert(self, docs: list, sync: bool = True) -> None:
+        self._append(R.K_UPSERT, self.codec.encode(list(docs)), sync)
 
-    def log_delete(self, ids: list) -> None:
+    def log_delete(self, ids: list, sync: bool = True) -> None:
         ids = list(ids)
         if not all(isinstance(i, str) for i in ids):
             raise SchemaError("ids must be strings")
-        self._append(R.K_DELETE, json.dumps([str(i) for i in ids]).encode("ascii"))
+        self._append(R.K_DELETE, json.dumps([str(i) for i in ids]).encode("ascii"), sync)
 
-    def log_update(self, doc, fields: list) -> None:
+    def log_update(self, doc, fields: list, sync: bool = True) -> None:
         fields = list(fields)
         unknown = [f for f in fields if f not in self.codec.all_set or f == "id"]
         if unknown:
             raise SchemaError(f"{self.schema.name} has no updatable field {unknown[0]!r}")
         fjs = json.dumps(fields).encode("ascii")
-        self._append(R.K_UPDATE, b"".join([struct.pack("<Q", len(fjs)), fjs, self.codec.encode([doc])]))
+        self._append(R.K_UPDATE, b"".join([struct.pack("<Q", len(fjs)), fjs, self.codec.encode([doc])]), sync)
 
-    def _append(self, kind: int, payload: bytes) -> None:
+    def sync(self) -> None:
+        """Makes every record appended so far durable (one fsync)."""
+        with self._mutex:
+            self._check_writable()
+            fd, name = self._fd, R.log_name(self.generation)
+        self._fsync(fd, name)
+
+    def _fsync(self, fd: int, name: str) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            # after a failed fsync the kernel may have dropped dirty pages: do not go on
+            self._broken = f"{self._file(name)}: fsync failed ({e}); reopen the collection"
+            raise self._error(name, f"cannot fsync: {e}") from None
+
+    def _append(self, kind: int, payload: bytes, sync: bool = True) -> None:
         head, payload = R.record(kind, payload)
         with self._mutex:
             self._check_writable()
@@ -502,12 +519,8 @@ class Journal:
                 except OSError:
                     self._broken = f"{self._file(name)}: a failed write could not be undone ({e})"
                 raise self._error(name, f"cannot append: {e}") from None
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                # after a failed fsync the kernel may have dropped dirty pages: do not go on
-                self._broken = f"{self._file(name)}: fsync failed ({e}); reopen the collection"
-                raise self._error(name, f"cannot fsync: {e}") from None
+            if sync:
+                self._fsync(self._fd, name)
             self._end = end + len(head) + len(payload)
             self._pending = None  # load() reads the log again
 

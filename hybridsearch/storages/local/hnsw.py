@@ -92,9 +92,11 @@ class HnswStorage(ColumnarStorage):
 
     # ---------------------------------------------------------- durability
     def _open(self, path) -> None:
-        from hybridsearch.engine.persist import Journal
+        from hybridsearch.engine.persist import GroupCommit, Journal
 
         self.journal = Journal(path, self.schema, read_only=self.config.read_only)
+        self.commit = GroupCommit(self.journal.sync, self.lock, self._maybe_snapshot)
+        self.writer = self.commit.writer  # one lock orders the log and every other write
         snapshot, ops = self.journal.load()
         if snapshot is not None:
             self._restore(snapshot, path)
@@ -157,7 +159,8 @@ class HnswStorage(ColumnarStorage):
         return popcount(bits) if bits is not None else self.store.n_live
 
     def _maybe_snapshot(self) -> None:
-        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer`."""
+        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no
+        write is queued (GroupCommit runs it then)."""
         if self.journal is None:
             return
         if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
@@ -227,39 +230,52 @@ class HnswStorage(ColumnarStorage):
                 self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
             self.graph_writes += 1
 
-    # A write is journaled (appended and fsynced) while holding only `self.writer`, which
-    # serialises writers but not readers; the exclusive lock is taken just to apply it in RAM.
-    # So searches go on during the fsync, and the log holds writes in the order they apply.
+    # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
+    # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
+    # beside it, then applied in RAM under the exclusive lock, in log order. Searches go on during
+    # the fsync, and a write is visible only once durable. Without files: `writer`, then apply.
+    def _write(self, append, apply):
+        if self.journal is None:
+            with self.writer, self.lock.write():
+                return apply()
+        return self.commit.submit(append, apply)
+
     def upsert(self, batch: Batch) -> None:
-        with self.writer:
-            if self.journal is not None:
-                self.journal.log_upsert(batch.docs)
-            with self.lock.write():
-                self._apply_upsert(batch)
-            self._maybe_snapshot()
+        self._write(lambda: self.journal.log_upsert(batch.docs, sync=False), lambda: self._apply_upsert(batch))
 
     def delete(self, ids: list) -> int:
-        with self.writer:
-            present = [i for i in ids if i in self.store.row_of]
-            if not present:
-                return 0
-            if self.journal is not None:
-                self.journal.log_delete(present)
-            with self.lock.write():
-                n = self._apply_delete(present)
-            self._maybe_snapshot()
-            return n
+        present: list = []
+
+        def append():
+            with self.lock.read():  # the leader of a group may be applying writes meanwhile
+                present.extend(i for i in ids if i in self.store.row_of)
+            if present:
+                self.journal.log_delete(present, sync=False)
+
+        if self.journal is None:
+            with self.writer, self.lock.write():
+                return self._apply_delete(ids)
+        return self.commit.submit(append, lambda: self._apply_delete(present) if present else 0)
 
     def update_fields(self, id: str, values: dict) -> None:
-        with self.writer:
-            slot = self._slot_to_update(id, values)
-            if slot is None:
-                return
-            if self.journal is not None:
-                self.journal.log_update(self._updated_doc(slot, values), list(values))
-            with self.lock.write():
+        def append():
+            with self.lock.read():
+                slot = self._slot_to_update(id, values)  # KeyError before anything is logged
+                doc = self._updated_doc(slot, values) if slot is not None else None
+            if doc is not None:
+                self.journal.log_update(doc, list(values), sync=False)
+
+        def apply():
+            # by slot at apply time: a write queued before this one may have moved or removed it
+            slot = self.store.row_of.get(id)
+            if slot is not None and values:
                 self._apply_update(slot, values)
-            self._maybe_snapshot()
+
+        if self.journal is None:
+            with self.writer, self.lock.write():
+                self._slot_to_update(id, values)
+                return apply()
+        self.commit.submit(append, apply)
 
     # --------------------------------------------------------------- reads
     def last_plan(self) -> Optional[planner.Plan]:
@@ -321,6 +337,7 @@ class HnswStorage(ColumnarStorage):
                     "graph_bytes": graph.nbytes if graph is not None else 0,
                     "graph_pending": graph.pending if graph is not None else 0,
                     "graph_writes": self.graph_writes,
+                    "fsyncs": self.commit.fsyncs if self.journal is not None else 0,
                     "slots": int(self.store.n),
                     "bytes": {**base.pop("bytes"), "graph": graph.nbytes if graph is not None else 0},
                     "vector_bytes": int(self.store.vectors.nbytes),
@@ -328,6 +345,8 @@ class HnswStorage(ColumnarStorage):
                                                             "selectivity": plan.selectivity}}
 
     def close(self) -> None:
+        if self.journal is not None:
+            self.commit.drain()
         with self.writer, self.lock.write():
             if self.journal is not None:
                 if self.journal.log_bytes and not self.journal.read_only:
