@@ -6,24 +6,30 @@ with a new vector, delete = `del da[id]`, condition = a filter with exactly one 
 top-10 by cosine with recall@10 against the exact top-10 (the memory storage is exact). Reads,
 updates and deletes are medians over --repeats calls after warm-ups; condition and vector over
 --queries. Each storage runs in its own process (peak RSS is per storage). The data is uniform
-random 128-d vectors (say so beside DocArray's SIFT-like figures: recall at m 16 / ef 32 on this
-data is low for every HNSW).
+random 128-d vectors with cosine, as DocArray's tensors (recall at m 16 / ef 32 on these is low for
+every HNSW), or --data clustered: SIFT-like gaussian clusters with l2, the kind of data behind
+DocArray's AnnLite recall figure. sqlite and annlite write to a temporary folder.
 
     python benchmarks/bench_million.py --n 100000                      # quick
     python benchmarks/bench_million.py --n 1000000 --out DIR           # the seed's size
+    python benchmarks/bench_million.py --n 1000000 --data clustered --storages memory,hnsw,hnsw-r95 --out DIR
 """
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 from hybridsearch.bench.script import parser, start
 
-SETTINGS = {"memory": {}, "hnsw": {"m": 16, "ef_construct": 64, "ef": 32}}
+SETTINGS = {"memory": {}, "hnsw": {"m": 16, "ef_construct": 64, "ef": 32},
+            "hnsw-r95": {"m": 16, "ef_construct": 200, "ef": 128},  # a recall >= 0.95 setting (clustered data)
+            "sqlite": {}, "annlite": {"m": 16, "ef_construct": 64, "ef": 32}}
 
 
 def _median_ms(fn, args_list) -> float:
@@ -35,7 +41,15 @@ def _median_ms(fn, args_list) -> float:
     return float(np.median(times) * 1e3)
 
 
-def child(storage: str, n: int, repeats: int, queries: int) -> dict:
+def vectors(kind: str, n: int, rng) -> np.ndarray:
+    """uniform: U[0,1)^128 (DocArray's tensors); clustered: SIFT-like, 1,000 gaussian clusters."""
+    if kind == "uniform":
+        return rng.random((n, 128), dtype=np.float32)
+    centres = rng.random((1000, 128), dtype=np.float32) * 4
+    return (centres[rng.integers(0, 1000, n)] + rng.standard_normal((n, 128), dtype=np.float32) * 0.35)
+
+
+def child(storage: str, n: int, repeats: int, queries: int, data: str) -> dict:
     import hybridsearch as hs
     from hybridsearch.engine.exact import exact_topk
 
@@ -45,20 +59,24 @@ def child(storage: str, n: int, repeats: int, queries: int) -> dict:
         n: int
 
     rng = np.random.default_rng(0)
-    X = rng.random((n, 128), dtype=np.float32)
+    X = vectors(data, n, rng)
+    metric = "cosine" if data == "uniform" else "l2"
     cols = {"id": [f"d{i}" for i in range(n)], "v": X, "tag": [f"t{i}" for i in range(n)], "n": np.arange(n)}
-    da = hs.DocumentArray(Doc, storage=storage, metric="cosine", **SETTINGS[storage])
+    opts = dict(SETTINGS[storage])
+    if storage in ("sqlite", "annlite"):
+        opts["path"] = os.path.join(tempfile.mkdtemp(), "col.db" if storage == "sqlite" else "col")
+    da = hs.DocumentArray(Doc, storage=storage.split("-")[0], metric=metric, **opts)
     t = time.perf_counter()
     da.extend_columns(cols)
     create_s = time.perf_counter() - t
     del cols
     pick = rng.integers(0, n, repeats + 20)
     read = _median_ms(lambda i: da[f"d{i}"], pick)
-    newv = rng.random((len(pick), 128), dtype=np.float32)
+    newv = vectors(data, len(pick), rng)
     update = _median_ms(lambda j: da.__setitem__(f"d{pick[j]}", Doc(v=newv[j], tag=f"t{pick[j]}", n=int(pick[j]))),
                         range(len(pick)))
     X[pick] = newv
-    Q = rng.random((queries, 128), dtype=np.float32)
+    Q = vectors(data, queries, rng)
     gone = rng.choice(n, repeats + 20, replace=False)
     delete = _median_ms(lambda i: da.__delitem__(f"d{i}"), gone)
     cond_ids = rng.integers(0, n, queries)
@@ -68,11 +86,12 @@ def child(storage: str, n: int, repeats: int, queries: int) -> dict:
     keep = np.ones(n, dtype=bool)
     keep[gone] = False
     bits = np.packbits(np.pad(keep, (0, -n % 64)), bitorder="little").view("<u8")
-    truth = exact_topk(X, Q, 10, "cosine", bits)[1]
+    truth = exact_topk(X, Q, 10, metric, bits)[1]
     found = []
     vector = _median_ms(lambda q: found.append(da.find(vector=q, limit=10).ids), Q)
     recall = float(np.mean([len({int(i[1:]) for i in f} & set(g.tolist())) / 10 for f, g in zip(found, truth)]))
-    return {"storage": storage, "n": n, "settings": SETTINGS[storage], "create_s": create_s, "read_ms": read,
+    da.close()
+    return {"storage": storage, "n": n, "data": data, "metric": metric, "settings": SETTINGS[storage], "create_s": create_s, "read_ms": read,
             "update_ms": update, "delete_ms": delete, "condition_ms": condition, "vector_ms": vector,
             "recall_at_10": recall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -83,18 +102,21 @@ def main(argv=None) -> int:
     ap.add_argument("--storages", default="memory,hnsw")
     ap.add_argument("--repeats", type=int, default=200, help="timed reads, updates and deletes")
     ap.add_argument("--queries", type=int, default=100, help="timed condition and vector queries")
+    ap.add_argument("--data", default="uniform", choices=("uniform", "clustered"),
+                    help="uniform (cosine) or clustered SIFT-like (l2) vectors")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.repeats, args.queries)))
+        print(json.dumps(child(args.child, args.n, args.repeats, args.queries, args.data)))
         return 0
     out, _ = start("million", args)
     rows = []
+    out.say(f"data: {args.data} 128-d vectors ({'cosine' if args.data == 'uniform' else 'l2'}), n={args.n:,}")
     out.say("storage  settings                       create s  read ms  update ms  delete ms  condition ms"
             "  vector ms  recall@10  peak RSS MB")
     for storage in args.storages.split(","):
         res = subprocess.run([sys.executable, __file__, "--child", storage, "--n", str(args.n), "--repeats",
-                              str(args.repeats), "--queries", str(args.queries)],
+                              str(args.repeats), "--queries", str(args.queries), "--data", args.data],
                              capture_output=True, text=True, check=True)
         r = json.loads(res.stdout.strip().splitlines()[-1])
         rows.append(r)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import sys
+from itertools import repeat
 from typing import Optional
 
 import numpy as np
@@ -118,19 +119,17 @@ class ColumnStore:
 
     # -------------------------------------------------------------- writes
     def _encode_keywords(self, name: str, strings, present: Optional[np.ndarray]) -> np.ndarray:
+        """int32 codes of a batch of keywords (-1 where absent); new keywords join the dictionary.
+        Per batch: one pass for the distinct values, one C-level lookup per value."""
         codes = self.kw_codes[name]
         dictionary = self.kw_dictionary[name]
-        out = np.empty(len(strings), dtype=np.int32)
-        for i, s in enumerate(strings):
-            if s is None or (present is not None and not present[i]):
-                out[i] = -1
-                continue
-            c = codes.get(s)
-            if c is None:
-                c = codes[s] = len(dictionary)
-                dictionary.append(s)
-            out[i] = c
-        return out
+        values = strings.tolist() if isinstance(strings, np.ndarray) else list(strings)
+        if present is not None and not present.all():
+            values = [v if p else None for v, p in zip(values, present.tolist())]
+        new = [s for s in dict.fromkeys(values) if s not in codes and s is not None]
+        codes.update(zip(new, range(len(dictionary), len(dictionary) + len(new))))
+        dictionary.extend(new)
+        return np.fromiter(map(codes.get, values, repeat(-1)), dtype=np.int32, count=len(values))
 
     def _encode_extras(self, rows: list) -> list:
         dump = self.extra_adapter.dump_json
