@@ -585,3 +585,70 @@ def test_a_failed_fsync_applies_nothing_of_its_group(tmp_path, monkeypatch):
     assert "d7" not in da and len(da) == 5  # not durable: not applied
     with pytest.raises(hs.BackendError):  # the log is no longer trusted: reopen
         da.extend([item(8)])
+
+
+_KILLED_WRITER = """
+import sys, threading
+import hybridsearch as hs
+from tests.contract.test_reliability import Item, item
+da = hs.DocumentArray(Item, storage="hnsw", path=sys.argv[1])
+out = threading.Lock()
+def work(t):
+    for k in range(10_000):
+        i = 10_000 * (t + 1) + k
+        da.extend([item(i)])
+        with out:  # acknowledged: the call returned
+            print(i, flush=True)
+threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+"""
+
+
+def test_kill_9_during_group_commits_keeps_every_acknowledged_write(tmp_path):
+    """A writer process with four writing threads is killed (SIGKILL) mid-stream: every write whose
+    call had returned is there after reopening, and the collection opens cleanly."""
+    import signal
+    path = tmp_path / "col"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    acked = []
+    for line in proc.stdout:
+        acked.append(int(line))
+        if len(acked) >= 150:
+            break
+    proc.send_signal(signal.SIGKILL)
+    rest, _ = proc.communicate(timeout=60)
+    acked += [int(x) for x in rest.split()]
+    with hs.DocumentArray(Item, storage="hnsw", path=path) as again:
+        ids = set(again.to_columns(["id"])["id"])
+        assert {f"d{i}" for i in acked} <= ids
+        assert all(again[f"d{i}"].price == i for i in acked[:20])
+        probe = item(acked[0])["embedding"]
+        assert again.find(vector=probe, limit=1, exact=True).ids == [f"d{acked[0]}"]
+
+
+_READER = """
+import sys
+import hybridsearch as hs
+from tests.contract.test_reliability import Item, item
+with hs.DocumentArray(Item, storage="hnsw", path=sys.argv[1], read_only=True) as da:
+    print(len(da), da.find(vector=item(3)["embedding"], limit=1).ids[0], da["d4"].price)
+"""
+
+
+def test_two_read_only_processes_beside_a_writer(tmp_path):
+    path = tmp_path / "col"
+    writer = hs.DocumentArray(Item, storage="hnsw", path=path)
+    writer.extend([item(i) for i in range(30)])
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    writer.extend([item(30)])  # the writer goes on while they read
+    for r in readers:
+        out, err = r.communicate(timeout=300)
+        assert r.returncode == 0, err
+        n, top, price = out.split()
+        assert n in ("30", "31") and top == "d3" and price == "4"
+    writer.close()
