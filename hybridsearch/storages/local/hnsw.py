@@ -234,14 +234,22 @@ class HnswStorage(ColumnarStorage):
     # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
     # beside it, then applied in RAM under the exclusive lock, in log order. Searches go on during
     # the fsync, and a write is visible only once durable. Without files: `writer`, then apply.
+    # append() also decides what the write is (which ids a delete removes) and raises KeyError
+    # before anything is logged; apply() changes RAM.
     def _write(self, append, apply):
         if self.journal is None:
-            with self.writer, self.lock.write():
-                return apply()
+            with self.writer:
+                append()
+                with self.lock.write():
+                    return apply()
         return self.commit.submit(append, apply)
 
     def upsert(self, batch: Batch) -> None:
-        self._write(lambda: self.journal.log_upsert(batch.docs, sync=False), lambda: self._apply_upsert(batch))
+        def append():
+            if self.journal is not None:
+                self.journal.log_upsert(batch.docs, sync=False)
+
+        self._write(append, lambda: self._apply_upsert(batch))
 
     def delete(self, ids: list) -> int:
         present: list = []
@@ -249,19 +257,17 @@ class HnswStorage(ColumnarStorage):
         def append():
             with self.lock.read():  # the leader of a group may be applying writes meanwhile
                 present.extend(i for i in ids if i in self.store.row_of)
-            if present:
+            if present and self.journal is not None:
                 self.journal.log_delete(present, sync=False)
 
-        if self.journal is None:
-            with self.writer, self.lock.write():
-                return self._apply_delete(ids)
-        return self.commit.submit(append, lambda: self._apply_delete(present) if present else 0)
+        # exactly the logged ids: a queued write may add one of the others before this applies
+        return self._write(append, lambda: self._apply_delete(present) if present else 0)
 
     def update_fields(self, id: str, values: dict) -> None:
         def append():
             with self.lock.read():
                 slot = self._slot_to_update(id, values)  # KeyError before anything is logged
-                doc = self._updated_doc(slot, values) if slot is not None else None
+                doc = self._updated_doc(slot, values) if slot is not None and self.journal is not None else None
             if doc is not None:
                 self.journal.log_update(doc, list(values), sync=False)
 
@@ -271,11 +277,7 @@ class HnswStorage(ColumnarStorage):
             if slot is not None and values:
                 self._apply_update(slot, values)
 
-        if self.journal is None:
-            with self.writer, self.lock.write():
-                self._slot_to_update(id, values)
-                return apply()
-        self.commit.submit(append, apply)
+        self._write(append, apply)
 
     # --------------------------------------------------------------- reads
     def last_plan(self) -> Optional[planner.Plan]:
