@@ -388,7 +388,8 @@ static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, in
     s->cand.size = s->res.size = 0;
     float d0 = dist_qx(g, q, qs, X, ep);
     v->tag[ep] = v->cur;
-    if (pheap_push(&s->cand, d0, ep, -1.0f) || pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
+    if (pheap_push(&s->cand, d0, ep, -1.0f)) return HS_ENOMEM;
+    if (!g->dead[ep] && pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
     while (s->cand.size) {
         float cd = s->cand.d[0];
         int32_t c = s->cand.id[0];
@@ -755,8 +756,9 @@ static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
     for (int64_t i = 0; i < n; i++)
         if (slots[i] < 0 || slots[i] >= g->cap) return HS_EINVAL;
-    int rc = hs_hnsw_repair(g, X, nthreads); /* pending removals go first: inserts never meet them */
-    if (rc) return rc;
+    /* pending removals stay pending: an insert walks through removed nodes but never links to
+       one (search_build keeps them out of its results), so no repair of the whole graph here */
+    int rc = HS_OK;
     int32_t *nodes = malloc((size_t)(n + 1) * sizeof(int32_t));
     uint8_t *cleared = calloc((size_t)g->cap + 1, 1);
     if (!nodes || !cleared) {
@@ -777,6 +779,11 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
     for (int64_t i = 0; i < n; i++) {
         int32_t s = (int32_t)slots[i];
         if (s >= g->n || g->level[s] < 0 || cleared[s]) continue;
+        if (g->dead[s]) { /* a removed node's slot reused: revived with its new vector */
+            g->dead[s] = 0;
+            g->pending--;
+            g->count++;
+        }
         size_t words = (size_t)(g->M0 + 1) + (size_t)g->level[s] * (g->M + 1);
         before[again] = malloc(words * sizeof(int32_t));
         if (!before[again]) {

@@ -33,7 +33,8 @@ void hs_hnsw_free(hs_hnsw *g);
 int hs_hnsw_reserve(hs_hnsw *g, int64_t cap);
 
 /* Inserts the nodes `slots` (vectors = rows of X). A slot that is already a
- * node is re-linked with its (new) vector. Pending removals are repaired first. */
+ * node (a removed one not yet repaired included) is re-linked with its (new)
+ * vector; other pending removals stay pending (no new link points to them). */
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads);
 
 /* Removes nodes: they stop being results at once; links are repaired (and the

@@ -170,8 +170,15 @@ def test_a_few_deletes_stay_pending_but_are_never_returned():
     assert (da.stats()["graph_pending"], da.stats()["graph_nodes"]) == (3, 2997)
     for i in (1, 2, 3):
         assert not {"d1", "d2", "d3"} & set(da.find(vector=X[i], limit=50).ids)
-    da.append({"id": "new", "v": X[1], "bucket": 0})  # an insert repairs first
-    assert da.stats()["graph_pending"] == 0 and da.find(vector=X[1], limit=1).ids == ["new"]
+    # an insert does not repair the whole graph: it takes d1's slot (the lowest free one), which
+    # the graph revives with the new vector; d2 and d3 stay pending and are still never returned
+    da.append({"id": "new", "v": X[1], "bucket": 0})
+    assert (da.stats()["graph_pending"], da.stats()["graph_nodes"]) == (2, 2998)
+    assert da.find(vector=X[1], limit=1).ids == ["new"]
+    for i in (2, 3):
+        assert not {"d2", "d3"} & set(da.find(vector=X[i], limit=50).ids)
+    da.append({"id": "d2", "v": X[2], "bucket": 0})
+    assert da.find(vector=X[2], limit=1).ids == ["d2"] and da.stats()["graph_pending"] == 1
 
 
 def test_mass_delete_keeps_the_rest_reachable():
