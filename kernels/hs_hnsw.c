@@ -661,7 +661,22 @@ static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s) {
         }
         sort_by_dist(t->id, t->d, (int)m);
         int mmax = max_links(g, lc);
-        int k = m <= mmax ? (int)m : select_heuristic(g, X, t->id, t->d, (int)m, mmax);
+        int k = (int)m;
+        if (m > mmax) {
+            /* the heuristic may keep far fewer than the list held: the nearest of the pruned
+               candidates fill it back to its old size, so repairs do not thin the graph out */
+            int32_t *sorted = malloc((size_t)m * sizeof(int32_t));
+            if (!sorted) return HS_ENOMEM;
+            memcpy(sorted, t->id, (size_t)m * sizeof(int32_t));
+            k = select_heuristic(g, X, t->id, t->d, (int)m, mmax);
+            int want = c < mmax ? c : mmax;
+            for (int64_t i = 0; i < m && k < want; i++) {
+                int kept = 0;
+                for (int j = 0; j < k && !kept; j++) kept = t->id[j] == sorted[i];
+                if (!kept) t->id[k++] = sorted[i];
+            }
+            free(sorted);
+        }
         memcpy(l + 1, t->id, (size_t)k * sizeof(int32_t));
         l[0] = k;
     }
