@@ -28,7 +28,7 @@ import numpy as np
 from hybridsearch.bench.script import parser, start
 
 SETTINGS = {"memory": {}, "hnsw": {"m": 16, "ef_construct": 64, "ef": 32},
-            "hnsw-r95": {"m": 16, "ef_construct": 200, "ef": 128},  # a recall >= 0.95 setting (lowrank data)
+            "hnsw-r95": {"m": 16, "ef_construct": 100, "ef": 96},  # a recall >= 0.95 setting (lowrank data)
             "sqlite": {}, "annlite": {"m": 16, "ef_construct": 64, "ef": 32}}
 
 
