@@ -78,9 +78,8 @@ def _arrow_fixed_vector(t) -> bool:
 class _Checker:
     """Validates the columns of one extend_columns call against a schema."""
 
-    def __init__(self, schema: Schema, n: int) -> None:
+    def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.n = n
 
     def fail(self, name: str, row: Optional[int], what: str) -> None:
         where = f"{self.schema.name}.{name}" + (f", row {row}" if row is not None else "")
@@ -250,7 +249,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
     if short:
         raise SchemaError(f"{schema.name}.{short[0]}: column has {lengths[short[0]]} rows, "
                           f"another has {n}; nothing was written")
-    check = _Checker(schema, n)
+    check = _Checker(schema)
     if "id" in cols:
         ids, _ = check.strings(schema.fields["id"], cols["id"])
     else:

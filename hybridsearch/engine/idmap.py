@@ -59,12 +59,6 @@ class IdMap:
     def __contains__(self, id: str) -> bool:
         return self.get(id) is not None
 
-    def __getitem__(self, id: str) -> int:
-        s = self.get(id)
-        if s is None:
-            raise KeyError(id)
-        return s
-
     def get_many(self, ids: list) -> np.ndarray:
         """Slot of each id, -1 where absent: one searchsorted for the batch."""
         n = len(ids)
