@@ -44,24 +44,26 @@ class GroupCommit:
         with self.writer:
             append()
             self._queue.append(write)
-        self._wait(write)
+        self._until(lambda: write.done)
         if write.error is not None:
             raise write.error
         return write.result
 
-    def _wait(self, write: _Write) -> None:
-        with self._cv:
-            while not write.done and self._leading:
-                self._cv.wait()
-            if write.done:
-                return
-            self._leading = True
-        try:
-            self._lead()
-        finally:
+    def _until(self, done: Callable[[], bool]) -> None:
+        """Waits while another writer leads a group, and leads groups itself, until done()."""
+        while True:
             with self._cv:
-                self._leading = False
-                self._cv.notify_all()
+                while self._leading and not done():
+                    self._cv.wait()
+                if done():
+                    return
+                self._leading = True
+            try:
+                self._lead()
+            finally:
+                with self._cv:
+                    self._leading = False
+                    self._cv.notify_all()
 
     def _lead(self) -> None:
         with self.writer:
@@ -88,17 +90,8 @@ class GroupCommit:
 
     def drain(self) -> None:
         """Returns once every queued write is applied (or failed); the caller holds no lock."""
-        while True:
-            with self._cv:
-                while self._leading:
-                    self._cv.wait()
-                with self.writer:
-                    if not self._queue:
-                        return
-                self._leading = True
-            try:
-                self._lead()
-            finally:
-                with self._cv:
-                    self._leading = False
-                    self._cv.notify_all()
+        def idle() -> bool:
+            with self.writer:
+                return not self._queue and not self._leading
+
+        self._until(idle)
