@@ -3,7 +3,8 @@
 Each task as DocArray's one-million benchmark defines it: create = one write of prepared data
 (here one extend_columns call: the columnar way in), read = `da[id]`, update = `da[id] = doc`
 with a new vector (plus update(id, n=...) of an int field, not one of DocArray's tasks),
-delete = `del da[id]`, condition = a filter with exactly one match, vector = top-10 by cosine with recall@10 against the exact top-10 (the memory storage is exact). Reads,
+delete = `del da[id]`, condition = a filter with exactly one match, vector = top-10 by cosine
+with recall@10 against the exact top-10 (the memory storage is exact). Reads,
 updates and deletes are medians over --repeats calls after warm-ups; condition and vector over
 --queries. Each storage runs in its own process (peak RSS is per storage). "scan ms" is one
 streaming read of the vector block (numpy's sum): the memory-bandwidth time an exact search
