@@ -621,6 +621,7 @@ def test_kill_9_during_group_commits_keeps_every_acknowledged_write(tmp_path):
             break
     proc.send_signal(signal.SIGKILL)
     rest, _ = proc.communicate(timeout=60)
+    assert len(acked) >= 150, "the writer process stopped before writing"
     acked += [int(x) for x in rest.split()]
     with hs.DocumentArray(Item, storage="hnsw", path=path) as again:
         ids = set(again.to_columns(["id"])["id"])
