@@ -56,11 +56,15 @@ class Batch:
                 values = row_vectors(self.vectors)
             else:
                 values = python_values(spec.kind, self.columns[name])
-            present = self.present.get(name)
-            if present is not None:
-                values = [v if p else None for v, p in zip(values, present.tolist())]
-            out[name] = values
+            out[name] = with_missing(values, self.present.get(name))
         return out
+
+
+def with_missing(values: list, present: Optional[np.ndarray]) -> list:
+    """values with None where `present` (a uint8 mask, or None: all present) is 0."""
+    if present is None or present.all():
+        return values
+    return [v if p else None for v, p in zip(values, present.tolist())]
 
 
 def python_values(kind: Kind, column) -> list:

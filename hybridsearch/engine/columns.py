@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch._native import _kernels as K
-from hybridsearch.batch import Batch, documents, python_values, row_vectors
+from hybridsearch.batch import Batch, documents, python_values, row_vectors, with_missing
 from hybridsearch.document import Kind, Schema, extras_adapter
 from hybridsearch.engine.exact import vector_aux
 from hybridsearch.engine.idmap import IdMap
@@ -124,8 +124,7 @@ class ColumnStore:
         codes = self.kw_codes[name]
         dictionary = self.kw_dictionary[name]
         values = strings.tolist() if isinstance(strings, np.ndarray) else list(strings)
-        if present is not None and not present.all():
-            values = [v if p else None for v, p in zip(values, present.tolist())]
+        values = with_missing(values, present)
         new = [s for s in dict.fromkeys(values) if s not in codes and s is not None]
         codes.update(zip(new, range(len(dictionary), len(dictionary) + len(new))))
         dictionary.extend(new)
@@ -196,12 +195,13 @@ class ColumnStore:
         """Slot of each id, -1 where absent."""
         return self.row_of.get_many(ids)
 
-    def delete(self, ids: list) -> int:
-        """Tombstones the rows of the given ids (unknown ids are ignored); returns how many."""
+    def delete(self, ids: list) -> np.ndarray:
+        """Tombstones the rows of the given ids (unknown ids are ignored); returns the slots they
+        had (before any compaction this call makes)."""
         arr = self.row_of.remove(ids)
         arr = arr[arr >= 0]
         if not len(arr):
-            return 0
+            return arr
         mask = np.left_shift(np.uint64(1), (arr & 63).astype(np.uint64))
         np.bitwise_and.at(self.live, arr >> 6, ~mask)
         for col in self._string_columns():
@@ -212,7 +212,7 @@ class ColumnStore:
                 heapq.heappush(self.free, s)
         elif self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
             self.compact()
-        return len(arr)
+        return arr
 
     def set_fields(self, slot: int, values: dict) -> None:
         """Partial update of one row: only the named columns are written."""
@@ -294,9 +294,7 @@ class ColumnStore:
             else:
                 values = python_values(spec.kind, self.values[name][rows])
             present = self.present.get(name)
-            if present is not None:
-                values = [v if p else None for v, p in zip(values, present[rows].tolist())]
-            out[name] = values
+            out[name] = with_missing(values, present[rows] if present is not None else None)
         return out
 
     def documents(self, rows) -> list:

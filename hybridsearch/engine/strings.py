@@ -87,40 +87,25 @@ class StringColumn:
         self.length[slots] = -1
 
     def raw(self, slot: int) -> Optional[bytes]:
-        n = int(self.length[slot])
-        if n < 0:
-            return None
-        s = int(self.start[slot])
-        return self.data[s: s + n].tobytes()
+        return self.raw_many([slot])[0]
 
     def get(self, slot: int) -> Optional[str]:
-        b = self.raw(slot)
-        return None if b is None else b.decode("utf-8")
+        return self.get_many([slot])[0]
+
+    def _spans(self, slots) -> tuple:
+        slots = np.asarray(slots, dtype=np.int64)
+        return memoryview(self.data), self.start[slots].tolist(), self.length[slots].tolist()
 
     def get_many(self, slots) -> list:
-        """The strings at these slots (None where a slot holds none)."""
-        slots = np.asarray(slots, dtype=np.int64)
-        if len(slots) == 0:
-            return []
-        starts = self.start[slots].tolist()
-        lengths = self.length[slots].tolist()
-        buf = self.data[: self.used].tobytes() if len(slots) > 64 else None
-        out = []
-        if buf is not None:
-            for s, n in zip(starts, lengths):
-                out.append(None if n < 0 else buf[s: s + n].decode("utf-8"))
-            return out
-        data = self.data
-        for s, n in zip(starts, lengths):
-            out.append(None if n < 0 else data[s: s + n].tobytes().decode("utf-8"))
-        return out
+        """The strings at these slots (None where a slot holds none); each decoded straight from
+        the buffer, never copying more than its own bytes."""
+        buf, starts, lengths = self._spans(slots)
+        return [None if n < 0 else str(buf[s: s + n], "utf-8") for s, n in zip(starts, lengths)]
 
     def raw_many(self, slots) -> list:
         """The bytes at these slots (None where a slot holds none)."""
-        slots = np.asarray(slots, dtype=np.int64)
-        data = self.data
-        return [None if n < 0 else data[s: s + n].tobytes()
-                for s, n in zip(self.start[slots].tolist(), self.length[slots].tolist())]
+        buf, starts, lengths = self._spans(slots)
+        return [None if n < 0 else buf[s: s + n].tobytes() for s, n in zip(starts, lengths)]
 
     def equals(self, slots: np.ndarray, values: list) -> np.ndarray:
         """values[i] == the string at slots[i], as a bool array (for verifying hash lookups)."""

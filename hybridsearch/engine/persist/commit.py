@@ -27,8 +27,8 @@ class _Write:
 class GroupCommit:
     """Durable writes of one journal (see the module docstring)."""
 
-    def __init__(self, sync: Callable[[], None], apply_lock, after: Callable[[], None]) -> None:
-        self.writer = threading.Lock()  # held while appending: the log's order
+    def __init__(self, writer, sync: Callable[[], None], apply_lock, after: Callable[[], None]) -> None:
+        self.writer = writer  # the storage's writer lock, held while appending: the log's order
         self._sync = sync  # fsync of everything appended so far
         self._apply_lock = apply_lock  # the readers' lock (RWLock)
         self._after = after  # run under `writer` when no write is queued (the storage's snapshot)

@@ -68,7 +68,6 @@ class HnswStorage(ColumnarStorage):
         self.quantization = "int8" if quant in ("int8", "auto") else "none"
         self.threads = config.threads or os.cpu_count() or 1
         self.store = ColumnStore(schema, self.metric, reuse_slots=True)
-        self.graph_metric = self.metric
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
@@ -87,7 +86,7 @@ class HnswStorage(ColumnarStorage):
                 raise
 
     def _new_graph(self):
-        return G.HnswGraph(self.dim, self.graph_metric, self.m, self.ef_construct,
+        return G.HnswGraph(self.dim, self.metric, self.m, self.ef_construct,
                            self.config.seed, self.quantization)
 
     # ---------------------------------------------------------- durability
@@ -95,8 +94,7 @@ class HnswStorage(ColumnarStorage):
         from hybridsearch.engine.persist import GroupCommit, Journal
 
         self.journal = Journal(path, self.schema, read_only=self.config.read_only)
-        self.commit = GroupCommit(self.journal.sync, self.lock, self._maybe_snapshot)
-        self.writer = self.commit.writer  # one lock orders the log and every other write
+        self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
         snapshot, ops = self.journal.load()
         if snapshot is not None:
             self._restore(snapshot, path)
@@ -133,7 +131,7 @@ class HnswStorage(ColumnarStorage):
     def _load_graph(self, blob, path):
         """The snapshot's graph; with quantization "auto" in whichever form it was saved."""
         def load(quantization):
-            return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.graph_metric,
+            return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.metric,
                                           self.m, self.ef_construct, quantization)
         try:
             return load(self.quantization)
@@ -207,15 +205,13 @@ class HnswStorage(ColumnarStorage):
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
-        slots = st.slots_of(ids)
-        slots = slots[slots >= 0]
-        n = st.delete(ids)
+        slots = st.delete(ids)
         if self.text:
             self.text.remove(slots)
         if self.graph is not None and len(slots):
             self.graph.remove(st.vectors, slots, self.threads)
             self.graph_writes += 1
-        return n
+        return len(slots)
 
     def _apply_update(self, slot: int, values: dict) -> None:
         self.store.set_fields(slot, values)

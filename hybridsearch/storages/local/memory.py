@@ -48,17 +48,15 @@ class MemoryStorage(ColumnarStorage):
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
-        slots = st.slots_of(ids)
-        slots = slots[slots >= 0]
         layout = st.compactions
-        n = st.delete(ids)
+        slots = st.delete(ids)
         if self.text:
             if st.compactions != layout:  # rows were renumbered
                 rows = st.live_rows()
                 self.text.rebuild(rows, st.field_values(rows, self.text.names))
             else:
                 self.text.remove(slots)
-        return n
+        return len(slots)
 
     def _apply_update(self, slot: int, values: dict) -> None:
         self.store.set_fields(slot, values)

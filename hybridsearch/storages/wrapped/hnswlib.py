@@ -129,13 +129,10 @@ class HnswlibStorage(ColumnarStorage):
 
     def delete(self, ids: list) -> int:
         with self.lock.write():
-            st = self.store
-            slots = st.slots_of(list(dict.fromkeys(ids)))
-            slots = slots[slots >= 0].tolist()
-            deleted = st.delete(ids)
+            slots = self.store.delete(ids)
             if self.index is not None:
-                self._drop(slots)
-            return deleted
+                self._drop(slots.tolist())
+            return len(slots)
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
