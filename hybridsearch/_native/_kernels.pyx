@@ -243,3 +243,5 @@ include "hnsw.pxi"
 include "invindex.pxi"
 
 include "hits.pxi"
+
+include "hash.pxi"

@@ -25,6 +25,11 @@ cdef extern from "hs_bitset.h":
     int64_t hs_bitset_to_indices(const uint64_t *b, int64_t nwords, int64_t limit,
                                  int64_t *out) nogil
 
+cdef extern from "hs_hash.h":
+    uint64_t hs_hash_bytes(const uint8_t *p, int64_t n) nogil
+    int hs_hash_spans(const uint8_t *data, int64_t size, const int64_t *start, const int32_t *len,
+                      int64_t n, int64_t *out) nogil
+
 cdef extern from "hs_filter.h":
     int HS_F_I64, HS_F_F64, HS_F_CODE, HS_F_PRESENT, HS_F_BITS, HS_F_ALL, HS_F_NONE
     int HS_F_AND, HS_F_OR, HS_F_NOT

@@ -256,7 +256,7 @@ class ColumnStore:
         self.seq[:m] = self.seq[keep]
         for col in self._string_columns():
             col.take(keep, m)
-        self.row_of.rebuild(self.ids.get_many(np.arange(m)), np.arange(m))
+        self.row_of.rebuild(np.arange(m))
         self.live[:] = 0
         full, rest = divmod(m, 64)
         self.live[:full] = np.uint64(0xFFFFFFFFFFFFFFFF)

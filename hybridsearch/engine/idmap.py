@@ -8,16 +8,36 @@ the arrays once it outgrows an eighth of them (amortised O(log n) per insert,
 never one O(n) copy per document). Deleted entries are marked -1 in place and
 dropped at the next merge.
 
-Hashes are Python's str hash: stable within a process, which is all an
-in-memory map needs.
+Hashes are the stable 64-bit hash of the UTF-8 bytes (kernels/hs_hash.c), computed
+in C straight from the StringColumn's buffer, so the arrays mean the same in every
+process: a snapshot saves them and a reopen maps them back (`export` / `restore`)
+instead of hashing every id again. (Python's str hash is salted per process.)
 """
 from __future__ import annotations
 
 import numpy as np
 
+from hybridsearch._native import _kernels as K
 from hybridsearch.engine.strings import StringColumn
 
 _MIN_DELTA = 4096
+
+
+def _hash(id: str) -> int:
+    # surrogatepass: a stored id is valid UTF-8, so an id that is not can only miss, never raise
+    return K.hash_bytes(id.encode("utf-8", "surrogatepass"))
+
+
+def _hash_many(ids: list) -> np.ndarray:
+    n = len(ids)
+    blob = "".join(ids).encode("utf-8", "surrogatepass")
+    lengths = np.fromiter(map(len, ids), dtype=np.int32, count=n)
+    if len(blob) != int(lengths.sum(dtype=np.int64)):  # not all ASCII: lengths in bytes
+        enc = [i.encode("utf-8", "surrogatepass") for i in ids]
+        lengths = np.fromiter(map(len, enc), dtype=np.int32, count=n)
+        blob = b"".join(enc)
+    starts = np.cumsum(lengths, dtype=np.int64) - lengths
+    return K.hash_spans(np.frombuffer(blob, dtype=np.uint8), starts, lengths)
 
 
 class IdMap:
@@ -39,7 +59,7 @@ class IdMap:
 
     def _find(self, id: str) -> int:
         """Index into the arrays of `id`, or -1."""
-        h = hash(id)
+        h = _hash(id)
         hashes = self.hashes
         i = int(np.searchsorted(hashes, h))
         while i < len(hashes) and hashes[i] == h:
@@ -72,7 +92,7 @@ class IdMap:
                     out[i] = s
             return out
         if len(self.hashes):
-            h = np.fromiter(map(hash, ids), dtype=np.int64, count=n)
+            h = _hash_many(ids)
             pos = np.searchsorted(self.hashes, h)
             pos_c = np.minimum(pos, len(self.hashes) - 1)
             hit = (pos < len(self.hashes)) & (self.hashes[pos_c] == h) & (self.slots[pos_c] >= 0)
@@ -96,10 +116,10 @@ class IdMap:
         return out
 
     def add(self, ids: list, slots) -> None:
-        """Maps new ids (absent from the map) to their slots."""
+        """Maps new ids (absent from the map, already written to the StringColumn at `slots`)."""
         slots = np.asarray(slots, dtype=np.int64)
         if len(ids) >= max(_MIN_DELTA, len(self.hashes) // 8):
-            self._merge(np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)), slots)
+            self._merge(self.ids.hashes(slots), slots)
         else:
             self.delta.update(zip(ids, slots.tolist()))
             if len(self.delta) > max(_MIN_DELTA, len(self.hashes) // 8):
@@ -108,9 +128,9 @@ class IdMap:
 
     def _merge(self, hashes: np.ndarray, slots: np.ndarray) -> None:
         if self.delta:
-            keys = list(self.delta)
-            hashes = np.concatenate([hashes, np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))])
-            slots = np.concatenate([slots, np.fromiter(self.delta.values(), dtype=np.int64, count=len(keys))])
+            dslots = np.fromiter(self.delta.values(), dtype=np.int64, count=len(self.delta))
+            hashes = np.concatenate([hashes, self.ids.hashes(dslots)])
+            slots = np.concatenate([slots, dslots])
             self.delta = {}
         keep = self.slots >= 0
         all_h = np.concatenate([self.hashes[keep], hashes])
@@ -133,13 +153,31 @@ class IdMap:
         self.n -= int((out >= 0).sum())
         return out
 
-    def rebuild(self, ids: list, slots) -> None:
-        """Starts over with exactly these (id, slot) pairs."""
+    def rebuild(self, slots) -> None:
+        """Starts over with the ids the StringColumn holds at these slots."""
+        slots = np.asarray(slots, dtype=np.int64)
         self.hashes = np.zeros(0, dtype=np.int64)
         self.slots = np.zeros(0, dtype=np.int64)
         self.delta = {}
         self.n = 0
-        if len(ids):
-            self._merge(np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)),
-                        np.asarray(slots, dtype=np.int64))
-            self.n = len(ids)
+        if len(slots):
+            self._merge(self.ids.hashes(slots), slots)
+            self.n = len(slots)
+
+    def export(self) -> dict:
+        """The map as two arrays (sorted hashes, slots; no deleted entries) for a snapshot."""
+        if self.delta or (len(self.slots) and int(self.slots.min()) < 0):
+            self._merge(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        return {"hashes": self.hashes, "slots": self.slots}
+
+    def restore(self, arrays: dict, count: int) -> None:
+        """Takes back what export() gave (arrays may be views of a mapped file): checked to be
+        sorted, in range and exactly `count` entries; ValueError otherwise."""
+        hashes, slots = arrays["hashes"], arrays["slots"]
+        if (hashes.dtype != np.int64 or slots.dtype != np.int64 or hashes.shape != (count,)
+                or slots.shape != (count,)):
+            raise ValueError("id map: wrong shape or type")
+        if count and (np.any(hashes[1:] < hashes[:-1]) or int(slots.min()) < 0
+                      or int(slots.max()) >= len(self.ids.start)):
+            raise ValueError("id map: hashes out of order or slots out of range")
+        self.hashes, self.slots, self.delta, self.n = hashes, slots, {}, count

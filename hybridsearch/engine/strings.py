@@ -12,6 +12,8 @@ from typing import Optional
 
 import numpy as np
 
+from hybridsearch._native import _kernels as K
+
 _MIN_BYTES = 1 << 16
 
 
@@ -106,6 +108,11 @@ class StringColumn:
         """The bytes at these slots (None where a slot holds none)."""
         buf, starts, lengths = self._spans(slots)
         return [None if n < 0 else buf[s: s + n].tobytes() for s, n in zip(starts, lengths)]
+
+    def hashes(self, slots) -> np.ndarray:
+        """The stable hash (engine/idmap.py) of the strings at these slots, in C over the buffer."""
+        slots = np.asarray(slots, dtype=np.int64)
+        return K.hash_spans(self.data, self.start[slots], self.length[slots])
 
     def equals(self, slots: np.ndarray, values: list) -> np.ndarray:
         """values[i] == the string at slots[i], as a bool array (for verifying hash lookups)."""
