@@ -30,6 +30,7 @@ struct hs_hnsw {
     int32_t **upper;   /* per node: level x (M + 1) for levels 1..level */
     int32_t entry;
     int max_level;
+    int borrowed;      /* level, links0, inv, codes, cscale, csq are the caller's (hs_hnsw_attach) */
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
     float *cscale, *csq;
@@ -288,13 +289,15 @@ void hs_hnsw_free(hs_hnsw *g) {
     if (!g) return;
     for (int64_t i = 0; i < g->n; i++) free(g->upper ? g->upper[i] : NULL);
     free(g->upper);
-    free(g->links0);
-    free(g->level);
     free(g->dead);
-    free(g->codes);
-    free(g->cscale);
-    free(g->csq);
-    free(g->inv);
+    if (!g->borrowed) {
+        free(g->links0);
+        free(g->level);
+        free(g->codes);
+        free(g->cscale);
+        free(g->csq);
+        free(g->inv);
+    }
     while (g->pool) {
         scratch *sc = g->pool;
         g->pool = sc->next;
@@ -314,9 +317,44 @@ void hs_hnsw_free(hs_hnsw *g) {
         ptr = p_;                                                                  \
     } while (0)
 
+/* copies an array the graph does not own into malloc'd memory of the same size */
+#define OWN(ptr, type, per)                                                        \
+    do {                                                                           \
+        if (ptr) {                                                                 \
+            type *p_ = malloc((size_t)(g->cap > 0 ? g->cap : 1) * (per) * sizeof(type)); \
+            if (!p_) goto nomem;                                                   \
+            memcpy(p_, ptr, (size_t)g->cap * (per) * sizeof(type));               \
+            ptr = p_;                                                              \
+            fresh[nf++] = p_;                                                      \
+        }                                                                          \
+    } while (0)
+
+/* before the first growth of an attached graph: realloc needs memory of our own */
+static int own_arrays(hs_hnsw *g) {
+    void *fresh[6];
+    int nf = 0;
+    int8_t *level = g->level, *codes = g->codes;
+    int32_t *links0 = g->links0;
+    float *inv = g->inv, *cscale = g->cscale, *csq = g->csq;
+    OWN(g->level, int8_t, 1);
+    OWN(g->links0, int32_t, g->M0 + 1);
+    OWN(g->inv, float, 1);
+    OWN(g->codes, int8_t, g->d);
+    OWN(g->cscale, float, 1);
+    OWN(g->csq, float, 1);
+    g->borrowed = 0;
+    return HS_OK;
+nomem:
+    for (int i = 0; i < nf; i++) free(fresh[i]);
+    g->level = level, g->codes = codes, g->links0 = links0;
+    g->inv = inv, g->cscale = cscale, g->csq = csq;
+    return HS_ENOMEM;
+}
+
 int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
     if (cap <= g->cap) return HS_OK;
     if (cap > INT32_MAX) return HS_EINVAL;
+    if (g->borrowed && own_arrays(g)) return HS_ENOMEM;
     int64_t old = g->cap;
     GROW(g->links0, int32_t, g->M0 + 1);
     GROW(g->upper, int32_t *, 1);
@@ -1111,6 +1149,39 @@ int hs_hnsw_serialize(const hs_hnsw *g, uint8_t *buf, int64_t size) {
     return HS_OK;
 }
 
+/* Levels in range, count, top level and entry consistent -> int32s of upper lists, or -1. */
+static int64_t check_levels(const int8_t *lv, int64_t n, int64_t M, int64_t count, int64_t max_level,
+                            int64_t entry) {
+    int64_t seen = 0, top = -1, upper = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (lv[i] < -1 || lv[i] > HS_HNSW_MAX_LEVEL) return -1;
+        if (lv[i] >= 0) seen++;
+        if (lv[i] > top) top = lv[i];
+        if (lv[i] > 0) upper += (int64_t)lv[i] * (M + 1);
+    }
+    if (seen != count || max_level != top) return -1;
+    if (count ? (entry < 0 || entry >= n || lv[entry] != top) : entry != -1) return -1;
+    return upper;
+}
+
+/* every list: count in range, targets are nodes that reach this level */
+static int links_ok(const hs_hnsw *g) {
+    const int8_t *lv = g->level;
+    for (int64_t i = 0; i < g->n; i++) {
+        int l = lv[i];
+        if (l < 0 && g->links0[i * (g->M0 + 1)] != 0) return 0;
+        for (int lc = 0; lc <= l; lc++) {
+            const int32_t *ls = links_at(g, (int32_t)i, lc);
+            if (ls[0] < 0 || ls[0] > max_links(g, lc)) return 0;
+            for (int j = 0; j < ls[0]; j++) {
+                int32_t e = ls[1 + j];
+                if (e < 0 || e >= g->n || lv[e] < lc) return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
                              int *err) {
     *err = HS_EINVAL;
@@ -1125,15 +1196,8 @@ hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int me
     int64_t M0 = 2 * (int64_t)h.M;
     if (h.n > (size - HEADER_BYTES) / (1 + (M0 + 1) * 4)) return NULL;
     const int8_t *lv = (const int8_t *)(buf + HEADER_BYTES);
-    int64_t need = HEADER_BYTES + h.n + h.n * (M0 + 1) * 4, count = 0, top = -1;
-    for (int64_t i = 0; i < h.n; i++) {
-        if (lv[i] < -1 || lv[i] > HS_HNSW_MAX_LEVEL) return NULL;
-        if (lv[i] >= 0) count++;
-        if (lv[i] > top) top = lv[i];
-        if (lv[i] > 0) need += (int64_t)lv[i] * (h.M + 1) * 4;
-    }
-    if (need != size || count != h.count || h.max_level != top) return NULL;
-    if (count ? (h.entry < 0 || h.entry >= h.n || lv[h.entry] != top) : h.entry != -1) return NULL;
+    int64_t upper = check_levels(lv, h.n, h.M, h.count, h.max_level, h.entry);
+    if (upper < 0 || HEADER_BYTES + h.n + h.n * (M0 + 1) * 4 + upper * 4 != size) return NULL;
 
     hs_hnsw *g = hs_hnsw_new(d, metric, h.M, h.efc, h.rng, quant);
     if (!g || hs_hnsw_reserve(g, h.n > 0 ? h.n : 1)) {
@@ -1162,22 +1226,69 @@ hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int me
         memcpy(g->upper[i], p, b);
         p += b;
     }
-    /* every list: count in range, targets are nodes that reach this level */
-    for (int64_t i = 0; i < h.n; i++) {
-        int l = lv[i];
-        if (l < 0 && g->links0[i * (M0 + 1)] != 0) goto bad;
-        for (int lc = 0; lc <= l; lc++) {
-            const int32_t *ls = links_at(g, (int32_t)i, lc);
-            if (ls[0] < 0 || ls[0] > max_links(g, lc)) goto bad;
-            for (int j = 0; j < ls[0]; j++) {
-                int32_t e = ls[1 + j];
-                if (e < 0 || e >= h.n || lv[e] < lc) goto bad;
-            }
-        }
+    if (!links_ok(g)) {
+        hs_hnsw_free(g);
+        return NULL;
     }
     *err = HS_OK;
     return g;
-bad:
+}
+
+int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) {
+    if (g->pending) return HS_EINVAL;
+    memset(p, 0, sizeof *p);
+    p->d = g->d, p->n = g->n, p->count = g->count, p->upper_len = upper_ints(g);
+    p->metric = g->metric, p->M = g->M, p->efc = g->efc, p->quant = g->quant;
+    p->entry = g->entry, p->max_level = g->max_level, p->rng = g->rng;
+    p->level = g->level, p->links0 = g->links0, p->inv = g->inv;
+    p->codes = g->codes, p->cscale = g->cscale, p->csq = g->csq;
+    return HS_OK;
+}
+
+int hs_hnsw_upper_get(const hs_hnsw *g, int32_t *out, int64_t len) {
+    if (len != upper_ints(g)) return HS_EINVAL;
+    for (int64_t i = 0; i < g->n; i++) {
+        if (g->level[i] <= 0) continue;
+        int64_t b = (int64_t)g->level[i] * (g->M + 1);
+        memcpy(out, g->upper[i], (size_t)b * 4);
+        out += b;
+    }
+    return HS_OK;
+}
+
+hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d, int metric,
+                        int quant, int *err) {
+    *err = HS_EINVAL;
+    if (p->d != d || p->quant != quant || p->metric != metric || p->M < 2 || p->M > HS_HNSW_MAX_M ||
+        p->efc < 1 || p->n < 0 || p->n > INT32_MAX || !p->level || !p->links0 ||
+        (metric == HS_METRIC_COSINE) != (p->inv != NULL) ||
+        (quant != 0) != (p->codes != NULL && p->cscale != NULL && p->csq != NULL))
+        return NULL;
+    if (check_levels(p->level, p->n, p->M, p->count, p->max_level, p->entry) != p->upper_len)
+        return NULL;
+    hs_hnsw *g = hs_hnsw_new(d, metric, p->M, p->efc, p->rng, quant);
+    if (!g) return NULL;
+    *err = HS_ENOMEM;
+    g->cap = p->n;
+    g->upper = calloc((size_t)(p->n > 0 ? p->n : 1), sizeof(int32_t *));
+    g->dead = calloc((size_t)(p->n > 0 ? p->n : 1), 1);
+    g->borrowed = 1;
+    g->level = p->level, g->links0 = p->links0, g->inv = p->inv;
+    g->codes = p->codes, g->cscale = p->cscale, g->csq = p->csq;
+    if (!g->upper || !g->dead) goto fail;
+    g->n = p->n, g->count = p->count, g->entry = p->entry, g->max_level = p->max_level;
+    for (int64_t i = 0; i < p->n; i++) {
+        if (p->level[i] <= 0) continue;
+        int64_t b = (int64_t)p->level[i] * (p->M + 1);
+        if (!(g->upper[i] = malloc((size_t)b * 4))) goto fail;
+        memcpy(g->upper[i], upper, (size_t)b * 4);
+        upper += b;
+    }
+    *err = HS_EINVAL;
+    if (!links_ok(g)) goto fail;
+    *err = HS_OK;
+    return g;
+fail:
     hs_hnsw_free(g);
     return NULL;
 }

@@ -71,4 +71,27 @@ hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int me
                              int *err);
 int hs_hnsw_requantize(hs_hnsw *g, const float *X);
 
+/* The graph as flat arrays, for a snapshot that is mapped back rather than parsed. */
+typedef struct {
+    int64_t d, n, count, upper_len; /* upper_len: int32s of the upper-level lists */
+    int32_t metric, M, efc, quant, entry, max_level;
+    uint64_t rng;
+    int8_t *level;       /* n */
+    int32_t *links0;     /* n x (2M + 1) */
+    float *inv;          /* n, cosine only (else NULL) */
+    int8_t *codes;       /* n x d, int8 only (else NULL) */
+    float *cscale, *csq; /* n each, int8 only (else NULL) */
+} hs_hnsw_parts;
+
+/* Fills p with views of the graph's own arrays (valid until its next write) and the header
+ * fields; HS_EINVAL with pending removals. */
+int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p);
+/* The upper-level lists of every node with level > 0, in slot order (upper_len int32s). */
+int hs_hnsw_upper_get(const hs_hnsw *g, int32_t *out, int64_t len);
+/* A graph over the caller's arrays in p (borrowed: written in place, never freed or
+ * reallocated; the first growth copies them), the upper lists copied from `upper`. Everything
+ * is validated as in hs_hnsw_deserialize; *err as there. */
+hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d, int metric,
+                        int quant, int *err);
+
 #endif

@@ -1,12 +1,12 @@
 # The stable string hash of kernels/hs_hash.c (ids in saved id maps).
 
-_EMPTY_BYTES = b""
+cdef uint8_t _NO_BYTE = 0
 
 
 def hash_bytes(const uint8_t[::1] data):
     """Stable 64-bit hash (as int64) of one byte string."""
     if data.shape[0] == 0:
-        return <int64_t>hs_hash_bytes(<const uint8_t *>_EMPTY_BYTES, 0)
+        return <int64_t>hs_hash_bytes(&_NO_BYTE, 0)
     return <int64_t>hs_hash_bytes(&data[0], data.shape[0])
 
 
@@ -19,7 +19,7 @@ def hash_spans(const uint8_t[::1] data, const int64_t[::1] start, const int32_t[
     if n == 0:
         return out
     cdef int64_t[::1] o = out
-    cdef const uint8_t *p = &data[0] if data.shape[0] else <const uint8_t *>_EMPTY_BYTES
+    cdef const uint8_t *p = &data[0] if data.shape[0] else &_NO_BYTE
     cdef int64_t size = data.shape[0]
     cdef int rc
     with nogil:

@@ -7,6 +7,24 @@ _QUANT = {"none": 0, "int8": 1}
 
 
 _ONE_VISIT = np.zeros(1, dtype=np.int64)  # unused out-argument when visits are not asked for
+_ONE_BYTE = np.zeros(64, dtype=np.uint8)  # a valid pointer for empty arrays
+
+
+cdef object _view(object owner, void *ptr, int typenum, int64_t rows, int64_t cols):
+    """A numpy view of `rows` (x `cols`) items at ptr, keeping `owner` alive."""
+    cdef cnp.npy_intp dims[2]
+    dims[0] = rows
+    dims[1] = cols
+    if ptr == NULL or rows == 0:
+        shape = (<object>rows, <object>cols) if cols else (<object>rows,)
+        return np.zeros(shape, dtype=cnp.PyArray_TypeObjectFromType(typenum))
+    arr = cnp.PyArray_SimpleNewFromData(2 if cols else 1, dims, typenum, ptr)
+    cnp.set_array_base(arr, owner)
+    return arr
+
+
+cdef void *_data(cnp.ndarray a):
+    return cnp.PyArray_DATA(a) if a.size else <void *>cnp.PyArray_DATA(_ONE_BYTE)
 
 
 cdef class HnswIndex:
@@ -25,6 +43,7 @@ cdef class HnswIndex:
     cdef readonly str quantization
     cdef int64_t cap
     cdef int64_t high  # 1 + highest slot ever added
+    cdef object _borrowed  # arrays an attached graph points into: alive as long as the graph
 
     def __cinit__(self, int64_t dim, str metric="ip", int m=16, int ef_construct=200,
                   uint64_t seed=0x5EED, str quantization="none"):
@@ -170,6 +189,89 @@ cdef class HnswIndex:
         cdef uint8_t[::1] b = buf
         _check(hs_hnsw_serialize(self.g, &b[0], size))
         return bytes(buf)
+
+    def export(self):
+        """(meta, arrays) of the graph for a snapshot that is mapped back (see attach): the
+        arrays are views of the graph's own memory, valid until its next write, except
+        "upper" (the lists above level 0, gathered)."""
+        cdef hs_hnsw_parts p
+        if hs_hnsw_parts_get(self.g, &p) != HS_OK:
+            raise ValueError("repair() pending removals before exporting")
+        upper = np.empty(p.upper_len, dtype=np.int32)
+        cdef int32_t[::1] u = upper
+        if p.upper_len:
+            _check(hs_hnsw_upper_get(self.g, &u[0], p.upper_len))
+        meta = {"n": p.n, "count": p.count, "upper_len": p.upper_len, "metric": p.metric, "m": p.M,
+                "ef_construct": p.efc, "quant": p.quant, "entry": p.entry, "max_level": p.max_level,
+                "rng": p.rng}
+        arrays = {"level": _view(self, p.level, cnp.NPY_INT8, p.n, 0),
+                  "links0": _view(self, p.links0, cnp.NPY_INT32, p.n, 2 * p.M + 1),
+                  "upper": upper}
+        if p.inv != NULL:
+            arrays["inv"] = _view(self, p.inv, cnp.NPY_FLOAT32, p.n, 0)
+        if p.codes != NULL:
+            arrays["codes"] = _view(self, p.codes, cnp.NPY_INT8, p.n, p.d)
+            arrays["cscale"] = _view(self, p.cscale, cnp.NPY_FLOAT32, p.n, 0)
+            arrays["csq"] = _view(self, p.csq, cnp.NPY_FLOAT32, p.n, 0)
+        return meta, arrays
+
+    @staticmethod
+    def attach(dict meta, dict arrays, int64_t dim, str metric="ip", int m=16, int ef_construct=200,
+               str quantization="none"):
+        """A graph over the arrays export() gave (e.g. views of a file mapped copy-on-write):
+        they are used in place, not copied, and kept alive by the graph; written in place
+        until the graph first grows. ValueError unless every field, shape and link checks out."""
+        cdef hs_hnsw_parts p
+        cdef int q = _QUANT[quantization]
+        cdef int mt = _HNSW_METRICS[metric]
+        try:
+            n, upper_len = int(meta["n"]), int(meta["upper_len"])
+            p.n, p.count, p.upper_len = n, int(meta["count"]), upper_len
+            p.metric, p.M, p.efc, p.quant = int(meta["metric"]), int(meta["m"]), int(meta["ef_construct"]), int(meta["quant"])
+            p.entry, p.max_level, p.rng = int(meta["entry"]), int(meta["max_level"]), int(meta["rng"])
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise ValueError("graph: bad snapshot header") from None
+        if p.M != m:
+            raise ValueError("the graph was built with m=%d, not %d" % (p.M, m))
+        p.d = dim
+        held = {}
+
+        def want(str name, dtype, tuple shape):
+            a = arrays.get(name)
+            if not isinstance(a, np.ndarray) or a.dtype != dtype or a.shape != shape:
+                raise ValueError("graph: array %s is missing or has the wrong type or shape" % name)
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError("graph: array %s must be C-contiguous and writable" % name)
+            held[name] = a
+            return a
+
+        if n < 0 or upper_len < 0:
+            raise ValueError("graph: bad snapshot header")
+        p.level = <int8_t *>_data(want("level", np.int8, (n,)))
+        p.links0 = <int32_t *>_data(want("links0", np.int32, (n, 2 * m + 1)))
+        upper = np.ascontiguousarray(want("upper", np.int32, (upper_len,)))
+        p.inv = <float *>_data(want("inv", np.float32, (n,))) if mt == HS_METRIC_COSINE else NULL
+        p.codes = p.cscale = p.csq = NULL
+        if q:
+            p.codes = <int8_t *>_data(want("codes", np.int8, (n, dim)))
+            p.cscale = <float *>_data(want("cscale", np.float32, (n,)))
+            p.csq = <float *>_data(want("csq", np.float32, (n,)))
+        cdef const int32_t *up = <const int32_t *>_data(upper)
+        cdef int err = 0
+        cdef hs_hnsw *g = NULL
+        with nogil:
+            g = hs_hnsw_attach(&p, up, dim, mt, q, &err)
+        if g == NULL:
+            if err == HS_ENOMEM:
+                raise MemoryError("could not allocate the HNSW graph")
+            raise ValueError("not a valid HNSW graph of dimension %d, metric %s, quantization %s"
+                             % (dim, metric, quantization))
+        cdef HnswIndex idx = HnswIndex(dim, metric, m, ef_construct, 0x5EED, quantization)
+        hs_hnsw_free(idx.g)
+        idx.g = g
+        idx.high = idx.cap = n
+        idx._borrowed = held
+        return idx
 
     @staticmethod
     def from_bytes(const uint8_t[::1] data, const float[:, ::1] X, int64_t dim, str metric="ip",

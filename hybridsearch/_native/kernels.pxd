@@ -1,5 +1,5 @@
 # Declarations of the plain-C kernels in kernels/ (no Python inside them).
-from libc.stdint cimport int64_t, int32_t, uint64_t, uint32_t, uint8_t
+from libc.stdint cimport int64_t, int32_t, uint64_t, uint32_t, uint8_t, int8_t
 
 cdef extern from "hs_common.h":
     int HS_OK, HS_ENOMEM, HS_EINVAL
@@ -77,6 +77,20 @@ cdef extern from "hs_hnsw.h":
     hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int metric, int quant,
                                  int *err) nogil
     int hs_hnsw_requantize(hs_hnsw *g, const float *X) nogil
+    ctypedef struct hs_hnsw_parts:
+        int64_t d, n, count, upper_len
+        int32_t metric, M, efc, quant, entry, max_level
+        uint64_t rng
+        int8_t *level
+        int32_t *links0
+        float *inv
+        int8_t *codes
+        float *cscale
+        float *csq
+    int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) nogil
+    int hs_hnsw_upper_get(const hs_hnsw *g, int32_t *out, int64_t len) nogil
+    hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d, int metric,
+                            int quant, int *err) nogil
 
 cdef extern from "hs_invindex.h":
     ctypedef struct hs_inv:

@@ -19,6 +19,7 @@ per-slot sequence number keeps insertion order for listings.
 from __future__ import annotations
 
 import heapq
+import json
 import sys
 from itertools import repeat
 from typing import Optional
@@ -79,6 +80,82 @@ class ColumnStore:
 
     def _string_columns(self) -> list:
         return [self.ids, *self.strings.values(), *([self.extras] if self.extras is not None else [])]
+
+    def _named_string_columns(self) -> list:
+        return [("ids", self.ids), *((f"text/{k}", c) for k, c in self.strings.items()),
+                *([("extras", self.extras)] if self.extras is not None else [])]
+
+    # ------------------------------------------------------------ snapshots
+    def export(self) -> tuple:
+        """(meta, arrays): every column of slots [0, n) as arrays a snapshot maps back (no copy
+        of the big ones; the keyword dictionaries as JSON bytes)."""
+        n = self.n
+        arrays = {"seq": self.seq[:n], "live": self.live[: n // 64 + 1],
+                  "vectors": self.vectors[:n], "aux": self.aux[:n]}
+        arrays.update({f"values/{k}": v[:n] for k, v in self.values.items()})
+        arrays.update({f"present/{k}": v[:n] for k, v in self.present.items()})
+        arrays.update({f"keywords/{k}": np.frombuffer(json.dumps(d).encode(), dtype=np.uint8)
+                       for k, d in self.kw_dictionary.items()})
+        arrays.update({f"idmap/{k}": v for k, v in self.row_of.export().items()})
+        garbage = {}
+        for prefix, col in self._named_string_columns():
+            garbage[prefix], parts = col.export(n)
+            arrays.update({f"{prefix}/{k}": v for k, v in parts.items()})
+        meta = {"n": n, "n_live": self.n_live, "next_seq": self.next_seq, "garbage": garbage}
+        return meta, arrays
+
+    def restore(self, meta: dict, arrays: dict) -> None:
+        """An empty store takes back what export() gave; the arrays stay views of the mapped
+        file until a write outgrows them. Shapes, types and ranges are checked (ValueError),
+        so a reader never indexes out of bounds."""
+        n, n_live, next_seq = meta.get("n"), meta.get("n_live"), meta.get("next_seq")
+        garbage = meta.get("garbage")
+        if (not all(type(x) is int and x >= 0 for x in (n, n_live, next_seq)) or n_live > n
+                or not isinstance(garbage, dict)):
+            raise ValueError("columns: bad snapshot header")
+
+        def take(name: str, dtype, shape: tuple) -> np.ndarray:
+            a = arrays.get(name)
+            if a is None or a.dtype != dtype or a.shape != shape:
+                raise ValueError(f"columns: {name} is missing or has the wrong type or shape")
+            return a
+
+        live = take("live", np.uint64, (n // 64 + 1,))
+        seq = take("seq", np.int64, (n,))
+        vectors = take("vectors", np.float32, (n, self.vectors.shape[1]))
+        aux = take("aux", np.float32, (n,))
+        values = {k: take(f"values/{k}", v.dtype, (n,)) for k, v in self.values.items()}
+        present = {k: take(f"present/{k}", np.uint8, (n,)) for k in self.present}
+        dictionaries = {}
+        for k in self.kw_dictionary:
+            try:
+                d = json.loads(take(f"keywords/{k}", np.uint8, arrays[f"keywords/{k}"].shape).tobytes())
+            except (ValueError, RecursionError, KeyError):
+                raise ValueError(f"columns: keyword dictionary {k} is damaged") from None
+            if not isinstance(d, list) or not all(type(v) is str for v in d) or len(set(d)) != len(d):
+                raise ValueError(f"columns: keyword dictionary {k} is damaged")
+            codes = values[k]
+            if n and (int(codes.min()) < -1 or int(codes.max()) >= len(d)):
+                raise ValueError(f"columns: keyword codes of {k} out of range")
+            dictionaries[k] = d
+        live_slots = np.flatnonzero(np.unpackbits(live.view(np.uint8), bitorder="little")[:n])
+        if len(live_slots) != n_live or (n and int(seq.max()) >= max(next_seq, 1)):
+            raise ValueError("columns: the live rows or sequence numbers do not add up")
+        for prefix, col in self._named_string_columns():
+            col.restore(garbage.get(prefix), arrays, prefix, n)
+        if n_live and int(self.ids.length[live_slots].min()) < 0:
+            raise ValueError("columns: a live row has no id")
+        self.row_of.restore({k: arrays.get(f"idmap/{k}") for k in ("hashes", "slots")}, n_live)
+        self.live, self.seq, self.vectors, self.aux = live, seq, vectors, aux
+        self.values, self.present = values, present
+        for k, d in dictionaries.items():
+            self.kw_dictionary[k] = d
+            self.kw_codes[k] = dict(zip(d, range(len(d))))
+        self.n, self.n_live, self.next_seq, self.cap = n, n_live, next_seq, n
+        if self.reuse_slots:  # every free slot, ascending: already a heap
+            dead = np.ones(n, dtype=bool)
+            dead[live_slots] = False
+            self.free = np.flatnonzero(dead).tolist()
 
     # ------------------------------------------------------------ capacity
     def _grow(self, needed: int) -> None:

@@ -173,8 +173,8 @@ class IdMap:
     def restore(self, arrays: dict, count: int) -> None:
         """Takes back what export() gave (arrays may be views of a mapped file): checked to be
         sorted, in range and exactly `count` entries; ValueError otherwise."""
-        hashes, slots = arrays["hashes"], arrays["slots"]
-        if (hashes.dtype != np.int64 or slots.dtype != np.int64 or hashes.shape != (count,)
+        hashes, slots = arrays.get("hashes"), arrays.get("slots")
+        if (hashes is None or slots is None or hashes.dtype != np.int64 or slots.dtype != np.int64 or hashes.shape != (count,)
                 or slots.shape != (count,)):
             raise ValueError("id map: wrong shape or type")
         if count and (np.any(hashes[1:] < hashes[:-1]) or int(slots.min()) < 0

@@ -133,6 +133,24 @@ class StringColumn:
             self.start[have] = new_starts
         self.data, self.used, self.garbage = data, total, 0
 
+    def export(self, n: int) -> tuple:
+        """(garbage bytes, arrays) of slots [0, n) for a snapshot: no copy."""
+        return self.garbage, {"data": self.data[: self.used], "start": self.start[:n], "length": self.length[:n]}
+
+    def restore(self, garbage: int, arrays: dict, prefix: str, n: int) -> None:
+        """Takes back what export() gave (views of a mapped file, kept as they are until a write
+        outgrows them); ValueError if a span leaves the buffer."""
+        data, start, length = (arrays.get(f"{prefix}/{k}") for k in ("data", "start", "length"))
+        if (data is None or start is None or length is None or data.dtype != np.uint8 or data.ndim != 1
+                or start.dtype != np.int64 or start.shape != (n,) or length.dtype != np.int32
+                or length.shape != (n,) or type(garbage) is not int or not 0 <= garbage <= len(data)):
+            raise ValueError(f"{prefix}: missing or malformed string column")
+        if n and (int(start.min()) < 0 or int(length.min()) < -1
+                  or int((start + np.maximum(length, 0)).max()) > len(data)):
+            raise ValueError(f"{prefix}: a string runs outside its buffer")
+        self.data, self.start, self.length = data, start, length
+        self.used, self.garbage = len(data), garbage
+
     def take(self, keep: np.ndarray, m: int) -> None:
         """Keeps slots `keep` as slots 0..m-1 (the store's compaction), dropping the rest."""
         self.start[:m] = self.start[keep]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import threading
@@ -21,10 +22,26 @@ from hybridsearch.errors import BackendError, SchemaError
 
 @dataclass
 class Snapshot:
-    slots: np.ndarray  # int64, one per document
-    seqs: np.ndarray  # int64 insertion sequence numbers, one per document
-    docs: list
-    extras: dict  # name -> bytes
+    """A snapshot as written: documents (format 1: slots, seqs, docs, extras) or named arrays
+    (format 2: meta, arrays; each array a view of the file mapped copy-on-write, `mapping`)."""
+
+    slots: Optional[np.ndarray] = None  # int64, one per document
+    seqs: Optional[np.ndarray] = None  # int64 insertion sequence numbers, one per document
+    docs: Optional[list] = None
+    extras: Optional[dict] = None  # name -> bytes
+    meta: Optional[dict] = None
+    arrays: Optional[dict] = None
+    mapping: Optional[mmap.mmap] = None
+
+    def release(self) -> None:
+        """Drops the mapped pages this process has read (checksums, checks): they come back from
+        the page cache when a query touches them, so a reopened collection starts small."""
+        if self.mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+            # safe only before any copy-on-write page exists: called at the end of the open
+            self.mapping.madvise(mmap.MADV_DONTNEED)
+
+
+_ARRAY_DTYPES = {"<i8", "<i4", "<f4", "<f8", "|u1", "|i1", "<u8", "<u4"}
 
 
 Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields)
@@ -173,7 +190,7 @@ class Journal:
             raise self._error(name, "corrupt (bad JSON)") from None
         if not isinstance(meta, dict):
             raise self._error(name, "corrupt (bad JSON)")
-        if meta.get("format") != R.FORMAT:
+        if meta.get("format") not in R.FORMATS_READ:
             raise self._error(name, f"written by an unknown format version {meta.get('format')!r}")
         g, has, size = meta.get("generation"), meta.get("snapshot"), meta.get("snapshot_bytes")
         if (type(g) is not int or g != gen or g < 0 or g >= 10**10 or type(has) is not bool
@@ -425,6 +442,8 @@ class Journal:
             raise Corrupt("bad JSON in the snapshot header") from None
         if not isinstance(meta, dict):
             raise Corrupt("bad snapshot header")
+        if meta.get("layout") == "arrays":
+            return self._read_arrays(f, size, pos, meta)
         count, chunks, extras_n = meta.get("count"), meta.get("chunks"), meta.get("extras")
         if not all(type(x) is int and x >= 0 for x in (count, chunks, extras_n)):
             raise Corrupt("bad snapshot header")
@@ -464,7 +483,66 @@ class Journal:
             raise Corrupt("missing end record or trailing bytes")
         return Snapshot(slots=slots, seqs=seqs, docs=docs, extras=extras)
 
+    def _read_arrays(self, f, size: int, pos: int, meta: dict) -> Snapshot:
+        """Format 2: every record's checksum verified by streaming it through a small buffer (so
+        the check costs no resident memory), then each array is a view of the file mapped
+        copy-on-write: opening costs a pass over the bytes, never a parse or a copy."""
+        count = meta.get("arrays")
+        if type(count) is not int or count < 0 or not isinstance(meta.get("meta"), dict):
+            raise Corrupt("bad snapshot header")
+        buf = memoryview(bytearray(1 << 22))
+        spans = []
+        for _ in range(count + 1):
+            f.seek(pos)
+            hdr = f.read(R.REC.size)
+            parsed = R.parse_header(hdr)
+            if parsed is None:
+                raise Corrupt(f"bad record header at offset {pos}")
+            kind, length, crc = parsed
+            if length > size - pos - R.REC.size:
+                raise Corrupt(f"record at offset {pos} runs past the end of the file")
+            c, left = zlib.crc32(hdr[:16]), length
+            while left:
+                got = f.readinto(buf[:min(left, len(buf))])
+                if not got:
+                    raise Corrupt(f"short read in the record at offset {pos}")
+                c = zlib.crc32(buf[:got], c)
+                left -= got
+            if c != crc:
+                raise Corrupt(f"checksum mismatch in the record at offset {pos}")
+            spans.append((kind, pos + R.REC.size, length))
+            pos += R.REC.size + length
+        if spans[-1][0] != R.K_SNAP_END or spans[-1][2] or pos != size:
+            raise Corrupt("missing end record or trailing bytes")
+        mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        arrays = {}
+        for kind, start, length in spans[:-1]:
+            if kind != R.K_SNAP_ARRAY or length < 4:
+                raise Corrupt(f"expected an array record at offset {start - R.REC.size}")
+            (hlen,) = struct.unpack_from("<I", mapping, start)
+            try:
+                head = json.loads(mapping[start + 4:start + 4 + min(hlen, length - 4)])
+                name, dtype, shape = head["name"], head["dtype"], tuple(head["shape"])
+            except (ValueError, RecursionError, KeyError, TypeError):
+                raise Corrupt(f"bad array header at offset {start}") from None
+            if (not isinstance(name, str) or name in arrays or dtype not in _ARRAY_DTYPES
+                    or not all(type(x) is int and x >= 0 for x in shape) or len(shape) > 2):
+                raise Corrupt(f"bad array header at offset {start}")
+            items = int(np.prod(shape, dtype=np.int64))
+            data = start + 4 + hlen
+            data += -data % R.ALIGN
+            if data + items * np.dtype(dtype).itemsize != start + length:
+                raise Corrupt(f"array {name!r} does not fill its record")
+            arrays[name] = (np.frombuffer(mapping, dtype=dtype, count=items, offset=data).reshape(shape)
+                            if items else np.zeros(shape, dtype=dtype))
+        return Snapshot(meta=meta["meta"], arrays=arrays, mapping=mapping)
+
     # ---------------------------------------------------------------- logging
+    @property
+    def snapshot_bytes(self) -> int:
+        """Size of the current snapshot file (0 without one)."""
+        return self._snap_bytes if self.has_snapshot else 0
+
     @property
     def log_bytes(self) -> int:
         """Bytes of records in the log since the last snapshot."""
@@ -548,24 +626,56 @@ class Journal:
         chunks = [docs[i:i + R.SNAP_CHUNK] for i in range(0, n, R.SNAP_CHUNK)]
         first = codec.encode(chunks[0]) if chunks else None
 
+        def body(new):
+            yield R.file_header(R.SNAP_MAGIC, new, self.digest)
+            meta = json.dumps({"count": n, "chunks": len(chunks), "extras": len(items)}).encode()
+            yield from R.record(R.K_SNAP_META, meta)
+            yield from R.record(R.K_SNAP_SLOTS, slots.tobytes() + seqs.tobytes())
+            for i, chunk in enumerate(chunks):
+                yield from R.record(R.K_SNAP_DOCS, first if i == 0 else codec.encode(chunk))
+            for key, blob in items:
+                yield from R.record(R.K_SNAP_EXTRA, b"".join([struct.pack("<I", len(key)), key, blob]))
+            yield from R.record(R.K_SNAP_END, b"")
+
+        self._publish(body)
+
+    def snapshot_arrays(self, meta: dict, arrays: dict) -> None:
+        """Format 2: atomically replaces the snapshot with named arrays (numbers, 1-D or 2-D,
+        each starting 64-byte aligned in the file so that load() maps it) and JSON `meta`."""
+        items = []
+        for name, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            if not isinstance(name, str) or a.dtype.str not in _ARRAY_DTYPES or a.ndim > 2:
+                raise ValueError(f"snapshot: array {name!r} ({a.dtype}, {a.ndim}-d) cannot be saved")
+            items.append((json.dumps({"name": name, "dtype": a.dtype.str, "shape": list(a.shape)}).encode(),
+                          memoryview(a).cast("B") if a.size else b""))
+        head = json.dumps({"layout": "arrays", "arrays": len(items), "meta": meta}).encode()  # fails early
+
+        def body(new):
+            pos = 0
+            first = [R.file_header(R.SNAP_MAGIC, new, self.digest), *R.record(R.K_SNAP_META, head)]
+            for chunk in first:
+                pos += len(chunk)
+                yield chunk
+            for h, data in items:
+                lead = pos + R.REC.size + 4 + len(h)
+                for chunk in R.record_parts(R.K_SNAP_ARRAY, [struct.pack("<I", len(h)), h,
+                                                             bytes(-lead % R.ALIGN), data]):
+                    pos += len(chunk)
+                    yield chunk
+            yield from R.record(R.K_SNAP_END, b"")
+
+        self._publish(body)
+
+    def _publish(self, body) -> None:
+        """Writes snap and log of the next generation (body(gen) yields the snapshot's bytes),
+        then R.MANIFEST naming them; the old generation's files go last."""
         with self._mutex:
             self._check_writable()
             new = self.generation + 1
-
-            def body():
-                yield R.file_header(R.SNAP_MAGIC, new, self.digest)
-                meta = json.dumps({"count": n, "chunks": len(chunks), "extras": len(items)}).encode()
-                yield from R.record(R.K_SNAP_META, meta)
-                yield from R.record(R.K_SNAP_SLOTS, slots.tobytes() + seqs.tobytes())
-                for i, chunk in enumerate(chunks):
-                    yield from R.record(R.K_SNAP_DOCS, first if i == 0 else codec.encode(chunk))
-                for key, blob in items:
-                    yield from R.record(R.K_SNAP_EXTRA, b"".join([struct.pack("<I", len(key)), key, blob]))
-                yield from R.record(R.K_SNAP_END, b"")
-
             snap, log = R.snap_name(new), R.log_name(new)
             try:
-                size = self._write_file(snap, body())
+                size = self._write_file(snap, body(new))
                 self._write_new_log(new)
                 fsync_dir(self.path)  # both renames are durable before R.MANIFEST names them
                 self._write_manifest(new, True, size)

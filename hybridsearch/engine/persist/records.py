@@ -11,7 +11,9 @@ from typing import Optional
 
 from hybridsearch.document import Schema
 
-FORMAT = 1
+FORMAT = 2  # 2: snapshots of mapped arrays (K_SNAP_ARRAY); 1: snapshots of documents, still read
+FORMATS_READ = (1, 2)
+ALIGN = 64  # file offset of every array's first byte: a mapped view is aligned for any kernel
 
 # ----------------------------------------------------------------- framing
 MAGIC = b"\x93hsR"
@@ -25,6 +27,7 @@ MANIFEST_MAGIC = b"\x93hsMAN\x00\x01"
 K_UPSERT, K_DELETE, K_UPDATE = 1, 2, 3
 K_MANIFEST = 16
 K_SNAP_META, K_SNAP_SLOTS, K_SNAP_DOCS, K_SNAP_EXTRA, K_SNAP_END = 32, 33, 34, 35, 36
+K_SNAP_ARRAY = 37
 LOG_KINDS = {K_UPSERT: "upsert", K_DELETE: "delete", K_UPDATE: "update"}
 
 BATCH = struct.Struct("<QQQ")  # n docs, JSON length, vectors present
@@ -49,6 +52,17 @@ def record(kind: int, payload) -> tuple:
     crc = zlib.crc32(payload, zlib.crc32(head16))
     head20 = head16 + struct.pack("<I", crc)
     return head20 + struct.pack("<I", zlib.crc32(head20)), payload
+
+
+def record_parts(kind: int, parts: list) -> list:
+    """[24-byte header, *parts] of one record whose payload is the parts end to end (large
+    arrays are checksummed and written without being joined into one bytes object)."""
+    head16 = struct.pack("<4sHHQ", MAGIC, kind, 0, sum(len(p) for p in parts))
+    crc = zlib.crc32(head16)
+    for p in parts:
+        crc = zlib.crc32(p, crc)
+    head20 = head16 + struct.pack("<I", crc)
+    return [head20 + struct.pack("<I", zlib.crc32(head20)), *parts]
 
 
 def parse_header(buf: bytes) -> Optional[tuple]:

@@ -98,6 +98,8 @@ class HnswStorage(ColumnarStorage):
         snapshot, ops = self.journal.load()
         if snapshot is not None:
             self._restore(snapshot, path)
+            snapshot.release()  # before the log's writes: it must not drop a page they copy
+            self._snapshot_bytes = self.journal.snapshot_bytes
         for op in ops:
             if op[0] == "upsert":
                 self._apply_upsert(build_batch(self.schema, op[1]))
@@ -110,6 +112,44 @@ class HnswStorage(ColumnarStorage):
                     self._apply_update(slot, {f: getattr(doc, f) for f in fields})
 
     def _restore(self, snap, path) -> None:
+        if snap.arrays is None:  # format 1: documents, written before files were mapped
+            self._restore_documents(snap, path)
+            return
+        meta, arrays = snap.meta, snap.arrays
+
+        def part(prefix: str) -> dict:
+            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+        where = os.fspath(path)
+        try:
+            self.store.restore(meta.get("columns") or {}, part("col/"))
+            rows = self.store.live_rows()
+            if self.text and meta.get("text") is not None:
+                self.text.restore(meta["text"], part("text/"))
+            elif self.text and len(rows):
+                self.text.add(rows, self.store.field_values(rows, self.text.names))
+            gmeta = meta.get("graph")
+            if self.graph is not None and gmeta is not None:
+                self.graph = self._attach_graph(gmeta, part("graph/"), where)
+            elif self.graph is not None and len(rows):
+                self._index_slots(self._vector_slots(rows))
+        except ValueError as e:
+            raise BackendError(f"the snapshot under {where} is damaged: {e}") from None
+        if self.graph is not None and self.graph.size != self._vector_count():
+            raise BackendError(f"the graph in the snapshot under {where} does not match its documents")
+
+    def _attach_graph(self, gmeta: dict, arrays: dict, where: str):
+        """The snapshot's graph, mapped; with quantization "auto" in whichever form it was saved."""
+        saved = "int8" if gmeta.get("quant") else "none"
+        if saved != self.quantization:
+            if not self._quantization_auto:
+                raise BackendError(f"the graph under {where} was saved with quantization="
+                                   f"{'int8' if saved == 'int8' else 'None'}; open it with that quantization (or 'auto')")
+            self.quantization = saved
+        return G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
+                                  self.quantization)
+
+    def _restore_documents(self, snap, path) -> None:
         st = self.store
         if len(snap.docs):
             batch = build_batch(self.schema, snap.docs)
@@ -129,7 +169,7 @@ class HnswStorage(ColumnarStorage):
             self._index_slots(self._vector_slots(np.asarray(snap.slots, dtype=np.int64)))
 
     def _load_graph(self, blob, path):
-        """The snapshot's graph; with quantization "auto" in whichever form it was saved."""
+        """A format-1 snapshot's graph; with quantization "auto" in whichever form it was saved."""
         def load(quantization):
             return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.metric,
                                           self.m, self.ef_construct, quantization)
@@ -166,16 +206,20 @@ class HnswStorage(ColumnarStorage):
                 self._snapshot()
 
     def _snapshot(self) -> None:
-        st = self.store
-        rows = st.live_rows()
-        extras = {}
+        """Every column, the text index and the graph as arrays the next open maps back."""
+        meta, arrays = {}, {}
+        meta["columns"], cols = self.store.export()
+        arrays.update({f"col/{k}": v for k, v in cols.items()})
+        if self.text and hasattr(self.text, "export"):  # TEMP until TextIndex.export lands
+            meta["text"], parts = self.text.export()
+            arrays.update({f"text/{k}": v for k, v in parts.items()})
         if self.graph is not None:
-            self.graph.repair(st.vectors, self.threads)
+            self.graph.repair(self.store.vectors, self.threads)
             self.graph_writes += 1
-            extras["graph"] = self.graph.to_bytes()
-        self.journal.snapshot(rows.astype(np.int64), st.seq[rows].copy(), st.documents(rows),
-                              extras)
-        self._snapshot_bytes = sum(len(b) for b in extras.values()) + 64 * len(rows) * max(self.dim, 1)
+            meta["graph"], parts = self.graph.export()
+            arrays.update({f"graph/{k}": v for k, v in parts.items()})
+        self.journal.snapshot_arrays(meta, arrays)
+        self._snapshot_bytes = self.journal.snapshot_bytes
 
     # -------------------------------------------------------------- writes
     def _vector_slots(self, slots: np.ndarray) -> np.ndarray:
