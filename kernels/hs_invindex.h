@@ -53,6 +53,52 @@ int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const ui
 int64_t hs_inv_docs(const hs_inv *ix);         /* N */
 int64_t hs_inv_df(const hs_inv *ix, int32_t t);
 int64_t hs_inv_total_len(const hs_inv *ix);
-int64_t hs_inv_nbytes(const hs_inv *ix);      /* postings + forward lists, allocated */
+int64_t hs_inv_nbytes(const hs_inv *ix);      /* postings + forward lists, allocated (owned) */
+/* Bytes of postings and forward lists still read from attached arrays (0 unless attached). */
+int64_t hs_inv_borrowed_nbytes(const hs_inv *ix);
+
+/* The index as flat arrays, so a snapshot file can be mapped and attached instead
+ * of parsed. P = npost = number of distinct (document, term) pairs; every
+ * posting (term t, slot s, tf) appears once in each of the two views:
+ *
+ *   term_off     int64[nterms+1]  term t's postings are [term_off[t], term_off[t+1])
+ *   post_doc     int32[P]         slots, strictly ascending within each term
+ *   post_tf      int32[P]         term frequencies (>= 1)
+ *   term_max_tf  int32[nterms]    an upper bound of the term's tf (never lowered by deletes)
+ *   term_min_dl  int32[nterms]    a lower bound (>= 1) of the lengths of the term's documents
+ *   slot_off     int64[nslots+1]  slot s's forward list is [slot_off[s], slot_off[s+1])
+ *   fwd_tid      int32[P]         the slot's distinct term ids, strictly ascending
+ *   fwd_tf       int32[P]         their term frequencies
+ *   doc_len      int32[nslots]    document length = sum of the slot's fwd_tf (0 = not indexed)
+ *   N, total                      documents with doc_len > 0, sum of doc_len
+ *
+ * nterms / nslots are 1 + the highest term / slot that was ever used (trailing
+ * unused entries are left out). The pointers are not const because export
+ * writes through them; attach never does. */
+typedef struct {
+    int64_t nterms, nslots, npost;
+    int64_t N, total;
+    int64_t *term_off;
+    int32_t *post_doc, *post_tf;
+    int32_t *term_max_tf, *term_min_dl;
+    int64_t *slot_off;
+    int32_t *fwd_tid, *fwd_tf;
+    int32_t *doc_len;
+} hs_inv_flat;
+
+/* Fills nterms, nslots, npost, N and total (the pointers are left alone). */
+void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out);
+/* Fills the arrays of out, sized as hs_inv_export_sizes said (HS_EINVAL otherwise). */
+int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out);
+/* An index over the caller's arrays, without copying the postings or forward
+ * lists: each array holds exactly the entries its size in f says. They are
+ * borrowed: never written or freed, and they must stay valid and unchanged for
+ * the life of the index. The first write to a borrowed posting list copies it to
+ * malloc'd memory; a borrowed forward list is only ever replaced, never edited.
+ * Everything is validated first (offsets, ranges, order, tf >= 1, the two views
+ * holding the same pairs, doc_len, N, total, the max_tf / min_dl bounds): one
+ * pass over the postings and one over the forward lists. On failure returns NULL
+ * with *err = HS_EINVAL or HS_ENOMEM and *why (may be NULL) a static sentence. */
+hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why);
 
 #endif

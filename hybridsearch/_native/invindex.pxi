@@ -5,9 +5,40 @@ cdef float _EMPTY_F32[1]
 cdef int64_t _EMPTY_I64[1]
 
 
+cdef cnp.ndarray _flat(object arrays, str name, object dtype, Py_ssize_t n):
+    """arrays[name] if it is a 1-d, C-contiguous, aligned array of dtype with n entries (n < 0: any)."""
+    try:
+        a = arrays[name]
+    except KeyError:
+        raise ValueError("the inverted index arrays lack %r" % name) from None
+    if not isinstance(a, np.ndarray):
+        raise ValueError("%s must be a numpy array, not %s" % (name, type(a).__name__))
+    if a.dtype != np.dtype(dtype):
+        raise ValueError("%s must be %s in native byte order, not %s" % (name, np.dtype(dtype).name, a.dtype))
+    if a.ndim != 1:
+        raise ValueError("%s must be 1-d, not of shape %s" % (name, a.shape))
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        raise ValueError("%s must be contiguous and aligned (attach reads it in place)" % name)
+    if n >= 0 and a.shape[0] != n:
+        raise ValueError("%s has %d entries where %d were expected" % (name, a.shape[0], n))
+    return <cnp.ndarray>a
+
+
+cdef int64_t _flat_scalar(object arrays, str name) except? -1:
+    """A scalar stored as a 1-element (or 0-d) int64 array."""
+    try:
+        a = arrays[name]
+    except KeyError:
+        raise ValueError("the inverted index arrays lack %r" % name) from None
+    if not isinstance(a, np.ndarray) or a.dtype != np.dtype(np.int64) or a.size != 1:
+        raise ValueError("%s must be a 1-element int64 array" % name)
+    return int(a.reshape(-1)[0])
+
+
 cdef class InvertedIndex:
     """One mutable inverted index (one text field): slots -> term ids, exact BM25 top-k."""
     cdef hs_inv *ix
+    cdef object _held  # the arrays an attached index reads in place; must outlive ix
 
     def __cinit__(self):
         self.ix = hs_inv_new()
@@ -38,8 +69,10 @@ cdef class InvertedIndex:
         """Drops the documents of these slots (absent ones are ignored)."""
         if slots.shape[0] == 0:
             return
+        cdef int rc
         with nogil:
-            hs_inv_remove(self.ix, &slots[0], slots.shape[0])
+            rc = hs_inv_remove(self.ix, &slots[0], slots.shape[0])
+        _check(rc)  # ENOMEM: copying a borrowed posting list failed (that document stays)
 
     def search(self, const int32_t[::1] terms, const float[::1] weights, Py_ssize_t k, float k1=1.2,
                float b=0.75, const uint64_t[::1] bits=None, bint exhaustive=False):
@@ -110,6 +143,100 @@ cdef class InvertedIndex:
     def nbytes(self):
         """Bytes of the postings and forward lists (allocated)."""
         return hs_inv_nbytes(self.ix)
+
+    @property
+    def borrowed_nbytes(self):
+        """Bytes of postings and forward lists still read in place from attached arrays."""
+        return hs_inv_borrowed_nbytes(self.ix)
+
+    def export(self):
+        """The index as flat arrays, which attach() takes back without copying the postings.
+
+        -> dict of 1-d arrays: term_off int64 (nterms+1), post_doc / post_tf int32 (P),
+        term_max_tf / term_min_dl int32 (nterms), slot_off int64 (nslots+1), fwd_tid /
+        fwd_tf int32 (P), doc_len int32 (nslots), and the scalars n_docs and total_len as
+        1-element int64 arrays (1-d, so they survive np.frombuffer). See hs_invindex.h."""
+        cdef hs_inv_flat f
+        hs_inv_export_sizes(self.ix, &f)
+        out = {
+            "term_off": np.empty(f.nterms + 1, dtype=np.int64),
+            "post_doc": np.empty(f.npost, dtype=np.int32),
+            "post_tf": np.empty(f.npost, dtype=np.int32),
+            "term_max_tf": np.empty(f.nterms, dtype=np.int32),
+            "term_min_dl": np.empty(f.nterms, dtype=np.int32),
+            "slot_off": np.empty(f.nslots + 1, dtype=np.int64),
+            "fwd_tid": np.empty(f.npost, dtype=np.int32),
+            "fwd_tf": np.empty(f.npost, dtype=np.int32),
+            "doc_len": np.empty(f.nslots, dtype=np.int32),
+            "n_docs": np.array([f.N], dtype=np.int64),
+            "total_len": np.array([f.total], dtype=np.int64),
+        }
+        f.term_off = <int64_t *>cnp.PyArray_DATA(out["term_off"])
+        f.post_doc = <int32_t *>cnp.PyArray_DATA(out["post_doc"])
+        f.post_tf = <int32_t *>cnp.PyArray_DATA(out["post_tf"])
+        f.term_max_tf = <int32_t *>cnp.PyArray_DATA(out["term_max_tf"])
+        f.term_min_dl = <int32_t *>cnp.PyArray_DATA(out["term_min_dl"])
+        f.slot_off = <int64_t *>cnp.PyArray_DATA(out["slot_off"])
+        f.fwd_tid = <int32_t *>cnp.PyArray_DATA(out["fwd_tid"])
+        f.fwd_tf = <int32_t *>cnp.PyArray_DATA(out["fwd_tf"])
+        f.doc_len = <int32_t *>cnp.PyArray_DATA(out["doc_len"])
+        cdef int rc
+        with nogil:
+            rc = hs_inv_export(self.ix, &f)
+        _check(rc)
+        return out
+
+    @staticmethod
+    def attach(arrays):
+        """An index reading the arrays of export() in place (e.g. views of a mapped file).
+
+        Nothing is copied: the arrays are kept referenced for the life of the index and
+        never written (the first write to a posting list copies that list), so read-only
+        arrays are fine. Everything is validated first; malformed arrays raise ValueError.
+        Keys export() does not make are ignored."""
+        cdef cnp.ndarray term_off = _flat(arrays, "term_off", np.int64, -1)
+        cdef cnp.ndarray slot_off = _flat(arrays, "slot_off", np.int64, -1)
+        cdef cnp.ndarray post_doc = _flat(arrays, "post_doc", np.int32, -1)
+        if term_off.shape[0] < 1 or slot_off.shape[0] < 1:
+            raise ValueError("term_off and slot_off need at least one entry (the end offset)")
+        cdef hs_inv_flat f
+        f.nterms = term_off.shape[0] - 1
+        f.nslots = slot_off.shape[0] - 1
+        f.npost = post_doc.shape[0]
+        f.N = _flat_scalar(arrays, "n_docs")
+        f.total = _flat_scalar(arrays, "total_len")
+        held = {
+            "term_off": term_off, "post_doc": post_doc, "slot_off": slot_off,
+            "post_tf": _flat(arrays, "post_tf", np.int32, f.npost),
+            "term_max_tf": _flat(arrays, "term_max_tf", np.int32, f.nterms),
+            "term_min_dl": _flat(arrays, "term_min_dl", np.int32, f.nterms),
+            "fwd_tid": _flat(arrays, "fwd_tid", np.int32, f.npost),
+            "fwd_tf": _flat(arrays, "fwd_tf", np.int32, f.npost),
+            "doc_len": _flat(arrays, "doc_len", np.int32, f.nslots),
+        }
+        f.term_off = <int64_t *>cnp.PyArray_DATA(term_off)
+        f.post_doc = <int32_t *>cnp.PyArray_DATA(post_doc)
+        f.post_tf = <int32_t *>cnp.PyArray_DATA(held["post_tf"])
+        f.term_max_tf = <int32_t *>cnp.PyArray_DATA(held["term_max_tf"])
+        f.term_min_dl = <int32_t *>cnp.PyArray_DATA(held["term_min_dl"])
+        f.slot_off = <int64_t *>cnp.PyArray_DATA(slot_off)
+        f.fwd_tid = <int32_t *>cnp.PyArray_DATA(held["fwd_tid"])
+        f.fwd_tf = <int32_t *>cnp.PyArray_DATA(held["fwd_tf"])
+        f.doc_len = <int32_t *>cnp.PyArray_DATA(held["doc_len"])
+        cdef int err = HS_OK
+        cdef const char *why = NULL
+        cdef hs_inv *ix
+        with nogil:
+            ix = hs_inv_attach(&f, &err, &why)
+        if ix == NULL:
+            if err == HS_ENOMEM:
+                raise MemoryError("could not allocate the attached inverted index")
+            raise ValueError("not a valid inverted index: %s" % (why.decode() if why != NULL else "rejected"))
+        cdef InvertedIndex self = InvertedIndex.__new__(InvertedIndex)
+        hs_inv_free(self.ix)
+        self.ix = ix
+        self._held = held
+        return self
 
     @property
     def total_len(self):

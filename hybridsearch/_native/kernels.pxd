@@ -113,3 +113,19 @@ cdef extern from "hs_invindex.h":
     int64_t hs_inv_df(const hs_inv *ix, int32_t t) nogil
     int64_t hs_inv_total_len(const hs_inv *ix) nogil
     int64_t hs_inv_nbytes(const hs_inv *ix) nogil
+    int64_t hs_inv_borrowed_nbytes(const hs_inv *ix) nogil
+    ctypedef struct hs_inv_flat:
+        int64_t nterms, nslots, npost
+        int64_t N, total
+        int64_t *term_off
+        int32_t *post_doc
+        int32_t *post_tf
+        int32_t *term_max_tf
+        int32_t *term_min_dl
+        int64_t *slot_off
+        int32_t *fwd_tid
+        int32_t *fwd_tf
+        int32_t *doc_len
+    void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out) nogil
+    int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out) nogil
+    hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why) nogil
