@@ -592,11 +592,16 @@ import sys, threading
 import hybridsearch as hs
 from tests.contract.test_reliability import Item, item
 da = hs.DocumentArray(Item, storage="hnsw", path=sys.argv[1])
+da.extend([item(i) for i in range(200)])
+da.close()
+da = hs.DocumentArray(Item, storage="hnsw", path=sys.argv[1])  # reads the snapshot in place (mapped)
 out = threading.Lock()
 def work(t):
     for k in range(10_000):
         i = 10_000 * (t + 1) + k
         da.extend([item(i)])
+        if k < 50:  # a write into a mapped row
+            da.update(f"d{50 * t + k}", price=-i)
         with out:  # acknowledged: the call returned
             print(i, flush=True)
 threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
@@ -608,8 +613,9 @@ for th in threads:
 
 
 def test_kill_9_during_group_commits_keeps_every_acknowledged_write(tmp_path):
-    """A writer process with four writing threads is killed (SIGKILL) mid-stream: every write whose
-    call had returned is there after reopening, and the collection opens cleanly."""
+    """A writer process with four writing threads, on a collection it reopened (so its snapshot is
+    mapped), is killed (SIGKILL) mid-stream: every write whose call had returned is there after
+    reopening, the mapped file is unchanged by the writes into mapped rows, and it opens cleanly."""
     import signal
     path = tmp_path / "col"
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -625,10 +631,15 @@ def test_kill_9_during_group_commits_keeps_every_acknowledged_write(tmp_path):
     acked += [int(x) for x in rest.split()]
     with hs.DocumentArray(Item, storage="hnsw", path=path) as again:
         ids = set(again.to_columns(["id"])["id"])
-        assert {f"d{i}" for i in acked} <= ids
+        assert {f"d{i}" for i in acked} | {f"d{i}" for i in range(200)} <= ids
         assert all(again[f"d{i}"].price == i for i in acked[:20])
+        updated = {50 * (i // 10_000 - 1) + i % 10_000: -i for i in acked if i % 10_000 < 50}
+        assert len(updated) >= 20
+        assert all(again[f"d{j}"].price == p for j, p in updated.items())
         probe = item(acked[0])["embedding"]
         assert again.find(vector=probe, limit=1, exact=True).ids == [f"d{acked[0]}"]
+        probe = item(7)["embedding"]
+        assert again.find(vector=probe, limit=1).ids == ["d7"]
 
 
 _READER = """

@@ -7,6 +7,7 @@ writing process, and crashes at every step of a snapshot.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import random
 import shutil
@@ -785,3 +786,77 @@ def test_a_second_process_cannot_open_it(tmp_path):
         out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                              text=True, timeout=60)
     assert "refused:" in out.stdout and "another process" in out.stdout, out.stderr
+
+
+# ------------------------------------------------- format 2: snapshots of mapped arrays
+def _arrays() -> dict:
+    return {"ints": np.arange(10, dtype=np.int64), "matrix": np.arange(12, dtype=np.float32).reshape(3, 4),
+            "bytes": np.frombuffer(b"xyz", dtype=np.uint8), "empty": np.zeros(0, dtype=np.int32),
+            "codes": np.array([-3, 5], dtype=np.int8)}
+
+
+def _mapped(a: np.ndarray) -> bool:
+    while isinstance(a, (np.ndarray, memoryview)):
+        a = a.base if isinstance(a, np.ndarray) else a.obj
+    return isinstance(a, mmap.mmap)
+
+
+def test_array_snapshot_maps_aligned_views_copy_on_write(tmp_path):
+    with Journal(tmp_path, SCHEMA) as j:
+        j.log_upsert([item(1)])
+        j.snapshot_arrays({"k": [1, "x"]}, _arrays())
+        j.log_delete(["d1"])
+        snap, ops = j.load()
+    assert snap.meta == {"k": [1, "x"]} and same_ops([("delete", ["d1"])], ops)
+    assert set(snap.arrays) == set(_arrays())
+    for name, want in _arrays().items():
+        got = snap.arrays[name]
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), name
+        if got.size:
+            assert _mapped(got) and got.ctypes.data % records.ALIGN == 0, name
+    snap.arrays["ints"][:] = -1  # a private copy of the page: the file keeps what was written
+    snap.release()
+    with Journal(tmp_path, SCHEMA) as j:
+        again, _ = j.load()
+    assert np.array_equal(again.arrays["ints"], np.arange(10))
+
+
+def test_array_snapshot_refuses_what_it_cannot_map(tmp_path):
+    with Journal(tmp_path, SCHEMA) as j:
+        for bad in ({"objects": np.array(["a"], dtype=object)}, {"cube": np.zeros((2, 2, 2))},
+                    {3: np.zeros(2)}):
+            with pytest.raises(ValueError):
+                j.snapshot_arrays({}, bad)
+        with pytest.raises(TypeError):
+            j.snapshot_arrays({"x": object()}, {})
+        _, _ = j.load()
+    assert listing(tmp_path) == {"MANIFEST", "LOCK", "log-0000000000.hsl"}
+
+
+_ARRAY_FUZZ: dict = {}
+
+
+@settings(max_examples=300, deadline=None)
+@given(mutations=st.lists(mutation, min_size=1, max_size=3))
+def test_array_snapshot_corruption_gives_backend_error(mutations):
+    if not _ARRAY_FUZZ:
+        d = tempfile.mkdtemp(prefix="hs-persist-arrays-")
+        with Journal(d, SCHEMA) as j:
+            j.snapshot_arrays({"k": 1}, _arrays())
+        _ARRAY_FUZZ.update({n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d) if n != "LOCK"})
+    with tempfile.TemporaryDirectory() as d:
+        for name, data in _ARRAY_FUZZ.items():
+            if name.startswith("snap-"):
+                for m in mutations:
+                    data = _mutate(data, m) if data else data
+                changed = data != _ARRAY_FUZZ[name]
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        try:
+            with Journal(d, SCHEMA) as j:
+                snap, _ = j.load()
+        except hs.BackendError as e:
+            assert d in str(e)
+            return
+        assert not changed  # every changed byte is caught by a checksum or the size in MANIFEST
+        assert all(np.array_equal(snap.arrays[k], v) for k, v in _arrays().items())

@@ -140,6 +140,8 @@ class HnswStorage(ColumnarStorage):
 
     def _attach_graph(self, gmeta: dict, arrays: dict, where: str):
         """The snapshot's graph, mapped; with quantization "auto" in whichever form it was saved."""
+        if gmeta.get("m") != self.m:
+            raise BackendError(f"the graph under {where} was built with m={gmeta.get('m')}; open it with that m")
         saved = "int8" if gmeta.get("quant") else "none"
         if saved != self.quantization:
             if not self._quantization_auto:
@@ -210,7 +212,7 @@ class HnswStorage(ColumnarStorage):
         meta, arrays = {}, {}
         meta["columns"], cols = self.store.export()
         arrays.update({f"col/{k}": v for k, v in cols.items()})
-        if self.text and hasattr(self.text, "export"):  # TEMP until TextIndex.export lands
+        if self.text:
             meta["text"], parts = self.text.export()
             arrays.update({f"text/{k}": v for k, v in parts.items()})
         if self.graph is not None:

@@ -411,3 +411,76 @@ def test_reopen_keeps_the_quantization_the_files_were_saved_with(tmp_path):
         again.close()
         with pytest.raises(hs.BackendError, match="saved with quantization"):  # an explicit conflict is an error
             build(X[:0], "l2", path=path, quantization=other)
+
+
+class Wide(hs.Document):
+    title: hs.Text = ""
+    v: hs.Vector[256]
+
+
+_OPEN_RSS = """
+import sys
+import numpy as np
+import hybridsearch as hs
+import hybridsearch.storages.local.hnsw  # imported before the baseline: only the open is measured
+from tests.storages.local.test_hnsw import Wide
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+base = rss()
+da = hs.DocumentArray(Wide, storage="hnsw", metric="l2", m=4, path=sys.argv[1])
+opened = rss() - base
+da.find(vector=np.ones(256, dtype=np.float32), limit=5, exact=True)
+print(opened, rss() - base, len(da))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+def test_reopen_maps_the_files_instead_of_loading_them(tmp_path):
+    """Resident memory right after opening is a small part of the files (they are mapped and
+    read on demand); an exact scan then brings the vectors in, so the measure can tell."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((20000, 256)).astype(np.float32)
+    path = tmp_path / "col"
+    da = hs.DocumentArray(Wide, storage="hnsw", metric="l2", m=4, ef_construct=8, path=path)
+    da.extend_columns({"id": [f"d{i}" for i in range(len(X))], "v": X, "title": ["red shoe"] * len(X)})
+    da.close()
+    files = sum(f.stat().st_size for f in path.iterdir())
+    proc = subprocess.run([sys.executable, "-c", _OPEN_RSS, str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    opened, scanned, n = map(int, proc.stdout.split())
+    assert n == len(X)
+    assert opened < 0.25 * files, (opened, files)
+    assert scanned - opened > 0.5 * X.nbytes, (opened, scanned, X.nbytes)
+    with pytest.raises(hs.BackendError, match="built with m=4"):
+        hs.DocumentArray(Wide, storage="hnsw", metric="l2", m=8, path=path)
+
+
+def test_a_collection_saved_by_the_first_release_still_opens(tmp_path):
+    """Format 1 (a snapshot of documents and the graph's bytes) opens, answers like the collection
+    that wrote it, and is rewritten in the mapped format at the next close."""
+    from hybridsearch.document import schema_of
+    from hybridsearch.engine.graph import HnswGraph
+    from hybridsearch.engine.persist import Journal
+
+    X = clustered(400, seed=9)
+    ref = build(X, "l2")
+    graph = HnswGraph(X.shape[1], "l2", 16, 200, 0x5EED, "int8")
+    graph.add(X, np.arange(len(X)), 1)
+    path = tmp_path / "col"
+    with Journal(path, schema_of(Item)) as j:
+        j.snapshot(np.arange(len(X)), np.arange(len(X)), [ref[f"d{i}"] for i in range(len(X))],
+                   {"graph": graph.to_bytes()})
+    old = hs.DocumentArray(Item, storage="hnsw", metric="l2", m=16, ef_construct=200, ef=64, path=path)
+    want = [ref.find(vector=q, limit=10, exact=True).ids for q in X[:20]]
+    assert [old.find(vector=q, limit=10, exact=True).ids for q in X[:20]] == want
+    assert recall(old, X, X[:20], "l2") > 0.9
+    old.append({"id": "new", "v": X[0] + 1e-3, "bucket": 1, "price": 1})
+    old.close()
+    again = hs.DocumentArray(Item, storage="hnsw", metric="l2", path=path)
+    assert len(again) == len(X) + 1 and again["d5"].price == 5
+    assert again.find(vector=X[0] + 1e-3, limit=1).ids == ["new"]
+    again.close()
