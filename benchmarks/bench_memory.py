@@ -22,10 +22,8 @@ import time
 
 import numpy as np
 
+from hybridsearch.bench.corpora import shop_columns, shop_model
 from hybridsearch.bench.script import parser, start
-
-WORDS = np.array("red blue green small large cotton wool leather shoe shirt coat bag hat scarf boot sock "
-                 "light dark soft warm classic modern slim loose".split())
 
 
 def rss_bytes() -> int:
@@ -36,23 +34,11 @@ def rss_bytes() -> int:
 def child(storage: str, n: int, ef_construct: int) -> dict:
     import hybridsearch as hs
 
-    class Product(hs.Document):
-        title: hs.Text
-        brand: hs.Keyword
-        stock: int
-        price: float
-        v: hs.Vector[128]
-
     opts = {"ef_construct": ef_construct} if storage == "hnsw" else {}
-    da = hs.DocumentArray(Product, storage=storage, **opts)
+    da = hs.DocumentArray(shop_model(), storage=storage, **opts)
     gc.collect()
     base = rss_bytes()
-    rng = np.random.default_rng(0)
-    cols = {"id": [f"p{i:07d}" for i in range(n)],
-            "title": [" ".join(WORDS[rng.integers(0, len(WORDS), 8)]) for _ in range(n)],
-            "brand": [f"brand{i % 500}" for i in range(n)],
-            "stock": rng.integers(0, 1000, n), "price": rng.random(n) * 100,
-            "v": rng.standard_normal((n, 128)).astype(np.float32)}
+    cols = shop_columns(0, n, np.random.default_rng(0))
     raw = (cols["v"].nbytes + sum(len(s.encode()) for k in ("id", "title", "brand") for s in cols[k]) + 16 * n)
     t = time.perf_counter()
     da.extend_columns(cols)

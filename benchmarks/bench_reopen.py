@@ -27,10 +27,8 @@ import time
 
 import numpy as np
 
+from hybridsearch.bench.corpora import SHOP_WORDS, shop_columns, shop_model
 from hybridsearch.bench.script import parser, start
-
-WORDS = np.array("red blue green small large cotton wool leather shoe shirt coat bag hat scarf boot sock "
-                 "light dark soft warm classic modern slim loose".split())
 
 
 def _memory() -> dict:
@@ -44,31 +42,14 @@ def _memory() -> dict:
     return out
 
 
-def _model():
-    import hybridsearch as hs
-
-    class Product(hs.Document):
-        title: hs.Text
-        brand: hs.Keyword
-        stock: int
-        price: float
-        v: hs.Vector[128]
-    return Product
-
-
 def build(path: str, n: int) -> dict:
     import hybridsearch as hs
     rng = np.random.default_rng(0)
-    da = hs.DocumentArray(_model(), storage="hnsw", path=path, m=16, ef_construct=64)
+    da = hs.DocumentArray(shop_model(), storage="hnsw", path=path, m=16, ef_construct=64)
     t = time.perf_counter()
     step = 250_000
     for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        da.extend_columns({"id": [f"p{i:07d}" for i in range(lo, hi)],
-                           "title": [" ".join(WORDS[rng.integers(0, len(WORDS), 8)]) for _ in range(hi - lo)],
-                           "brand": [f"brand{i % 500}" for i in range(lo, hi)],
-                           "stock": rng.integers(0, 1000, hi - lo), "price": rng.random(hi - lo) * 100,
-                           "v": rng.standard_normal((hi - lo, 128)).astype(np.float32)})
+        da.extend_columns(shop_columns(lo, min(n, lo + step), rng))
     built = time.perf_counter() - t
     t = time.perf_counter()
     da.close()
@@ -85,12 +66,13 @@ def _queries(da, n_queries: int) -> None:
 def _texts(da, n_queries: int) -> None:
     rng = np.random.default_rng(8)
     for _ in range(n_queries):
-        da.find(text=" ".join(WORDS[rng.integers(0, len(WORDS), 3)]), limit=10)
+        da.find(text=" ".join(SHOP_WORDS[rng.integers(0, len(SHOP_WORDS), 3)]), limit=10)
 
 
 def reopen(path: str, read_only: bool, queries: int) -> dict:
     import hybridsearch as hs
-    model = _model()
+    import hybridsearch.storages.local.hnsw  # noqa: F401 -- imported before the clock and the baseline
+    model = shop_model()
     base = _memory()["rss"]
     t = time.perf_counter()
     da = hs.DocumentArray(model, storage="hnsw", path=path, read_only=read_only)
@@ -98,7 +80,7 @@ def reopen(path: str, read_only: bool, queries: int) -> dict:
     _queries(da, queries)
     out["rss_vector"] = _memory()["rss"] - base
     _texts(da, queries)
-    out.update({"rss_text": _memory()["rss"] - base, "pss": _memory()["pss"]})
+    out.update({"rss_text": _memory()["rss"] - base, **_memory()})
     if read_only:
         time.sleep(2.0)  # the other readers measure while this one still maps the files
     da.close()
@@ -147,14 +129,15 @@ def main(argv=None) -> int:
                 f"({med['rss_open'] / b['file_bytes']:.1%} of the files), after {args.queries} vector queries "
                 f"{med['rss_vector'] / mb:,.0f} MB, after {args.queries} text queries {med['rss_text'] / mb:,.0f} MB")
         import hybridsearch as hs
-        writer = hs.DocumentArray(_model(), storage="hnsw", path=path)  # holds the lock meanwhile
+        writer = hs.DocumentArray(shop_model(), storage="hnsw", path=path)  # holds the lock meanwhile
         readers = [_child("ro", path, "--n", str(args.n), "--queries", str(args.queries))
                    for _ in range(args.readers)]
         got = [_result(p) for p in readers]
         writer.close()
         for i, r in enumerate(got):
-            out.say(f"read-only reader {i} (writer open): open {r['open_s']:.3f} s, RSS after queries "
-                    f"{r['rss_text'] / mb:,.0f} MB, PSS {r['pss'] / mb:,.0f} MB, {r['count']:,} documents")
+            out.say(f"read-only reader {i} (writer open): open {r['open_s']:.3f} s, after queries RSS "
+                    f"{r['rss'] / mb:,.0f} MB (+{r['rss_text'] / mb:,.0f} MB over the interpreter), PSS "
+                    f"{r['pss'] / mb:,.0f} MB, {r['count']:,} documents")
         out.save({"machine": facts, "config": vars(args), "build": b, "opens": opens, "readers": got})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -140,6 +140,34 @@ class Relevance:
     qrels: dict       # query id -> {doc id: gain}
 
 
+SHOP_WORDS = np.array("red blue green small large cotton wool leather shoe shirt coat bag hat scarf boot sock "
+                      "light dark soft warm classic modern slim loose".split())
+
+
+def shop_model(dim: int = 128):
+    """The memory and reopen benchmarks' document: an 8-word title, a keyword, an int, a float
+    and a `dim`-d vector."""
+    import hybridsearch as hs
+
+    class Product(hs.Document):
+        title: hs.Text
+        brand: hs.Keyword
+        stock: int
+        price: float
+        v: hs.Vector[dim]
+    return Product
+
+
+def shop_columns(lo: int, hi: int, rng, dim: int = 128) -> dict:
+    """Columns of shop_model documents lo..hi-1 (ids p0000000...), for extend_columns."""
+    n = hi - lo
+    return {"id": [f"p{i:07d}" for i in range(lo, hi)],
+            "title": [" ".join(SHOP_WORDS[rng.integers(0, len(SHOP_WORDS), 8)]) for _ in range(n)],
+            "brand": [f"brand{i % 500}" for i in range(lo, hi)],
+            "stock": rng.integers(0, 1000, n), "price": rng.random(n) * 100,
+            "v": rng.standard_normal((n, dim)).astype(np.float32)}
+
+
 def read_beir(folder: str, max_queries: int | None = None, seed: int = 0) -> Relevance:
     """A BEIR-style folder: corpus.jsonl(.gz) {_id, title?, text}, queries.jsonl(.gz) {_id, text},
     qrels.tsv(.gz) or qrels/test.tsv (query-id, corpus-id, score; a header line is skipped);

@@ -41,6 +41,19 @@ class Snapshot:
             self.mapping.madvise(mmap.MADV_DONTNEED)
 
 
+def _record_header(f, pos: int, size: int) -> tuple:
+    """(header bytes, kind, length, crc) of the snapshot record at `pos` (f is there), its length
+    checked against the bytes left in the file."""
+    hdr = f.read(R.REC.size)
+    parsed = R.parse_header(hdr)
+    if parsed is None:
+        raise Corrupt(f"bad record header at offset {pos}")
+    kind, length, crc = parsed
+    if length > size - pos - R.REC.size:
+        raise Corrupt(f"record at offset {pos} runs past the end of the file")
+    return hdr, kind, length, crc
+
+
 _ARRAY_DTYPES = {"<i8", "<i4", "<f4", "<f8", "|u1", "|i1", "<u8", "<u4"}
 
 
@@ -420,13 +433,7 @@ class Journal:
 
         def record() -> tuple:
             nonlocal pos
-            hdr = f.read(R.REC.size)
-            parsed = R.parse_header(hdr)
-            if parsed is None:
-                raise Corrupt(f"bad record header at offset {pos}")
-            kind, length, crc = parsed
-            if length > size - pos - R.REC.size:
-                raise Corrupt(f"record at offset {pos} runs past the end of the file")
+            hdr, kind, length, crc = _record_header(f, pos, size)
             payload = f.read(length)
             if len(payload) != length or not R.payload_ok(hdr, payload, crc):
                 raise Corrupt(f"checksum mismatch in the record at offset {pos}")
@@ -494,13 +501,7 @@ class Journal:
         spans = []
         for _ in range(count + 1):
             f.seek(pos)
-            hdr = f.read(R.REC.size)
-            parsed = R.parse_header(hdr)
-            if parsed is None:
-                raise Corrupt(f"bad record header at offset {pos}")
-            kind, length, crc = parsed
-            if length > size - pos - R.REC.size:
-                raise Corrupt(f"record at offset {pos} runs past the end of the file")
+            hdr, kind, length, crc = _record_header(f, pos, size)
             c, left = zlib.crc32(hdr[:16]), length
             while left:
                 got = f.readinto(buf[:min(left, len(buf))])
