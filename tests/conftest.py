@@ -14,13 +14,14 @@ import pytest
 import hybridsearch as hs
 from tests.engines import STORAGE_KIND, engine, stop_started
 
-STORAGES = ["memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
+STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
+            "opensearch"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # storages whose vector search is exact; approximate ones get recall-based checks
-EXACT_STORAGES = {"memory", "sqlite"}
+EXACT_STORAGES = {"memory", "memory-path", "sqlite"}
 
 
 @pytest.fixture(params=STORAGES)
@@ -34,9 +35,9 @@ def make_da(storage, tmp_path):
     opened, remote = [], []
 
     def make(schema, **options):
-        if storage == "hnsw-path":  # the hnsw storage with its files: every write is logged
+        if storage in ("hnsw-path", "memory-path"):  # with its files: every write is logged
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
-            da = hs.DocumentArray(schema, storage="hnsw", **options)
+            da = hs.DocumentArray(schema, storage=storage[:-len("-path")], **options)
         elif storage == "hnsw-f32":  # the hnsw storage walking float32 vectors (default: int8 codes)
             options.setdefault("quantization", None)
             da = hs.DocumentArray(schema, storage="hnsw", **options)

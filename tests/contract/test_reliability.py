@@ -23,8 +23,8 @@ from tests.conftest import STORAGES
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
-EMBEDDED = {"memory", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
-FILE_BACKED = [s for s in ("hnsw-path", "sqlite", "annlite") if s in STORAGES]
+EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
@@ -253,7 +253,7 @@ def test_extreme_norms_score_correctly(make_da, embedded, scale):
 
 # ------------------------------------------------------------ 2, 3: one writer per path
 def _path_options(storage, tmp_path):
-    name = {"hnsw-path": "hnsw"}.get(storage, storage)
+    name = {"hnsw-path": "hnsw", "memory-path": "memory"}.get(storage, storage)
     path = tmp_path / ("c.db" if storage == "sqlite" else "col")
     return name, path
 

@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsearch.batch import Batch, build_batch
+from hybridsearch.batch import Batch
 from hybridsearch.engine import graph as G
 from hybridsearch.engine.columns import ColumnStore, popcount
 from hybridsearch.engine.lexical import TextIndex
@@ -22,11 +22,8 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query import planner
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import GraphConfig, boolean, integer, number, one_of, option, path_or_none
-
-_SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
-_SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
+from hybridsearch.storages.local.journaled import JournaledStorage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +47,7 @@ class HnswConfig(GraphConfig):
             raise ConfigError("read_only=True needs path= (the collection to open)")
 
 
-class HnswStorage(ColumnarStorage):
+class HnswStorage(JournaledStorage):
     """Columns in RAM, one HNSW graph over the vector field, optional files under `path`."""
 
     name = "hnsw"
@@ -71,75 +68,37 @@ class HnswStorage(ColumnarStorage):
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
-        self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
         self.text = TextIndex(schema)
-        self.journal = None
-        self._snapshot_bytes = 0
+        self._init_writes()
         self.graph_writes = 0  # calls that changed the graph, for stats(); written under the write lock
         self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)
         if config.path is not None:
-            try:
-                self._open(config.path)
-            except BaseException:  # a refused open leaves the files unlocked for the next one
-                if self.journal is not None:
-                    self.journal.close()
-                raise
+            self._open_files(config.path, config.read_only)
 
     def _new_graph(self):
         return G.HnswGraph(self.dim, self.metric, self.m, self.ef_construct,
                            self.config.seed, self.quantization)
 
-    # ---------------------------------------------------------- durability
-    def _open(self, path) -> None:
-        from hybridsearch.engine.persist import GroupCommit, Journal
+    # ------------------------------------------------ the graph in snapshots (journaled.py)
+    def _export_index(self) -> Optional[tuple]:
+        if self.graph is None:
+            return None
+        self.graph.repair(self.store.vectors, self.threads)
+        self.graph_writes += 1
+        return self.graph.export()
 
-        self.journal = Journal(path, self.schema, read_only=self.config.read_only)
-        self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
-        snapshot, ops = self.journal.load()
-        if snapshot is not None:
-            self._restore(snapshot, path)
-            snapshot.release()  # before the log's writes: it must not drop a page they copy
-            self._snapshot_bytes = self.journal.snapshot_bytes
-        for op in ops:
-            if op[0] == "upsert":
-                self._apply_upsert(build_batch(self.schema, op[1]))
-            elif op[0] == "delete":
-                self._apply_delete(op[1])
-            elif op[0] == "update":
-                doc, fields = op[1], op[2]
-                slot = self.store.row_of.get(doc.id)
-                if slot is not None:
-                    self._apply_update(slot, {f: getattr(doc, f) for f in fields})
+    def _index_rows(self, rows: np.ndarray) -> None:
+        if self.graph is not None:
+            self._index_slots(self._vector_slots(rows))
 
-    def _restore(self, snap, path) -> None:
-        if snap.arrays is None:  # format 1: documents, written before files were mapped
-            self._restore_documents(snap, path)
-            return
-        meta, arrays = snap.meta, snap.arrays
-
-        def part(prefix: str) -> dict:
-            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-
-        where = os.fspath(path)
-        try:
-            self.store.restore(meta.get("columns") or {}, part("col/"))
-            rows = self.store.live_rows()
-            if self.text and meta.get("text") is not None:
-                self.text.restore(meta["text"], part("text/"))
-            elif self.text and len(rows):
-                self.text.add(rows, self.store.field_values(rows, self.text.names))
-            gmeta = meta.get("graph")
-            if self.graph is not None and gmeta is not None:
-                self.graph = self._attach_graph(gmeta, part("graph/"), where)
-            elif self.graph is not None and len(rows):
-                self._index_slots(self._vector_slots(rows))
-        except ValueError as e:
-            raise BackendError(f"the snapshot under {where} is damaged: {e}") from None
+    def _check_index(self, where: str) -> None:
         if self.graph is not None and self.graph.size != self._vector_count():
             raise BackendError(f"the graph in the snapshot under {where} does not match its documents")
 
-    def _attach_graph(self, gmeta: dict, arrays: dict, where: str):
+    def _attach_index(self, gmeta: dict, arrays: dict, where: str) -> None:
         """The snapshot's graph, mapped; with quantization "auto" in whichever form it was saved."""
+        if self.graph is None:
+            super()._attach_index(gmeta, arrays, where)
         if gmeta.get("m") != self.m:
             raise BackendError(f"the graph under {where} was built with m={gmeta.get('m')}; open it with that m")
         saved = "int8" if gmeta.get("quant") else "none"
@@ -148,29 +107,18 @@ class HnswStorage(ColumnarStorage):
                 raise BackendError(f"the graph under {where} was saved with quantization="
                                    f"{'int8' if saved == 'int8' else 'None'}; open it with that quantization (or 'auto')")
             self.quantization = saved
-        return G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
-                                  self.quantization)
+        self.graph = G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
+                                        self.quantization)
 
-    def _restore_documents(self, snap, path) -> None:
-        st = self.store
-        if len(snap.docs):
-            batch = build_batch(self.schema, snap.docs)
-            st.upsert(batch, slots=np.asarray(snap.slots, dtype=np.int64))
-            if self.text:
-                self.text.add(np.asarray(snap.slots, dtype=np.int64), batch.columns)
-            st.seq[snap.slots] = snap.seqs
-            st.next_seq = int(np.max(snap.seqs)) + 1
-        # the gaps between the live slots are free; sorted, so already a heap
-        st.free = np.setdiff1d(np.arange(st.n, dtype=np.int64), snap.slots).tolist()
+    def _restore_documents_index(self, snap, slots: np.ndarray, where: str) -> None:
         blob = snap.extras.get("graph")
         if self.graph is not None and blob:
-            self.graph = self._load_graph(blob, path)
-            if self.graph.size != self._vector_count():
-                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} does not match its documents")
-        elif self.graph is not None and st.n_live:
-            self._index_slots(self._vector_slots(np.asarray(snap.slots, dtype=np.int64)))
+            self.graph = self._load_graph(blob, where)
+            self._check_index(where)
+        else:
+            self._index_rows(slots)
 
-    def _load_graph(self, blob, path):
+    def _load_graph(self, blob, where: str):
         """A format-1 snapshot's graph; with quantization "auto" in whichever form it was saved."""
         def load(quantization):
             return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.metric,
@@ -182,10 +130,10 @@ class HnswStorage(ColumnarStorage):
             try:
                 graph = load(other)
             except ValueError:
-                raise BackendError(f"the graph in the snapshot under {os.fspath(path)} is damaged: {e}") from None
+                raise BackendError(f"the graph in the snapshot under {where} is damaged: {e}") from None
         if not self._quantization_auto:
             raise BackendError(
-                f"the graph under {os.fspath(path)} was saved with quantization="
+                f"the graph under {where} was saved with quantization="
                 f"{'int8' if other == 'int8' else 'None'}; open it with that quantization (or 'auto')")
         self.quantization = other
         return graph
@@ -197,31 +145,6 @@ class HnswStorage(ColumnarStorage):
             return self.store.n_live
         bits = self.store.vector_bits(None)
         return popcount(bits) if bits is not None else self.store.n_live
-
-    def _maybe_snapshot(self) -> None:
-        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no
-        write is queued (GroupCommit runs it then)."""
-        if self.journal is None:
-            return
-        if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
-            with self.lock.write():  # the graph is repaired in place
-                self._snapshot()
-
-    def _snapshot(self) -> None:
-        """Every column, the text index and the graph as arrays the next open maps back."""
-        meta, arrays = {}, {}
-        meta["columns"], cols = self.store.export()
-        arrays.update({f"col/{k}": v for k, v in cols.items()})
-        if self.text:
-            meta["text"], parts = self.text.export()
-            arrays.update({f"text/{k}": v for k, v in parts.items()})
-        if self.graph is not None:
-            self.graph.repair(self.store.vectors, self.threads)
-            self.graph_writes += 1
-            meta["graph"], parts = self.graph.export()
-            arrays.update({f"graph/{k}": v for k, v in parts.items()})
-        self.journal.snapshot_arrays(meta, arrays)
-        self._snapshot_bytes = self.journal.snapshot_bytes
 
     # -------------------------------------------------------------- writes
     def _vector_slots(self, slots: np.ndarray) -> np.ndarray:
@@ -271,55 +194,6 @@ class HnswStorage(ColumnarStorage):
             else:
                 self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
             self.graph_writes += 1
-
-    # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
-    # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
-    # beside it, then applied in RAM under the exclusive lock, in log order. Searches go on during
-    # the fsync, and a write is visible only once durable. Without files: `writer`, then apply.
-    # append() also decides what the write is (which ids a delete removes) and raises KeyError
-    # before anything is logged; apply() changes RAM.
-    def _write(self, append, apply):
-        if self.journal is None:
-            with self.writer:
-                append()
-                with self.lock.write():
-                    return apply()
-        return self.commit.submit(append, apply)
-
-    def upsert(self, batch: Batch) -> None:
-        def append():
-            if self.journal is not None:
-                self.journal.log_upsert(batch.docs, sync=False)
-
-        self._write(append, lambda: self._apply_upsert(batch))
-
-    def delete(self, ids: list) -> int:
-        present: list = []
-
-        def append():
-            with self.lock.read():  # the leader of a group may be applying writes meanwhile
-                present.extend(i for i in ids if i in self.store.row_of)
-            if present and self.journal is not None:
-                self.journal.log_delete(present, sync=False)
-
-        # exactly the logged ids: a queued write may add one of the others before this applies
-        return self._write(append, lambda: self._apply_delete(present) if present else 0)
-
-    def update_fields(self, id: str, values: dict) -> None:
-        def append():
-            with self.lock.read():
-                slot = self._slot_to_update(id, values)  # KeyError before anything is logged
-                doc = self._updated_doc(slot, values) if slot is not None and self.journal is not None else None
-            if doc is not None:
-                self.journal.log_update(doc, list(values), sync=False)
-
-        def apply():
-            # by slot at apply time: a write queued before this one may have moved or removed it
-            slot = self.store.row_of.get(id)
-            if slot is not None and values:
-                self._apply_update(slot, values)
-
-        self._write(append, apply)
 
     # --------------------------------------------------------------- reads
     def last_plan(self) -> Optional[planner.Plan]:
@@ -381,19 +255,9 @@ class HnswStorage(ColumnarStorage):
                     "graph_bytes": graph.nbytes if graph is not None else 0,
                     "graph_pending": graph.pending if graph is not None else 0,
                     "graph_writes": self.graph_writes,
-                    "fsyncs": self.commit.fsyncs if self.journal is not None else 0,
+                    "fsyncs": self._fsyncs(),
                     "slots": int(self.store.n),
                     "bytes": {**base.pop("bytes"), "graph": graph.nbytes if graph is not None else 0},
                     "vector_bytes": int(self.store.vectors.nbytes),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}
-
-    def close(self) -> None:
-        if self.journal is not None:
-            self.commit.drain()
-        with self.writer, self.lock.write():
-            if self.journal is not None:
-                if self.journal.log_bytes and not self.journal.read_only:
-                    self._snapshot()
-                self.journal.close()
-                self.journal = None

@@ -1,6 +1,8 @@
-"""storage="memory": exact search in RAM over the native kernels."""
+"""storage="memory": exact search in RAM over the native kernels; with `path=`, durable files
+(the log and mapped snapshots of storages/local/journaled.py)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -9,36 +11,39 @@ from hybridsearch.batch import Batch
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
+from hybridsearch.errors import ConfigError
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.columnar import ColumnarStorage
-from hybridsearch.storages.config import StorageConfig
+from hybridsearch.storages.config import StorageConfig, boolean, option, path_or_none
+from hybridsearch.storages.local.journaled import JournaledStorage
 
 
-class MemoryStorage(ColumnarStorage):
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig(StorageConfig):
+    """Options of storage="memory"."""
+
+    path: Optional[str] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
+    read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+
+    def validate(self) -> None:
+        if self.read_only and self.path is None:
+            raise ConfigError("read_only=True needs path= (the collection to open)")
+
+
+class MemoryStorage(JournaledStorage):
     """Columns and one vector block in RAM; every vector search is exact (brute force)."""
 
     name = "memory"
-    Config = StorageConfig  # metric only
+    Config = MemoryConfig
 
     def __init__(self, schema, config: StorageConfig) -> None:
         super().__init__(schema, config)
         self.store = ColumnStore(schema, self.metric)
         self.lock = RWLock()
         self.text = TextIndex(schema)
-
-    def upsert(self, batch: Batch) -> None:
-        with self.lock.write():
-            self._apply_upsert(batch)
-
-    def delete(self, ids: list) -> int:
-        with self.lock.write():
-            return self._apply_delete(ids)
-
-    def update_fields(self, id: str, values: dict) -> None:
-        with self.lock.write():
-            slot = self._slot_to_update(id, values)
-            if slot is not None:
-                self._apply_update(slot, values)
+        self._init_writes()
+        # subclasses with files of their own (sqlite) take another config and their own write path
+        if isinstance(config, MemoryConfig) and config.path is not None:
+            self._open_files(config.path, config.read_only)
 
     # the writes themselves; the caller holds the write lock
     def _apply_upsert(self, batch: Batch) -> None:
@@ -66,3 +71,7 @@ class MemoryStorage(ColumnarStorage):
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:
         return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
+
+    def stats(self) -> dict:
+        """Adds "fsyncs": fsyncs made by writes since the collection was opened (with `path=`)."""
+        return {**super().stats(), "fsyncs": self._fsyncs()}

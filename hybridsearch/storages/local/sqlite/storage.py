@@ -173,7 +173,7 @@ class SqliteStorage(MemoryStorage):
         cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
         self.next_seq = (cur[0] or 0) + 1
 
-    def _write(self, sql: str, rows: list) -> None:
+    def _sql_write(self, sql: str, rows: list) -> None:
         """One transaction: committed (WAL) before the call returns; rolled back on any error,
         which is raised as BackendError (disk full, a lock held by another program...)."""
         if self.conn is None:
@@ -199,7 +199,7 @@ class SqliteStorage(MemoryStorage):
             row = self._row(doc, self.next_seq + i)
             rows.append([row[n] for n in names])
         with self.lock.write():
-            self._write(sql, rows)
+            self._sql_write(sql, rows)
             self.next_seq += len(rows)
             self._apply_upsert(batch)
 
@@ -208,7 +208,7 @@ class SqliteStorage(MemoryStorage):
         if not present:
             return 0
         with self.lock.write():
-            self._write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
             return self._apply_delete(present)
 
     def update_fields(self, id: str, values: dict) -> None:
@@ -221,7 +221,7 @@ class SqliteStorage(MemoryStorage):
             names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
             if names:
                 sets = ", ".join(f'"{n}" = ?' for n in names)
-                self._write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
+                self._sql_write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
             self._apply_update(slot, values)
 
     # --------------------------------------------------------------- reads

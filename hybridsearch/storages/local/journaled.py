@@ -1,0 +1,208 @@
+"""Durable writes for the storages that keep their documents in a ColumnStore (memory, hnsw).
+
+With `path=`, a collection is a directory of engine/persist files: writes are appended to a
+checksummed log and fsynced before they apply (GroupCommit shares fsyncs between concurrent
+writers); a snapshot holds every column, the text index and the storage's own index (hnsw:
+the graph) as arrays that the next open maps instead of parsing. Without `path=` the same write
+path runs without the log. Subclasses apply writes to RAM (`_apply_upsert`, `_apply_delete`,
+`_apply_update`) and, when they keep an index of their own, export and attach it
+(`_export_index`, `_attach_index`, `_index_rows`, `_restore_documents_index`).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch.batch import Batch, build_batch
+from hybridsearch.errors import BackendError
+from hybridsearch.storages.columnar import ColumnarStorage
+
+_SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
+_SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
+
+
+class JournaledStorage(ColumnarStorage):
+    """A ColumnarStorage whose writes go through one write path, logged when it has files."""
+
+    journal = None
+
+    def _init_writes(self) -> None:
+        """Call from __init__ once `store`, `lock` and `text` exist."""
+        self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
+        self.journal = None
+        self._snapshot_bytes = 0
+
+    def _open_files(self, path, read_only: bool) -> None:
+        """Opens (or creates) the collection under `path`: snapshot, then the log's writes."""
+        from hybridsearch.engine.persist import GroupCommit, Journal
+
+        try:
+            self.journal = Journal(path, self.schema, read_only=read_only)
+            self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
+            snapshot, ops = self.journal.load()
+            if snapshot is not None:
+                self._restore(snapshot, os.fspath(path))
+                snapshot.release()  # before the log's writes: it must not drop a page they copy
+                self._snapshot_bytes = self.journal.snapshot_bytes
+            for op in ops:
+                if op[0] == "upsert":
+                    self._apply_upsert(build_batch(self.schema, op[1]))
+                elif op[0] == "delete":
+                    self._apply_delete(op[1])
+                elif op[0] == "update":
+                    doc, fields = op[1], op[2]
+                    slot = self.store.row_of.get(doc.id)
+                    if slot is not None:
+                        self._apply_update(slot, {f: getattr(doc, f) for f in fields})
+        except BaseException:  # a refused open leaves the files unlocked for the next one
+            if self.journal is not None:
+                self.journal.close()
+                self.journal = None
+            raise
+
+    # ------------------------------------------------------------ snapshots
+    def _restore(self, snap, where: str) -> None:
+        if snap.arrays is None:  # format 1: documents, written before files were mapped
+            self._restore_documents(snap, where)
+            return
+        meta, arrays = snap.meta, snap.arrays
+
+        def part(prefix: str) -> dict:
+            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+        try:
+            self.store.restore(meta.get("columns") or {}, part("col/"))
+            rows = self.store.live_rows()
+            if self.text and meta.get("text") is not None:
+                self.text.restore(meta["text"], part("text/"))
+            elif self.text and len(rows):
+                self.text.add(rows, self.store.field_values(rows, self.text.names))
+            if meta.get("index") is not None:
+                self._attach_index(meta["index"], part("index/"), where)
+            elif len(rows):
+                self._index_rows(rows)
+        except ValueError as e:
+            raise BackendError(f"the snapshot under {where} is damaged: {e}") from None
+        self._check_index(where)
+
+    def _restore_documents(self, snap, where: str) -> None:
+        st = self.store
+        slots = np.asarray(snap.slots, dtype=np.int64)
+        if len(snap.docs):
+            batch = build_batch(self.schema, snap.docs)
+            st.upsert(batch, slots=slots)
+            if self.text:
+                self.text.add(slots, batch.columns)
+            st.seq[slots] = snap.seqs
+            st.next_seq = int(np.max(snap.seqs)) + 1
+        if st.reuse_slots:  # the gaps between the live slots are free; sorted, so already a heap
+            st.free = np.setdiff1d(np.arange(st.n, dtype=np.int64), slots).tolist()
+        self._restore_documents_index(snap, slots, where)
+
+    def _export_index(self) -> Optional[tuple]:
+        """(meta, arrays) of the storage's own index for a snapshot, or None (the caller holds the
+        write lock)."""
+        return None
+
+    def _attach_index(self, meta: dict, arrays: dict, where: str) -> None:
+        """Takes back what _export_index gave (arrays mapped from the file)."""
+        raise BackendError(f"the snapshot under {where} holds an index this storage does not keep")
+
+    def _index_rows(self, rows: np.ndarray) -> None:
+        """Builds the storage's index over restored rows whose snapshot holds none."""
+
+    def _restore_documents_index(self, snap, slots: np.ndarray, where: str) -> None:
+        """The storage's index from a format-1 snapshot (its extras)."""
+        self._index_rows(slots)
+
+    def _check_index(self, where: str) -> None:
+        """Raises BackendError if the restored index does not match the documents."""
+
+    def _maybe_snapshot(self) -> None:
+        """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no
+        write is queued (GroupCommit runs it then)."""
+        if self.journal is None:
+            return
+        if self.journal.log_bytes > max(_SNAPSHOT_MIN_LOG_BYTES, _SNAPSHOT_LOG_RATIO * self._snapshot_bytes):
+            with self.lock.write():  # an index may be repaired in place
+                self._snapshot()
+
+    def _snapshot(self) -> None:
+        """Every column, the text index and the storage's index as arrays the next open maps back."""
+        meta, arrays = {}, {}
+        meta["columns"], cols = self.store.export()
+        arrays.update({f"col/{k}": v for k, v in cols.items()})
+        if self.text:
+            meta["text"], parts = self.text.export()
+            arrays.update({f"text/{k}": v for k, v in parts.items()})
+        index = self._export_index()
+        if index is not None:
+            meta["index"], parts = index
+            arrays.update({f"index/{k}": v for k, v in parts.items()})
+        self.journal.snapshot_arrays(meta, arrays)
+        self._snapshot_bytes = self.journal.snapshot_bytes
+
+    # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
+    # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
+    # beside it, then applied in RAM under the exclusive lock, in log order. Searches go on during
+    # the fsync, and a write is visible only once durable. Without files: `writer`, then apply.
+    # append() also decides what the write is (which ids a delete removes) and raises KeyError
+    # before anything is logged; apply() changes RAM.
+    def _write(self, append, apply):
+        if self.journal is None:
+            with self.writer:
+                append()
+                with self.lock.write():
+                    return apply()
+        return self.commit.submit(append, apply)
+
+    def upsert(self, batch: Batch) -> None:
+        def append():
+            if self.journal is not None:
+                self.journal.log_upsert(batch.docs, sync=False)
+
+        self._write(append, lambda: self._apply_upsert(batch))
+
+    def delete(self, ids: list) -> int:
+        present: list = []
+
+        def append():
+            with self.lock.read():  # the leader of a group may be applying writes meanwhile
+                present.extend(i for i in ids if i in self.store.row_of)
+            if present and self.journal is not None:
+                self.journal.log_delete(present, sync=False)
+
+        # exactly the logged ids: a queued write may add one of the others before this applies
+        return self._write(append, lambda: self._apply_delete(present) if present else 0)
+
+    def update_fields(self, id: str, values: dict) -> None:
+        def append():
+            with self.lock.read():
+                slot = self._slot_to_update(id, values)  # KeyError before anything is logged
+                doc = self._updated_doc(slot, values) if slot is not None and self.journal is not None else None
+            if doc is not None:
+                self.journal.log_update(doc, list(values), sync=False)
+
+        def apply():
+            # by slot at apply time: a write queued before this one may have moved or removed it
+            slot = self.store.row_of.get(id)
+            if slot is not None and values:
+                self._apply_update(slot, values)
+
+        self._write(append, apply)
+
+    def _fsyncs(self) -> int:
+        return self.commit.fsyncs if self.journal is not None else 0
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.commit.drain()
+        with self.writer, self.lock.write():
+            if self.journal is not None:
+                if self.journal.log_bytes and not self.journal.read_only:
+                    self._snapshot()
+                self.journal.close()
+                self.journal = None
