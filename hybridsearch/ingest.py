@@ -15,8 +15,16 @@ import numpy as np
 from pydantic import ValidationError
 
 from hybridsearch.batch import Batch
-from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Kind, Schema, check_storable, field_adapter,
-                                   is_valid_unicode)
+from hybridsearch.document import (
+    VECTOR_NORM_MAX,
+    VECTOR_NORM_MIN,
+    Kind,
+    Schema,
+    check_storable,
+    field_adapter,
+    is_valid_unicode,
+)
+from hybridsearch.engine.idmap import hash_ids
 from hybridsearch.errors import SchemaError
 
 _INT64 = np.iinfo(np.int64)
@@ -298,6 +306,9 @@ class _Repeated(list):
 
 
 def _last_of_each_id(batch: Batch) -> Batch:
+    hashes = hash_ids(batch.ids)  # in C: distinct hashes prove distinct ids without a dict of them
+    if len(np.unique(hashes)) == len(hashes):
+        return batch
     last = dict(zip(batch.ids, range(len(batch.ids))))
     if len(last) == len(batch.ids):
         return batch

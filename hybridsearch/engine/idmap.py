@@ -28,7 +28,8 @@ def _hash(id: str) -> int:
     return K.hash_bytes(id.encode("utf-8", "surrogatepass"))
 
 
-def _hash_many(ids: list) -> np.ndarray:
+def hash_ids(ids: list) -> np.ndarray:
+    """The stable 64-bit hash of each id (int64), computed in C."""
     n = len(ids)
     blob = "".join(ids).encode("utf-8", "surrogatepass")
     lengths = np.fromiter(map(len, ids), dtype=np.int32, count=n)
@@ -92,7 +93,7 @@ class IdMap:
                     out[i] = s
             return out
         if len(self.hashes):
-            h = _hash_many(ids)
+            h = hash_ids(ids)
             pos = np.searchsorted(self.hashes, h)
             pos_c = np.minimum(pos, len(self.hashes) - 1)
             hit = (pos < len(self.hashes)) & (self.hashes[pos_c] == h) & (self.slots[pos_c] >= 0)
