@@ -15,15 +15,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from hybridsearch.batch import Batch
-from hybridsearch.document import (
-    VECTOR_NORM_MAX,
-    VECTOR_NORM_MIN,
-    Kind,
-    Schema,
-    check_storable,
-    field_adapter,
-    is_valid_unicode,
-)
+from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Kind, Schema, check_storable, field_adapter,
+                                   is_valid_unicode)
 from hybridsearch.engine.idmap import hash_ids
 from hybridsearch.errors import SchemaError
 
