@@ -234,13 +234,15 @@ class DocumentArray:
         return check_size(limit, "limit", 0)
 
     def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
-             limit: Optional[int] = 10, exact: bool = False, ef: Optional[int] = None,
+             limit: Optional[int] = 10, offset: int = 0, exact: bool = False, ef: Optional[int] = None,
              fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
-        """Find by vector, text, both (hybrid) or condition; see API.md section 4."""
+        """Find by vector, text, both (hybrid) or condition; see API.md sections 4 and 7.
+        `offset` skips that many hits: the page is exactly that slice of the longer ranking."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         k = self._check_limit(limit, allow_none=only_filter)
+        offset = check_size(offset, "offset", 0)
         ef = check_ef(ef)
         fusion = check_fusion(fusion)
         if text is not None and not isinstance(text, str):
@@ -248,21 +250,36 @@ class DocumentArray:
         q = self._query_vectors(vector, "vector") if vector is not None else None
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
+        kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
         if text is not None:
             candidates = check_size(candidates, "candidates", 1)
             rrf_k = check_size(rrf_k, "rrf_k", 0)
+            total = storage.count_matches(node, text) if q is None else None
             if k == 0:
-                return Results.empty()
-            ids, scores, docs = storage.search_text(text, q, k, node, fusion=fusion, candidates=candidates,
+                return Results.empty(total)
+            ids, scores, docs = storage.search_text(text, q, kk, node, fusion=fusion, candidates=candidates,
                                                     rrf_k=rrf_k, exact=exact, ef=ef)
-            return Results(ids, scores, storage.get, docs)
+            return Results(ids, scores, storage.get, docs, total).page(offset)
         if only_filter:
-            ids, docs = storage.search_filter(node if node is not None else parse_filter({}, self._schema), k)
-            return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs)
+            node = node if node is not None else parse_filter({}, self._schema)
+            ids, docs = storage.search_filter(node, kk)
+            total = len(ids) if kk is None else storage.count_matches(node, None)
+            return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs, total).page(offset)
         if k == 0:
             return Results.empty()
-        ids, scores, docs = storage.search_vectors(q, k, node, exact, ef)[0]
-        return Results(ids, scores, storage.get, docs)
+        ids, scores, docs = storage.search_vectors(q, kk, node, exact, ef)[0]
+        return Results(ids, scores, storage.get, docs).page(offset)
+
+    def count(self, filter: Optional[dict] = None, text: Optional[str] = None) -> int:
+        """Documents matching the filter (all without one) and, with `text`, holding at least one
+        of its terms: `find(...).total` without fetching hits."""
+        storage = self._open_storage()
+        if text is not None and not isinstance(text, str):
+            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        node = parse_filter(filter, self._schema) if filter is not None else None
+        if node is None and text is None:
+            return storage.count()
+        return storage.count_matches(node, text)
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
                      exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:

@@ -21,14 +21,21 @@ class Results(Sequence):
     hit i's. They are read by id at that moment, so a document changed since the
     search reads as it is now, and one deleted since reads as None."""
 
-    __slots__ = ("_ids", "_scores", "_fetch", "_docs")
+    __slots__ = ("_ids", "_scores", "_fetch", "_docs", "_total")
 
     def __init__(self, ids: list, scores: np.ndarray, fetch: Optional[Callable[[list], list]] = None,
-                 docs: Optional[list] = None) -> None:
+                 docs: Optional[list] = None, total: Optional[int] = None) -> None:
         self._ids = list(ids)
         self._scores = np.asarray(scores, dtype=np.float32)
         self._fetch = fetch  # ids -> documents (None where absent)
         self._docs = docs
+        self._total = total
+
+    @property
+    def total(self) -> Optional[int]:
+        """Every document the query matches, whatever limit and offset cut (filter-only and
+        text finds); None for vector and hybrid finds, which rank rather than match."""
+        return self._total
 
     @property
     def ids(self) -> list:
@@ -58,7 +65,7 @@ class Results(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             docs = self._docs[i] if self._docs is not None else None
-            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs)
+            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs, total=self._total)
         if not -len(self._ids) <= i < len(self._ids):
             raise IndexError("Results index out of range")
         return Hit(self._ids[i], float(self._scores[i]), self._doc(i))
@@ -68,6 +75,13 @@ class Results(Sequence):
         more = ", ..." if len(self._ids) > 5 else ""
         return f"Results([{head}{more}], n={len(self._ids)})"
 
+    def page(self, offset: int) -> "Results":
+        """These results from position `offset` on (a page of a longer ranking)."""
+        if offset == 0:
+            return self
+        docs = self._docs[offset:] if self._docs is not None else None
+        return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._total)
+
     @classmethod
-    def empty(cls) -> "Results":
-        return cls([], np.empty(0, dtype=np.float32), docs=[])
+    def empty(cls, total: Optional[int] = None) -> "Results":
+        return cls([], np.empty(0, dtype=np.float32), docs=[], total=total)

@@ -134,6 +134,20 @@ cdef class InvertedIndex:
             _check(<int>-got)
         return out[:got]
 
+    def count(self, const int32_t[::1] terms, const uint64_t[::1] bits=None):
+        """How many slots hold at least one of the terms (and are set in bits)."""
+        if terms.shape[0] == 0 or (bits is not None and bits.shape[0] == 0):
+            return 0
+        cdef int64_t total = 0
+        cdef const uint64_t *bp = &bits[0] if bits is not None else NULL
+        cdef int64_t nbits = bits.shape[0] * 64 if bits is not None else 0
+        cdef int64_t got
+        with nogil:
+            got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, _EMPTY_I64, 0, &total)
+        if got < 0:
+            _check(<int>-got)
+        return total
+
     @property
     def docs(self):
         """Documents with at least one token (BM25's N)."""

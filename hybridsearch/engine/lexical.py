@@ -250,6 +250,13 @@ class TextIndex:
         n = int(np.count_nonzero(slots >= 0))
         return slots[:n], scores[:n]
 
+    def count(self, text: str, bits: Optional[np.ndarray]) -> int:
+        """Documents where any field matches any query term (and set in bits)."""
+        parts = [(f, terms) for f, terms, _ in self._queries(text) if len(terms)]
+        if len(parts) == 1:  # one field: the index counts without listing
+            return parts[0][0].index.count(parts[0][1], bits)
+        return len(self.matches(text, bits))
+
     def matches(self, text: str, bits: Optional[np.ndarray]) -> np.ndarray:
         """Slots where any field matches any query term."""
         parts = [f.index.matches(terms, bits) for f, terms, _ in self._queries(text) if len(terms)]

@@ -89,6 +89,13 @@ class Storage(ABC):
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         """Matching documents in insertion order -> (ids, docs or None, as for search_vectors)."""
 
+    def count_matches(self, node: Optional[Node], text: Optional[str]) -> int:
+        """Documents matching `node` (None: all) and, with `text`, holding a query term. This
+        fallback counts what the searches return; storages count without fetching."""
+        if text is None:
+            return len(self.search_filter(node, None)[0]) if node is not None else self.count()
+        return len(self.search_text(text, None, max(self.count(), 1), node)[0])
+
     def column_values(self, names: list) -> dict:
         """name -> per-row values (None where absent) of every document, in insertion order; a
         storage may give a numpy array for a column without missing values. This fallback reads

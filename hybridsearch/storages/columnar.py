@@ -6,6 +6,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from hybridsearch.document import Kind
+from hybridsearch.engine.columns import popcount
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
 from hybridsearch.query.fusion import fuse_rrf, fuse_sum
@@ -76,6 +77,18 @@ class ColumnarStorage(Storage):
             values = st.field_values(rows, rest) if rest else {}
             return {name: out[name] if name in out else values[name] for name in names}
 
+    def count_matches(self, node: Optional[Node], text: Optional[str]) -> int:
+        """A popcount of the filter's bitset; with text, the inverted index counts the matches
+        among those rows (no hit is ranked or fetched)."""
+        with self.lock.read():
+            st = self.store
+            bits = st.filter_bits(node) if node is not None else None
+            if text is None:
+                return popcount(bits) if bits is not None else st.n_live
+            if not self.text:
+                raise self._no_text()
+            return self.text.count(text, bits)
+
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
             st = self.store
@@ -127,13 +140,16 @@ class ColumnarStorage(Storage):
         return self.store.documents([slot])[0].model_copy(update=values)
 
     # -------------------------------------------------------------- text
+    def _no_text(self) -> UnsupportedError:
+        return UnsupportedError(
+            f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
+            if self.text is not None else f"text search is not available on storage {self.name!r}")
+
     def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
         """Lexical (q None) or hybrid search -> (ids, scores, docs)."""
         if not self.text:
-            raise UnsupportedError(
-                f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
-                if self.text is not None else f"text search is not available on storage {self.name!r}")
+            raise self._no_text()
         with self.lock.read():
             st = self.store
             k, candidates = min(k, st.n_live), min(candidates, st.n_live)
