@@ -198,11 +198,30 @@ class DocumentArray:
         if self._writable_storage().delete([self._check_id(id)]) == 0:
             raise KeyError(id)
 
-    def delete(self, ids: Iterable[str]) -> int:
-        """Bulk delete; returns the number of documents deleted (absent ids are skipped)."""
+    def delete(self, ids: Any = None, *, filter: Optional[dict] = None) -> int:
+        """Deletes the given ids (one id as a string, or an iterable; absent ids are skipped) or
+        every document matching `filter`, atomically; returns the number deleted."""
         storage = self._writable_storage()
+        if (ids is None) == (filter is None):
+            raise ConfigError("delete() takes ids or filter=, exactly one of them")
+        if filter is not None:
+            return storage.delete_where(parse_filter(filter, self._schema))
+        if isinstance(ids, str):  # one id, not its characters
+            ids = [ids]
         ids = [self._check_id(i) for i in ids]
         return storage.delete(list(dict.fromkeys(ids)))
+
+    def update_many(self, filter: dict, **fields: Any) -> int:
+        """Sets the named fields on every document matching `filter`, atomically, in one write;
+        every value is validated first (SchemaError: nothing changes). Returns how many matched."""
+        storage = self._writable_storage()
+        if not isinstance(filter, dict):
+            raise ConfigError(f"update_many() takes a filter dict first, got {type(filter).__name__}")
+        node = parse_filter(filter, self._schema)
+        if "id" in fields:
+            raise SchemaError("update_many() cannot change ids; delete and re-add the documents")
+        values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        return storage.update_where(node, values)
 
     # -------------------------------------------------------------- search
     def _query_vectors(self, vectors: Any, name: str) -> np.ndarray:

@@ -291,33 +291,42 @@ class ColumnStore:
             self.compact()
         return arr
 
-    def set_fields(self, slot: int, values: dict) -> None:
-        """Partial update of one row: only the named columns are written."""
-        one = np.array([slot], dtype=np.int64)
+    def set_fields(self, slots, values: dict) -> None:
+        """Partial update of rows (one slot or an array of them) to the same values: only the
+        named columns are written, each with one vectorised store."""
+        slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
+        n = len(slots)
+        if n == 0:
+            return
         for name, value in values.items():
             spec = self.schema.fields[name]
             if name in self.present:
-                self.present[name][slot] = value is not None
+                self.present[name][slots] = value is not None
             if spec.kind is Kind.VECTOR:
                 block = np.zeros((1, self.dim), dtype=np.float32)
                 if value is not None:
                     block[0] = value
-                self.vectors[slot] = block[0]
-                self.aux[slot] = vector_aux(block, self.metric)[0]
+                self.vectors[slots] = block[0]
+                self.aux[slots] = vector_aux(block, self.metric)[0]
             elif spec.kind is Kind.TEXT:
-                self.strings[name].set(one, [value])
+                self.strings[name].set(slots, [value] * n)
             elif spec.kind is Kind.KEYWORD:
                 arr = np.array([value], dtype=object)
-                self.values[name][slot] = self._encode_keywords(name, arr, None)[0]
+                self.values[name][slots] = self._encode_keywords(name, arr, None)[0]
             elif name in self.values:
                 if value is not None:
-                    self.values[name][slot] = value
+                    self.values[name][slots] = value
         if self.extras is not None and any(k in values for k in self.extra_names):
-            row = list(self.extra_adapter.validate_json(self.extras.raw(slot)))
-            for i, k in enumerate(self.extra_names):
-                if k in values:
-                    row[i] = values[k]
-            self.extras.set(one, self._encode_extras([tuple(row)]))
+            rows = [list(self.extra_adapter.validate_json(raw)) for raw in self.extras.raw_many(slots)]
+            for row in rows:  # the other unindexed fields differ per row
+                for i, k in enumerate(self.extra_names):
+                    if k in values:
+                        row[i] = values[k]
+            self.extras.set(slots, self._encode_extras([tuple(r) for r in rows]))
+
+    def slots_matching(self, node: Node) -> np.ndarray:
+        """The live slots matching a filter, ascending."""
+        return K.bitset_to_indices(self.filter_bits(node), self.n)
 
     def compact(self) -> None:
         """Drops tombstoned rows, keeping insertion order."""

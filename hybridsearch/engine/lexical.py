@@ -179,12 +179,13 @@ class TextIndex:
     def names(self) -> list:
         return [f.name for f in self.fields]
 
-    def update(self, slot: int, values: dict) -> None:
-        """A partial update: re-indexes only the text fields it names."""
-        one = np.array([slot], dtype=np.int64)
+    def update(self, slots, values: dict) -> None:
+        """A partial update of rows (a slot or an array of them) to the same values: re-indexes
+        only the text fields it names."""
+        slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
         for f in self.fields:
             if f.name in values:
-                f.add(one, [values[f.name]])
+                f.add(slots, [values[f.name]] * len(slots))
 
     def export(self) -> tuple:
         """(meta, arrays): every field's index and dictionaries as flat arrays named

@@ -96,6 +96,25 @@ class Storage(ABC):
             return len(self.search_filter(node, None)[0]) if node is not None else self.count()
         return len(self.search_text(text, None, max(self.count(), 1), node)[0])
 
+    def delete_where(self, node: Node) -> int:
+        """Deletes every document matching `node`; returns how many. This fallback deletes the
+        ids the filter finds in one delete call; storages that can, delete by the condition."""
+        ids = self.search_filter(node, None)[0]
+        return self.delete(list(ids)) if ids else 0
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """Sets the (validated) values on every document matching `node`; returns how many.
+        This fallback updates the ids the filter finds one by one."""
+        ids = self.search_filter(node, None)[0]
+        done = 0
+        for id_ in ids:
+            try:
+                self.update_fields(id_, values)
+                done += 1
+            except KeyError:  # deleted meanwhile
+                pass
+        return done
+
     def column_values(self, names: list) -> dict:
         """name -> per-row values (None where absent) of every document, in insertion order; a
         storage may give a numpy array for a column without missing values. This fallback reads

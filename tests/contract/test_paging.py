@@ -88,3 +88,62 @@ def test_offset_is_checked(filled):
         with pytest.raises(hs.ConfigError, match="offset"):
             da.find(filter={}, offset=bad)
     assert da.find(filter={}, limit=2, offset=10**30).ids == []  # any size, cut to what exists
+
+
+# ------------------------------------------------------ writes by condition
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cat=st.sampled_from(["c0", "c1", "c2"]), top=st.integers(0, 50), price=st.integers(-5, 5))
+def test_update_many_and_delete_by_filter_match_the_model(filled, cat, top, price):
+    da, docs = filled(40, seed=5)
+    model = {d["id"]: dict(d) for d in docs}
+    flt = {"cat": cat, "price": {"$lt": top}}
+    hit = [i for i, d in model.items() if d["cat"] == cat and d["price"] < top]
+    assert da.update_many(flt, price=price, title="blue desk") == len(hit)
+    for i in hit:
+        model[i].update(price=price, title="blue desk")
+    assert {d.id: (d.price, d.title) for d in da} == {i: (d["price"], d["title"]) for i, d in model.items()}
+    if _has_text(da.storage):
+        assert set(da.find(text="desk", limit=100).ids) == {i for i, d in model.items() if "desk" in d["title"]}
+    gone = [i for i, d in model.items() if d["price"] == price]
+    assert da.delete(filter={"price": price}) == len(gone)
+    assert sorted(d.id for d in da) == sorted(set(model) - set(gone))
+    assert da.delete(filter={"price": price}) == 0
+
+
+def test_update_many_validates_before_writing_and_delete_takes_one_form(filled):
+    da, docs = filled(20)
+    before = {d.id: d.price for d in da}
+    with pytest.raises(hs.SchemaError):
+        da.update_many({"cat": "c1"}, price="cheap")
+    with pytest.raises(hs.SchemaError):
+        da.update_many({"cat": "c1"}, price=1, nope=2)
+    with pytest.raises(hs.SchemaError):
+        da.update_many({"cat": "c1"}, id="x")
+    assert {d.id: d.price for d in da} == before
+    with pytest.raises(hs.ConfigError):
+        da.delete(["d1"], filter={"cat": "c1"})
+    with pytest.raises(hs.ConfigError):
+        da.delete()
+    assert da.delete("d1") == 1 and "d1" not in da and len(da) == 19  # a string is one id
+    assert da.update_many({"cat": "nothing"}, price=3) == 0
+
+
+def test_writes_by_condition_survive_reopening(tmp_path):
+    for storage in ("memory", "hnsw"):
+        path = tmp_path / storage
+        da = hs.DocumentArray(Item, storage=storage, path=path)
+        da.extend(_docs(30, seed=2))
+        da.close()  # a mapped snapshot, then the writes go to the log
+        da = hs.DocumentArray(Item, storage=storage, path=path)
+        n = da.update_many({"cat": "c2"}, price=99, title="green chair")
+        d = da.delete(filter={"cat": "c0"})
+        writes = da.stats()["fsyncs"]
+        assert writes <= 2  # one durable write per call, not one per document
+        expect = {x.id: (x.price, x.title) for x in da}
+        del da  # no close(): the log alone carries both writes
+        import gc
+        gc.collect()
+        again = hs.DocumentArray(Item, storage=storage, path=path)
+        assert {x.id: (x.price, x.title) for x in again} == expect and n == 10 and d == 10
+        assert again.count(text="chair green", filter={"price": 99}) == 10
+        again.close()

@@ -93,6 +93,8 @@ def same_op(x, y) -> bool:
         return same_docs(x[1], y[1])
     if x[0] == "delete":
         return list(x[1]) == list(y[1])
+    if x[0] == "update_many":
+        return list(x[1]) == list(y[1]) and same_doc(x[2], y[2]) and list(x[3]) == list(y[3])
     return same_doc(x[1], y[1]) and list(x[2]) == list(y[2])
 
 
@@ -471,11 +473,13 @@ def _reference_collection(path) -> tuple:
         j.log_upsert(docs)
         j.snapshot(np.arange(8), np.arange(8) * 2, docs, {"graph": bytes(range(64))})
         ops = [("upsert", [item(20), item(21)]), ("delete", ["d3"]),
-               ("update", item(4, score=0.25), ["score"]), ("upsert", [item(22)])]
+               ("update", item(4, score=0.25), ["score"]), ("upsert", [item(22)]),
+               ("update_many", ["d5", "d6", "dé"], item(5, count=1), ["count", "flag"])]
         j.log_upsert(ops[0][1])
         j.log_delete(ops[1][1])
         j.log_update(ops[2][1], ops[2][2])
         j.log_upsert(ops[3][1])
+        j.log_update_many(ops[4][1], ops[4][2], ops[4][3])
         snap, _ = j.load()
     return snap, ops
 

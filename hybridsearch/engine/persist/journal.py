@@ -57,7 +57,7 @@ def _record_header(f, pos: int, size: int) -> tuple:
 _ARRAY_DTYPES = {"<i8", "<i4", "<f4", "<f8", "|u1", "|i1", "<u8", "<u4"}
 
 
-Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields)
+Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields) | ("update_many", ids, doc, fields)
 
 
 class Journal:
@@ -386,23 +386,35 @@ class Journal:
             if not isinstance(ids, list) or not all(type(i) is str for i in ids):
                 raise Corrupt("bad id list")
             return ("delete", ids)
-        # R.K_UPDATE: u64 length + JSON field list + a one-document batch
-        if len(payload) < 8:
-            raise Corrupt("update record cut short")
-        (flen,) = struct.unpack_from("<Q", payload)
-        if flen > len(payload) - 8:
-            raise Corrupt("field list runs past the record")
-        try:
-            fields = json.loads(payload[8:8 + flen])
-        except (ValueError, RecursionError):
-            raise Corrupt("bad JSON") from None
+        # R.K_UPDATE: u64 length + JSON field list + a one-document batch; R.K_UPDATE_MANY: the same
+        # with u64 length + JSON id list before the batch (the document carries the values for all)
+        view = memoryview(payload)
+        fields, view = self._json_part(view, "field list")
         if (not isinstance(fields, list) or not all(type(f) is str for f in fields)
                 or not set(fields) <= self.codec.all_set or "id" in fields):
             raise Corrupt("bad field list")
-        docs = self.codec.decode(memoryview(payload)[8 + flen:])
+        ids = None
+        if kind == R.K_UPDATE_MANY:
+            ids, view = self._json_part(view, "id list")
+            if not isinstance(ids, list) or not all(type(i) is str for i in ids):
+                raise Corrupt("bad id list")
+        docs = self.codec.decode(view)
         if len(docs) != 1:
             raise Corrupt("an update holds one document")
-        return ("update", docs[0], fields)
+        return ("update", docs[0], fields) if ids is None else ("update_many", ids, docs[0], fields)
+
+    @staticmethod
+    def _json_part(view: memoryview, what: str) -> tuple:
+        """(value, rest) of a u64 length + JSON prefix of a record's payload."""
+        if len(view) < 8:
+            raise Corrupt(f"{what} cut short")
+        (n,) = struct.unpack_from("<Q", view)
+        if n > len(view) - 8:
+            raise Corrupt(f"{what} runs past the record")
+        try:
+            return json.loads(bytes(view[8:8 + n])), view[8 + n:]
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            raise Corrupt("bad JSON") from None
 
     def _load_snapshot(self) -> Snapshot:
         name = R.snap_name(self.generation)
@@ -561,12 +573,24 @@ class Journal:
         self._append(R.K_DELETE, json.dumps([str(i) for i in ids]).encode("ascii"), sync)
 
     def log_update(self, doc, fields: list, sync: bool = True) -> None:
+        self._append(R.K_UPDATE, self._update_payload(doc, fields, None), sync)
+
+    def log_update_many(self, ids: list, doc, fields: list, sync: bool = True) -> None:
+        """One record setting `fields` to doc's values on every id (update_many: one write)."""
+        ids = list(ids)
+        if not all(isinstance(i, str) for i in ids):
+            raise SchemaError("ids must be strings")
+        self._append(R.K_UPDATE_MANY, self._update_payload(doc, fields, ids), sync)
+
+    def _update_payload(self, doc, fields: list, ids: Optional[list]) -> bytes:
         fields = list(fields)
         unknown = [f for f in fields if f not in self.codec.all_set or f == "id"]
         if unknown:
             raise SchemaError(f"{self.schema.name} has no updatable field {unknown[0]!r}")
-        fjs = json.dumps(fields).encode("ascii")
-        self._append(R.K_UPDATE, b"".join([struct.pack("<Q", len(fjs)), fjs, self.codec.encode([doc])]), sync)
+        parts = [json.dumps(fields).encode("ascii")]
+        if ids is not None:
+            parts.append(json.dumps(ids).encode("utf-8"))
+        return b"".join([*(struct.pack("<Q", len(p)) + p for p in parts), self.codec.encode([doc])])
 
     def sync(self) -> None:
         """Makes every record appended so far durable (one fsync)."""

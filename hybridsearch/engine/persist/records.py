@@ -24,11 +24,11 @@ SNAP_MAGIC = b"\x93hsSNP\x00\x01"
 MANIFEST_MAGIC = b"\x93hsMAN\x00\x01"
 
 # record kinds
-K_UPSERT, K_DELETE, K_UPDATE = 1, 2, 3
+K_UPSERT, K_DELETE, K_UPDATE, K_UPDATE_MANY = 1, 2, 3, 4
 K_MANIFEST = 16
 K_SNAP_META, K_SNAP_SLOTS, K_SNAP_DOCS, K_SNAP_EXTRA, K_SNAP_END = 32, 33, 34, 35, 36
 K_SNAP_ARRAY = 37
-LOG_KINDS = {K_UPSERT: "upsert", K_DELETE: "delete", K_UPDATE: "update"}
+LOG_KINDS = {K_UPSERT: "upsert", K_DELETE: "delete", K_UPDATE: "update", K_UPDATE_MANY: "update_many"}
 
 BATCH = struct.Struct("<QQQ")  # n docs, JSON length, vectors present
 SNAP_CHUNK = 65536  # documents per snapshot record

@@ -182,17 +182,18 @@ class HnswStorage(JournaledStorage):
             self.graph_writes += 1
         return len(slots)
 
-    def _apply_update(self, slot: int, values: dict) -> None:
-        self.store.set_fields(slot, values)
+    def _apply_update(self, slots, values: dict) -> None:
+        """A partial update of one slot or an array of them to the same values."""
+        self.store.set_fields(slots, values)
         if self.text:
-            self.text.update(slot, values)
+            self.text.update(slots, values)
         spec = self.store.vec_spec
         if self.graph is not None and spec.name in values:
-            one = np.array([slot], dtype=np.int64)
+            slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
             if values[spec.name] is None:
-                self.graph.remove(self.store.vectors, one, self.threads)
+                self.graph.remove(self.store.vectors, slots, self.threads)
             else:
-                self.graph.add(self.store.vectors, one, self.threads)  # re-links the node
+                self.graph.add(self.store.vectors, slots, self.threads)  # re-links the nodes
             self.graph_writes += 1
 
     # --------------------------------------------------------------- reads

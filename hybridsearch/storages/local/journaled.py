@@ -57,6 +57,9 @@ class JournaledStorage(ColumnarStorage):
                     slot = self.store.row_of.get(doc.id)
                     if slot is not None:
                         self._apply_update(slot, {f: getattr(doc, f) for f in fields})
+                elif op[0] == "update_many":
+                    ids, doc, fields = op[1], op[2], op[3]
+                    self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
         except BaseException:  # a refused open leaves the files unlocked for the next one
             if self.journal is not None:
                 self.journal.close()
@@ -193,6 +196,46 @@ class JournaledStorage(ColumnarStorage):
                 self._apply_update(slot, values)
 
         self._write(append, apply)
+
+    def delete_where(self, node) -> int:
+        present: list = []
+
+        def append():
+            with self.lock.read():
+                st = self.store
+                present.extend(st.ids.get_many(st.slots_matching(node)))
+            if present and self.journal is not None:
+                self.journal.log_delete(present, sync=False)
+
+        return self._write(append, lambda: self._apply_delete(present) if present else 0)
+
+    def update_where(self, node, values: dict) -> int:
+        """Sets the same values on every document matching `node`: one log record, one apply."""
+        chosen: list = []
+
+        def append():
+            with self.lock.read():
+                st = self.store
+                slots = st.slots_matching(node)
+                chosen.extend(st.ids.get_many(slots))
+                carrier = (self._updated_doc(int(slots[0]), values)
+                           if len(slots) and values and self.journal is not None else None)
+            if carrier is not None:
+                self.journal.log_update_many(chosen, carrier, list(values), sync=False)
+
+        def apply():
+            if values:
+                self._apply_update_many(chosen, values)
+            return len(chosen)
+
+        return self._write(append, apply)
+
+    def _apply_update_many(self, ids: list, values: dict) -> None:
+        # by id at apply time: a write queued before this one may have moved or removed some
+        slots = self.store.slots_of(ids)
+        slots = slots[slots >= 0]
+        if len(slots):
+            self._apply_update(slots, values)
 
     def _fsyncs(self) -> int:
         return self.commit.fsyncs if self.journal is not None else 0

@@ -63,10 +63,11 @@ class MemoryStorage(JournaledStorage):
                 self.text.remove(slots)
         return len(slots)
 
-    def _apply_update(self, slot: int, values: dict) -> None:
-        self.store.set_fields(slot, values)
+    def _apply_update(self, slots, values: dict) -> None:
+        """A partial update of one slot or an array of them to the same values."""
+        self.store.set_fields(slots, values)
         if self.text:
-            self.text.update(slot, values)
+            self.text.update(slots, values)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:

@@ -216,13 +216,41 @@ class SqliteStorage(MemoryStorage):
             slot = self._slot_to_update(id, values)
             if slot is None:
                 return
-            doc = self._updated_doc(slot, values)
-            row = self._row(doc, None)
-            names = [n for n in values if n in row] + (["_extra"] if self.extra and set(values) & set(self.extra) else [])
-            if names:
-                sets = ", ".join(f'"{n}" = ?' for n in names)
-                self._sql_write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', [[row[n] for n in names] + [id]])
+            self._sql_update(np.array([slot]), [id], values)
             self._apply_update(slot, values)
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """One SQL transaction over every matching row, then the RAM columns."""
+        with self.lock.write():
+            st = self.store
+            slots = st.slots_matching(node)
+            ids = st.ids.get_many(slots)
+            if ids and values:
+                self._sql_update(slots, ids, values)
+                self._apply_update(slots, values)
+            return len(ids)
+
+    def delete_where(self, node: Node) -> int:
+        with self.lock.write():
+            st = self.store
+            ids = st.ids.get_many(st.slots_matching(node))
+            if not ids:
+                return 0
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids])
+            return self._apply_delete(ids)
+
+    def _sql_update(self, slots: np.ndarray, ids: list, values: dict) -> None:
+        """UPDATE of the named columns of these rows (the caller holds the write lock); the
+        unindexed fields live in one JSON column, so a change to one of them rewrites each row's."""
+        extras = bool(self.extra and set(values) & set(self.extra))
+        docs = [d.model_copy(update=values) for d in self.store.documents(slots[:len(slots) if extras else 1])]
+        rows = [self._row(d, None) for d in docs]
+        names = [n for n in values if n in rows[0]] + (["_extra"] if extras else [])
+        if not names:
+            return
+        sets = ", ".join(f'"{n}" = ?' for n in names)
+        params = [[rows[i if extras else 0][n] for n in names] + [id_] for i, id_ in enumerate(ids)]
+        self._sql_write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', params)
 
     # --------------------------------------------------------------- reads
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
