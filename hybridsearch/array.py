@@ -17,7 +17,8 @@ from hybridsearch.document import Document, Kind, check_storable, schema_of, val
 from hybridsearch.errors import ConfigError, SchemaError
 from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
-from hybridsearch.query.options import EF_MAX, SIZE_CAP, check_ef, check_fusion, check_size  # noqa: F401
+from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
+                                        check_fusion, check_size, check_sort)
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import storage_class
 
@@ -253,13 +254,26 @@ class DocumentArray:
         return check_size(limit, "limit", 0)
 
     def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
-             limit: Optional[int] = 10, offset: int = 0, exact: bool = False, ef: Optional[int] = None,
-             fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
+             limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
+             ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
         """Find by vector, text, both (hybrid) or condition; see API.md sections 4 and 7.
-        `offset` skips that many hits: the page is exactly that slice of the longer ranking."""
+        `offset` skips that many hits: the page is exactly that slice of the longer ranking.
+        `sort` orders a filter-only or text find by fields instead of by score."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
+        if sort is not None:
+            if vector is not None:
+                raise ConfigError("sort applies to filter-only and text finds: a vector query has no finite "
+                                  "set of matches to sort")
+            keys = check_sort(sort, self._schema)
+            k = self._check_limit(limit, allow_none=True)
+            offset = check_size(offset, "offset", 0)
+            if text is not None and not isinstance(text, str):
+                raise ConfigError(f"text must be a string, got {type(text).__name__}")
+            kk = None if k is None else min(k + offset, SIZE_CAP)
+            ids, scores, docs, total = storage.search_sorted(node, text, keys, kk)
+            return Results(ids, scores, storage.get, docs, total).page(offset)
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
         ef = check_ef(ef)
@@ -288,6 +302,19 @@ class DocumentArray:
             return Results.empty()
         ids, scores, docs = storage.search_vectors(q, kk, node, exact, ef)[0]
         return Results(ids, scores, storage.get, docs).page(offset)
+
+    def facets(self, field: str, *, filter: Optional[dict] = None, text: Optional[str] = None,
+               limit: int = 10, ranges: Optional[list] = None) -> list:
+        """Counts of the matching documents (as count()) per value of a keyword, bool or int
+        field: [(value, count)], most frequent first, ties by value; with `ranges` [(lo, hi)]
+        (lo inclusive, hi exclusive, None unbounded) one count per range, in the given order."""
+        storage = self._open_storage()
+        ranges = check_facet(field, ranges, self._schema)
+        limit = check_size(limit, "limit", 0)
+        if text is not None and not isinstance(text, str):
+            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        node = parse_filter(filter, self._schema) if filter is not None else None
+        return storage.facets(field, node, text, limit, ranges)
 
     def count(self, filter: Optional[dict] = None, text: Optional[str] = None) -> int:
         """Documents matching the filter (all without one) and, with `text`, holding at least one

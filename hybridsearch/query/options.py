@@ -39,6 +39,53 @@ def check_ef(value: Any) -> Optional[int]:
     return int(value)
 
 
+_SORTABLE = ("INT", "FLOAT", "BOOL", "KEYWORD", "ID")
+_FACETABLE = ("INT", "BOOL", "KEYWORD")
+
+
+def check_sort(value: Any, schema) -> list:
+    """A sort argument: a list of (field, "asc" | "desc") over numbers, bools, keywords and id."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f'sort must be a non-empty list of (field, "asc" | "desc"), got {value!r}')
+    keys = []
+    for item in value:
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or item[1] not in ("asc", "desc"):
+            raise ConfigError(f'each sort key is (field, "asc" | "desc"), got {item!r}')
+        spec = schema.fields.get(item[0]) if isinstance(item[0], str) else None
+        if spec is None:
+            raise ConfigError(f"sort: {schema.name} has no field {item[0]!r}")
+        if spec.kind.name not in _SORTABLE:
+            raise ConfigError(f"sort: {item[0]!r} is a {spec.kind.name.lower()} field; sort takes int, float, "
+                              "bool, keyword fields and id")
+        keys.append((item[0], item[1]))
+    return keys
+
+
+def check_facet(field: Any, ranges: Any, schema) -> Optional[list]:
+    """The field of a facet count and its ranges, checked: ranges as [(lo, hi)] of numbers or None."""
+    spec = schema.fields.get(field) if isinstance(field, str) else None
+    if spec is None:
+        raise ConfigError(f"facets: {schema.name} has no field {field!r}")
+    if ranges is None:
+        if spec.kind.name not in _FACETABLE:
+            raise ConfigError(f"facets: {field!r} is a {spec.kind.name.lower()} field; facets count keyword, bool "
+                              "and int fields (and int or float fields by ranges)")
+        return None
+    if spec.kind.name not in ("INT", "FLOAT"):
+        raise ConfigError(f"facets: ranges need an int or float field, {field!r} is {spec.kind.name.lower()}")
+    if isinstance(ranges, (str, bytes)) or not isinstance(ranges, (list, tuple)):
+        raise ConfigError(f"facets: ranges must be a list of (lo, hi), got {ranges!r}")
+    out = []
+    for r in ranges:
+        ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
+            v is None or (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                          and np.isfinite(v)) for v in r)
+        if not ok:
+            raise ConfigError(f"facets: each range is (lo, hi) of finite numbers or None, got {r!r}")
+        out.append((r[0], r[1]))
+    return out
+
+
 def check_fusion(value: Any) -> str:
     """The name of a fusion of lexical and vector scores."""
     if value not in FUSIONS:

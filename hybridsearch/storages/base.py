@@ -9,7 +9,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Schema
 from hybridsearch.errors import UnsupportedError
-from hybridsearch.query.filters import Node
+from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages.config import StorageConfig
 
 
@@ -33,6 +33,9 @@ def rank_exactly(X: np.ndarray, q: np.ndarray, metric: str, limit: int) -> tuple
     s = exact_scores(X, q, metric)
     order = np.argsort(-s, kind="stable")[:limit]
     return order, s[order].astype(np.float32)
+
+
+_MATCH_ALL = MatchAll()
 
 
 class Storage(ABC):
@@ -95,6 +98,49 @@ class Storage(ABC):
         if text is None:
             return len(self.search_filter(node, None)[0]) if node is not None else self.count()
         return len(self.search_text(text, None, max(self.count(), 1), node)[0])
+
+    def facets(self, field: str, node: Optional[Node], text: Optional[str], limit: int,
+               ranges: Optional[list]) -> list:
+        """Counts per value (or per range) of `field` over the matching documents. This fallback
+        reads the matching documents; storages count over their columns or aggregate natively."""
+        values = [getattr(d, field) for d in self._matching_docs(node, text)]
+        values = [v for v in values if v is not None]
+        if ranges is not None:
+            return [((lo, hi), sum(1 for v in values if (lo is None or v >= lo) and (hi is None or v < hi)))
+                    for lo, hi in ranges]
+        counts: dict = {}
+        for v in values:
+            counts[v] = counts.get(v, 0) + 1
+        return sorted(counts.items(), key=lambda p: (-p[1], p[0]))[:limit]
+
+    def search_sorted(self, node: Optional[Node], text: Optional[str], keys: list,
+                      limit: Optional[int]) -> tuple:
+        """Every match ordered by the sort keys -> (ids, scores, docs, total). This fallback sorts
+        the matching documents; storages sort over their columns or natively."""
+        if text is None:
+            ids, _ = self.search_filter(node if node is not None else _MATCH_ALL, None)
+            scored = list(zip(ids, [0.0] * len(ids)))
+        else:
+            ids, scores, _ = self.search_text(text, None, max(self.count(), 1), node)
+            scored = list(zip(ids, (float(s) for s in scores)))
+        docs = dict(zip([i for i, _ in scored], self.get([i for i, _ in scored])))
+        position = {i: n for n, i in enumerate(self.iter_ids())}
+        rank = sorted(scored, key=lambda p: (-p[1], position.get(p[0], 0)))
+        for field, direction in reversed(keys):  # stable sorts, least significant key first
+            have = [p for p in rank if getattr(docs[p[0]], field) is not None]
+            none = [p for p in rank if getattr(docs[p[0]], field) is None]
+            have.sort(key=lambda p: getattr(docs[p[0]], field), reverse=direction == "desc")
+            rank = have + none
+        rank = rank[:limit]
+        return ([i for i, _ in rank], np.array([s for _, s in rank], dtype=np.float32),
+                [docs[i] for i, _ in rank], len(scored))
+
+    def _matching_docs(self, node: Optional[Node], text: Optional[str]) -> list:
+        if text is None:
+            ids, docs = self.search_filter(node if node is not None else _MATCH_ALL, None)
+        else:
+            ids, _, docs = self.search_text(text, None, max(self.count(), 1), node)
+        return [d for d in (docs if docs is not None else self.get(list(ids))) if d is not None]
 
     def delete_where(self, node: Node) -> int:
         """Deletes every document matching `node`; returns how many. This fallback deletes the

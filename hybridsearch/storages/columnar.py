@@ -6,6 +6,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from hybridsearch.document import Kind
+from hybridsearch.engine import facets as F
 from hybridsearch.engine.columns import popcount
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
@@ -88,6 +89,35 @@ class ColumnarStorage(Storage):
             if not self.text:
                 raise self._no_text()
             return self.text.count(text, bits)
+
+    def _matching_rows(self, node: Optional[Node], text: Optional[str]) -> np.ndarray:
+        """Rows matching the filter (None: all live) and holding a query term of `text`; the
+        caller holds the read lock."""
+        st = self.store
+        if text is None:
+            return st.slots_matching(node) if node is not None else st.live_rows()
+        if not self.text:
+            raise self._no_text()
+        return self.text.matches(text, st.filter_bits(node) if node is not None else None)
+
+    def facets(self, field: str, node: Optional[Node], text: Optional[str], limit: int,
+               ranges: Optional[list]) -> list:
+        with self.lock.read():
+            rows = self._matching_rows(node, text)
+            if ranges is not None:
+                return F.range_counts(self.store, field, rows, ranges)
+            return F.value_counts(self.store, field, rows, limit)
+
+    def search_sorted(self, node: Optional[Node], text: Optional[str], keys: list,
+                      limit: Optional[int]) -> tuple:
+        """Every match ordered by the sort keys, the first `limit` -> (ids, scores, docs, total);
+        with text, ties go to the higher BM25 (the hit scores), then to insertion order."""
+        with self.lock.read():
+            st = self.store
+            rows = np.asarray(self._matching_rows(node, text), dtype=np.int64)
+            scores = self.text.scores(text, rows) if text is not None else np.zeros(len(rows), np.float32)
+            order = F.sort_order(st, rows, keys, -scores if text is not None else None)[:limit]
+            return st.ids.get_many(rows[order]), scores[order], None, len(rows)
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():

@@ -1,5 +1,7 @@
 """API.md section 7 on every storage: offset pages, res.total and count(), against a Python model
 of the collection (insertion order, the filter as a predicate, a text match as a shared word)."""
+from typing import Optional
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -147,3 +149,110 @@ def test_writes_by_condition_survive_reopening(tmp_path):
         assert {x.id: (x.price, x.title) for x in again} == expect and n == 10 and d == 10
         assert again.count(text="chair green", filter={"price": 99}) == 10
         again.close()
+
+
+# ------------------------------------------------------------ sort and facets
+class Rated(hs.Document):
+    title: hs.Text = ""
+    cat: Optional[hs.Keyword] = None
+    price: Optional[int] = None
+    rating: float = 0.0
+    ok: bool = False
+    v: hs.Vector[4]
+
+
+def _rated(n: int, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    cats = ["Äpfel", "apple", "Zebra", "b", "é"]  # code point order: Zebra < apple < b < Äpfel < é
+    return [{"id": f"r{i:02d}", "title": " ".join(rng.choice(WORDS, 2)),
+             "cat": None if i % 6 == 0 else cats[int(rng.integers(0, 5))],
+             "price": None if i % 7 == 0 else int(rng.integers(0, 6)), "rating": float(rng.integers(0, 3)) / 2,
+             "ok": bool(rng.integers(0, 2)), "v": rng.standard_normal(4) + 0.1} for i in range(n)]
+
+
+def _sorted_model(docs: list, keys: list, score=None) -> list:
+    """The API's order: the keys (None last in both directions), then score desc, then insertion."""
+    rank = sorted(range(len(docs)), key=lambda i: (-(score[i] if score else 0.0), i))
+    for field, direction in reversed(keys):
+        have = [i for i in rank if docs[i][field] is not None]
+        have.sort(key=lambda i: docs[i][field], reverse=direction == "desc")
+        rank = have + [i for i in rank if docs[i][field] is None]
+    return [docs[i]["id"] for i in rank]
+
+
+SORT_KEYS = st.lists(st.tuples(st.sampled_from(["cat", "price", "rating", "ok", "id"]),
+                               st.sampled_from(["asc", "desc"])), min_size=1, max_size=3, unique_by=lambda k: k[0])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=SORT_KEYS, ok=st.sampled_from([None, True]), limit=st.integers(1, 50), offset=st.integers(0, 10))
+def test_filter_sort_matches_the_model(make_da, keys, ok, limit, offset):
+    da = make_da(Rated)
+    docs = _rated(45, seed=8)
+    da.extend(docs)
+    flt = {"ok": True} if ok else {}
+    chosen = [d for d in docs if not ok or d["ok"]]
+    res = da.find(filter=flt, sort=keys, limit=limit, offset=offset)
+    assert res.ids == _sorted_model(chosen, keys)[offset:offset + limit] and res.total == len(chosen)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=SORT_KEYS, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=2))
+def test_text_sort_orders_every_match_ties_by_bm25(make_da, storage, keys, words):
+    if not _has_text(storage):
+        pytest.skip("hnswlib has no text search")
+    da = make_da(Rated)
+    docs = _rated(45, seed=9)
+    da.extend(docs)
+    text = " ".join(words)
+    chosen = [d for d in docs if set(d["title"].split()) & set(words)]
+    ranked = da.find(text=text, limit=100)
+    bm25 = dict(zip(ranked.ids, ranked.scores.tolist()))
+    res = da.find(text=text, sort=keys, limit=None)
+    want = _sorted_model(chosen, keys, [bm25[d["id"]] for d in chosen])
+    assert res.total == len(chosen) and len(res.ids) == len(chosen)
+    # equal BM25 scores can differ in their last bits between engines: compare by sort key and score
+    same_keys = [tuple(d[f] for f, _ in keys) for d in (next(x for x in docs if x["id"] == i) for i in res.ids)]
+    want_keys = [tuple(d[f] for f, _ in keys) for d in (next(x for x in docs if x["id"] == i) for i in want)]
+    assert same_keys == want_keys
+    assert res.scores == pytest.approx([bm25[i] for i in res.ids], rel=1e-5)
+
+
+def test_sort_is_checked(filled):
+    da, _ = filled(5)
+    for bad in ([("price", "up")], [("title", "asc")], [("v", "asc")], [("nope", "asc")], "price", []):
+        with pytest.raises(hs.ConfigError):
+            da.find(filter={}, sort=bad)
+    with pytest.raises(hs.ConfigError, match="vector"):
+        da.find(vector=[1, 0, 0, 0], sort=[("price", "asc")])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(["cat", "price", "ok"]), ok=st.sampled_from([None, True]),
+       word=st.sampled_from([None, "red", "lamp"]), limit=st.integers(0, 6))
+def test_facets_match_the_model(make_da, storage, field, ok, word, limit):
+    if word and not _has_text(storage):
+        pytest.skip("hnswlib has no text search")
+    da = make_da(Rated)
+    docs = _rated(45, seed=10)
+    da.extend(docs)
+    flt = {"ok": True} if ok else None
+    chosen = [d for d in docs if (not ok or d["ok"]) and (word is None or word in d["title"].split())]
+    counts: dict = {}
+    for d in chosen:
+        if d[field] is not None:
+            counts[d[field]] = counts.get(d[field], 0) + 1
+    want = sorted(counts.items(), key=lambda p: (-p[1], p[0]))[:limit]
+    assert da.facets(field, filter=flt, text=word, limit=limit) == want
+    ranges = [(None, 2), (2, 4), (4, None), (10, 20)]
+    assert da.facets("price", ranges=ranges, filter=flt, text=word) == [
+        ((lo, hi), sum(1 for d in chosen if d["price"] is not None and (lo is None or d["price"] >= lo)
+                       and (hi is None or d["price"] < hi))) for lo, hi in ranges]
+
+
+def test_facets_are_checked(filled):
+    da, _ = filled(5)
+    for field, ranges in (("title", None), ("v", None), ("nope", None), ("cat", [(0, 1)]),
+                          ("price", [(0,)]), ("price", [(True, 2)]), ("price", [(float("nan"), 1)]), ("price", "0-1")):
+        with pytest.raises(hs.ConfigError):
+            da.facets(field, ranges=ranges)
