@@ -14,11 +14,13 @@ import numpy as np
 
 from hybridsearch.batch import build_batch
 from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
-from hybridsearch.errors import ConfigError, SchemaError
+from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError
 from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
-                                        check_fusion, check_size, check_sort)
+                                        check_fusion, check_min_score, check_size, check_sort,
+                                        check_text_fields, check_weights)
+from hybridsearch.query.text import TextQuery
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import storage_class
 
@@ -255,13 +257,21 @@ class DocumentArray:
 
     def find(self, vector: Any = None, text: Optional[str] = None, *, filter: Optional[dict] = None,
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
-             ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60) -> Results:
-        """Find by vector, text, both (hybrid) or condition; see API.md sections 4 and 7.
+             ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
+             weights: Optional[dict] = None, text_fields: Optional[dict] = None,
+             min_score: Optional[float] = None) -> Results:
+        """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
-        `sort` orders a filter-only or text find by fields instead of by score."""
+        `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
+        with `weights` mixes min-max normalised parts; `text_fields` weights the text fields;
+        `min_score` keeps the hits scoring at least that (then `total` is None)."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
+        tq = self._text_query(storage, text, text_fields)
+        min_score = check_min_score(min_score)
+        if min_score is not None and (only_filter or sort is not None):
+            raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
         if sort is not None:
             if vector is not None:
                 raise ConfigError("sort applies to filter-only and text finds: a vector query has no finite "
@@ -269,30 +279,31 @@ class DocumentArray:
             keys = check_sort(sort, self._schema)
             k = self._check_limit(limit, allow_none=True)
             offset = check_size(offset, "offset", 0)
-            if text is not None and not isinstance(text, str):
-                raise ConfigError(f"text must be a string, got {type(text).__name__}")
             kk = None if k is None else min(k + offset, SIZE_CAP)
-            ids, scores, docs, total = storage.search_sorted(node, text, keys, kk)
+            ids, scores, docs, total = storage.search_sorted(node, tq, keys, kk)
             return Results(ids, scores, storage.get, docs, total).page(offset)
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
         ef = check_ef(ef)
         fusion = check_fusion(fusion)
-        if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
         q = self._query_vectors(vector, "vector") if vector is not None else None
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
+        linear = check_weights(weights, fusion) if q is not None and text is not None else check_weights(None, "sum")
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
         if text is not None:
             candidates = check_size(candidates, "candidates", 1)
             rrf_k = check_size(rrf_k, "rrf_k", 0)
-            total = storage.count_matches(node, text) if q is None else None
+            total = storage.count_matches(node, tq) if q is None and min_score is None else None
             if k == 0:
                 return Results.empty(total)
-            ids, scores, docs = storage.search_text(text, q, kk, node, fusion=fusion, candidates=candidates,
-                                                    rrf_k=rrf_k, exact=exact, ef=ef)
-            return Results(ids, scores, storage.get, docs, total).page(offset)
+            extra = {}
+            if linear is not None:
+                self._requires(storage, "linear")
+                extra["weights"] = linear
+            ids, scores, docs = storage.search_text(tq, q, kk, node, fusion=fusion, candidates=candidates,
+                                                    rrf_k=rrf_k, exact=exact, ef=ef, **extra)
+            return Results(ids, scores, storage.get, docs, total).above(min_score).page(offset)
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             ids, docs = storage.search_filter(node, kk)
@@ -301,31 +312,47 @@ class DocumentArray:
         if k == 0:
             return Results.empty()
         ids, scores, docs = storage.search_vectors(q, kk, node, exact, ef)[0]
-        return Results(ids, scores, storage.get, docs).page(offset)
+        return Results(ids, scores, storage.get, docs).above(min_score).page(offset)
+
+    def _text_query(self, storage, text: Any, text_fields: Optional[dict]):
+        """The text as the storage takes it: the string, or a TextQuery with field weights."""
+        if text is not None and not isinstance(text, str):
+            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        if text_fields is None:
+            return text
+        if text is None:
+            raise ConfigError("text_fields applies to a text query")
+        fields = check_text_fields(text_fields, self._schema)
+        self._requires(storage, "text_fields")
+        return TextQuery(text, fields)
+
+    @staticmethod
+    def _requires(storage, option: str) -> None:
+        if option not in storage.query_options:
+            raise UnsupportedError(f"{option} is not available on storage {storage.name!r} yet")
 
     def facets(self, field: str, *, filter: Optional[dict] = None, text: Optional[str] = None,
-               limit: int = 10, ranges: Optional[list] = None) -> list:
+               limit: int = 10, ranges: Optional[list] = None, text_fields: Optional[dict] = None) -> list:
         """Counts of the matching documents (as count()) per value of a keyword, bool or int
         field: [(value, count)], most frequent first, ties by value; with `ranges` [(lo, hi)]
         (lo inclusive, hi exclusive, None unbounded) one count per range, in the given order."""
         storage = self._open_storage()
         ranges = check_facet(field, ranges, self._schema)
         limit = check_size(limit, "limit", 0)
-        if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        tq = self._text_query(storage, text, text_fields)
         node = parse_filter(filter, self._schema) if filter is not None else None
-        return storage.facets(field, node, text, limit, ranges)
+        return storage.facets(field, node, tq, limit, ranges)
 
-    def count(self, filter: Optional[dict] = None, text: Optional[str] = None) -> int:
+    def count(self, filter: Optional[dict] = None, text: Optional[str] = None,
+              text_fields: Optional[dict] = None) -> int:
         """Documents matching the filter (all without one) and, with `text`, holding at least one
         of its terms: `find(...).total` without fetching hits."""
         storage = self._open_storage()
-        if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+        tq = self._text_query(storage, text, text_fields)
         node = parse_filter(filter, self._schema) if filter is not None else None
         if node is None and text is None:
             return storage.count()
-        return storage.count_matches(node, text)
+        return storage.count_matches(node, tq)
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
                      exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:

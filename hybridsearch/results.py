@@ -82,6 +82,14 @@ class Results(Sequence):
         docs = self._docs[offset:] if self._docs is not None else None
         return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._total)
 
+    def above(self, min_score: Optional[float]) -> "Results":
+        """The hits scoring at least `min_score` (hits are best first, so a prefix)."""
+        if min_score is None:
+            return self
+        n = int(np.count_nonzero(self._scores >= min_score))
+        docs = self._docs[:n] if self._docs is not None else None
+        return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None)
+
     @classmethod
     def empty(cls, total: Optional[int] = None) -> "Results":
         return cls([], np.empty(0, dtype=np.float32), docs=[], total=total)

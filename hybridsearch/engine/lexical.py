@@ -17,6 +17,7 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.document import Kind, Schema
 from hybridsearch.engine.analysis import analyzer_for
+from hybridsearch.query.text import TextQuery
 
 K1, B = 1.2, 0.75
 
@@ -223,15 +224,24 @@ class TextIndex:
             f.index = K.InvertedIndex()
         self.add(slots, columns)
 
-    def _queries(self, text: str) -> list:
-        """(field, term ids, weights) per field; the text is analysed once per distinct analyzer."""
+    def _queries(self, text) -> list:
+        """(field, term ids, weights) per field; the text is analysed once per distinct analyzer.
+        A TextQuery with field weights keeps only those fields and scales each one's query
+        weights by its weight: BM25 is linear in them, so the field's score is scaled."""
         tokens: dict = {}
         out = []
+        boosts = dict(text.fields) if isinstance(text, TextQuery) and text.fields else None
+        raw = text.text if isinstance(text, TextQuery) else text
         for f in self.fields:
+            if boosts is not None and f.name not in boosts:
+                continue
             toks = tokens.get(id(f.analyzer))
             if toks is None:
-                toks = tokens[id(f.analyzer)] = f.analyzer.tokens(text)
-            out.append((f, *f.query_tokens(toks)))
+                toks = tokens[id(f.analyzer)] = f.analyzer.tokens(raw)
+            terms, weights = f.query_tokens(toks)
+            if boosts is not None:
+                weights = (weights * boosts[f.name]).astype(np.float32)
+            out.append((f, terms, weights))
         return out
 
     def scores(self, text: str, slots: np.ndarray, queries: Optional[list] = None) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 "sum" adds BM25 and the vector score, so BM25 (unbounded, often 5-20) tends to
 dominate a cosine in [-1, 1]; "rrf" uses ranks only and is scale-free
-(LESSONS.md §7). Ties go to the lower slot.
+(LESSONS.md §7); "linear" min-max normalises each part over the candidates and
+weights them (API.md section 8). Ties go to the lower slot.
 """
 from __future__ import annotations
 
@@ -29,3 +30,21 @@ def fuse_rrf(lexical: np.ndarray, vector: np.ndarray, k: int, rrf_k: int = 60) -
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
     slots = np.fromiter(total.keys(), dtype=np.int64, count=len(total))
     return _best(slots, np.fromiter(total.values(), dtype=np.float64, count=len(total)), k)
+
+
+def _min_max(raw: np.ndarray) -> np.ndarray:
+    """raw scaled to [0, 1] over the candidates; a constant part is 1 where nonzero, else 0."""
+    raw = np.asarray(raw, dtype=np.float64)
+    if not len(raw):
+        return raw
+    lo, hi = float(raw.min()), float(raw.max())
+    if hi == lo:
+        return (raw != 0).astype(np.float64)
+    return (raw - lo) / (hi - lo)
+
+
+def fuse_linear(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int, w_text: float,
+                w_vector: float) -> tuple:
+    """Top-k of w_text * minmax(bm25) + w_vector * minmax(vector score) over the candidates."""
+    score = w_text * _min_max(bm25) + w_vector * _min_max(vector)
+    return _best(np.asarray(slots, dtype=np.int64), score, k)

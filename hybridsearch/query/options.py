@@ -12,7 +12,7 @@ import numpy as np
 
 from hybridsearch.errors import ConfigError
 
-FUSIONS = ("sum", "rrf")
+FUSIONS = ("sum", "rrf", "linear")
 SIZE_CAP = 2**40
 EF_MAX = 1 << 20  # the largest ef a find accepts (documented in docs/storages/hnsw.md)
 
@@ -84,6 +84,53 @@ def check_facet(field: Any, ranges: Any, schema) -> Optional[list]:
             raise ConfigError(f"facets: each range is (lo, hi) of finite numbers or None, got {r!r}")
         out.append((r[0], r[1]))
     return out
+
+
+def check_weights(weights: Any, fusion: str) -> Optional[tuple]:
+    """(text weight, vector weight) of fusion="linear" (default 0.5 / 0.5); None otherwise."""
+    if fusion != "linear":
+        if weights is not None:
+            raise ConfigError(f'weights apply to fusion="linear", not to fusion={fusion!r}')
+        return None
+    if weights is None:
+        return (0.5, 0.5)
+    if not isinstance(weights, dict) or not set(weights) <= {"text", "vector"}:
+        raise ConfigError(f'weights must be a dict naming "text" and/or "vector", got {weights!r}')
+    out = []
+    for key in ("text", "vector"):
+        w = weights.get(key, 0.0)
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(w) or w < 0:
+            raise ConfigError(f"weights[{key!r}] must be a finite number >= 0, got {w!r}")
+        out.append(float(w))
+    if sum(out) <= 0:
+        raise ConfigError("weights must not all be 0")
+    return tuple(out)
+
+
+def check_text_fields(value: Any, schema) -> tuple:
+    """text_fields as ((hs.Text field, weight > 0), ...)."""
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(f"text_fields must be a non-empty dict of hs.Text field -> weight, got {value!r}")
+    out = []
+    for name, w in value.items():
+        spec = schema.fields.get(name) if isinstance(name, str) else None
+        if spec is None or spec.kind.name != "TEXT":
+            raise ConfigError(f"text_fields: {name!r} is not an hs.Text field of {schema.name}")
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(w) or w <= 0:
+            raise ConfigError(f"text_fields[{name!r}] must be a finite number > 0, got {w!r}")
+        out.append((name, float(w)))
+    return tuple(out)
+
+
+def check_min_score(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or np.isnan(value):
+        raise ConfigError(f"min_score must be a number, got {value!r}")
+    return float(value)
 
 
 def check_fusion(value: Any) -> str:

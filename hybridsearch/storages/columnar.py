@@ -10,7 +10,7 @@ from hybridsearch.engine import facets as F
 from hybridsearch.engine.columns import popcount
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
-from hybridsearch.query.fusion import fuse_rrf, fuse_sum
+from hybridsearch.query.fusion import fuse_linear, fuse_rrf, fuse_sum
 from hybridsearch.storages.base import Storage
 
 
@@ -23,6 +23,7 @@ class ColumnarStorage(Storage):
     store = None
     lock = None
     text = None  # a lexical.TextIndex where the storage keeps one
+    query_options = frozenset({"linear", "text_fields"})
 
     def count(self) -> int:
         return self.store.n_live
@@ -175,8 +176,9 @@ class ColumnarStorage(Storage):
             f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
             if self.text is not None else f"text search is not available on storage {self.name!r}")
 
-    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
         """Lexical (q None) or hybrid search -> (ids, scores, docs)."""
         if not self.text:
             raise self._no_text()
@@ -194,6 +196,10 @@ class ColumnarStorage(Storage):
             if fusion == "rrf":
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
+            elif fusion == "linear":  # the candidates of "sum": the vector list and every lexical match
+                cand = np.union1d(vrows, self.text.matches(text, bits))
+                slots, scores = fuse_linear(cand, self.text.scores(text, cand), self.store.vector_scores(q[0], cand),
+                                            k, *(weights or (0.5, 0.5)))
             else:
                 slots, scores = self._hybrid_sum(text, q[0], vrows, k, bits)
             return self._hits(slots, scores)

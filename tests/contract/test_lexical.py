@@ -204,3 +204,94 @@ def test_text_survives_compaction_and_reopen(tmp_path):
     docs = {d.id: d for d in again}
     assert_topk(again.find(text="wireless charger", limit=10), best_fields(docs, "wireless charger"), 10)
     again.close()
+
+
+# ------------------------------------------------- API.md section 8: linear fusion, field weights
+def linear_model(docs, text, q, w_text, w_vec, candidates=100):
+    """fusion="linear": the candidates of "sum", each part min-max normalised over them."""
+    bm = best_fields(docs, text)
+    vec = {i: cosine(d.embedding, q) for i, d in docs.items()}
+    vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
+    cand = sorted(set(vtop) | set(bm))
+
+    def norm(raw):
+        lo, hi = min(raw.values()), max(raw.values())
+        return {i: (1.0 if v != 0 else 0.0) if hi == lo else (v - lo) / (hi - lo) for i, v in raw.items()}
+
+    t = norm({i: bm.get(i, 0.0) for i in cand})
+    v = norm({i: vec[i] for i in cand})
+    return {i: w_text * t[i] + w_vec * v[i] for i in cand}
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12), w=st.floats(0, 1), candidates=st.integers(1, 40))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
+def test_linear_fusion_matches_the_model(storage, seed, k, w, candidates):
+    rng = np.random.default_rng(seed)
+    da = hs.DocumentArray(Product, storage=storage)
+    da.extend(random_docs(rng, 50))
+    docs = {d.id: d for d in da}
+    q = rng.standard_normal(8)
+    text = " ".join(rng.choice(WORDS, rng.integers(1, 4)))
+    weights = {"text": w, "vector": 1 - w} if w < 1 else {"text": 1.0}
+    res = da.find(text=text, vector=q, fusion="linear", weights=weights, limit=k, candidates=candidates,
+                  exact=True)
+    assert_topk(res, linear_model(docs, text, q, weights.get("text", 0.0), weights.get("vector", 0.0), candidates), k)
+    default = da.find(text=text, vector=q, fusion="linear", limit=k, exact=True, candidates=candidates)
+    assert_topk(default, linear_model(docs, text, q, 0.5, 0.5, candidates), k)
+    da.close()
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), wt=st.floats(0.1, 5), wd=st.floats(0.1, 5), only=st.booleans())
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
+def test_text_fields_weight_each_field_before_the_best_wins(storage, seed, wt, wd, only):
+    rng = np.random.default_rng(seed)
+    da = hs.DocumentArray(Product, storage=storage)
+    da.extend(random_docs(rng, 50))
+    docs = {d.id: d for d in da}
+    text = " ".join(rng.choice(WORDS, rng.integers(1, 4)))
+    qt = english_tokens(text)
+    fields = {"title": wt} if only else {"title": wt, "description": wd}
+    ref: dict = {}
+    for field, weight in fields.items():
+        for i, s in bm25_field(docs, field, qt).items():
+            ref[i] = max(ref.get(i, 0.0), weight * s)
+    assert_topk(da.find(text=text, text_fields=fields, limit=10), ref, 10)
+    assert da.count(text=text, text_fields=fields) == len(ref)
+    assert da.find(text=text, text_fields=fields, limit=3).total == len(ref)
+    da.close()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), cut=st.floats(-1, 3))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
+def test_min_score_keeps_the_hits_scoring_at_least_it(storage, seed, cut):
+    rng = np.random.default_rng(seed)
+    da = hs.DocumentArray(Product, storage=storage)
+    da.extend(random_docs(rng, 40))
+    q = rng.standard_normal(8)
+    for kwargs in ({"text": "red phone case"}, {"vector": q, "exact": True}, {"text": "red cable", "vector": q}):
+        full = da.find(limit=40, **kwargs)
+        got = da.find(limit=40, min_score=cut, **kwargs)
+        assert got.ids == [i for i, s in zip(full.ids, full.scores) if s >= cut] and got.total is None
+    da.close()
+
+
+def test_fusion_options_are_checked(da):
+    da.extend(random_docs(np.random.default_rng(0), 5))
+    q = np.ones(8)
+    for bad in ({"text": -1}, {"text": float("nan")}, {"txt": 1}, {"text": 0, "vector": 0}, [0.5, 0.5]):
+        with pytest.raises(hs.ConfigError):
+            da.find(text="red", vector=q, fusion="linear", weights=bad)
+    with pytest.raises(hs.ConfigError):
+        da.find(text="red", vector=q, fusion="sum", weights={"text": 1})
+    for bad in ({"price": 1}, {"nope": 1}, {"title": 0}, {"title": float("inf")}, {}):
+        with pytest.raises(hs.ConfigError):
+            da.find(text="red", text_fields=bad)
+    with pytest.raises(hs.ConfigError):
+        da.find(text_fields={"title": 1}, filter={})
+    with pytest.raises(hs.ConfigError):
+        da.find(filter={}, min_score=1)
+    with pytest.raises(hs.ConfigError):
+        da.find(text="red", min_score="high")
