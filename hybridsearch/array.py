@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Generic, Iterable, Iterator, Optional, TypeVar
 
 import numpy as np
 
@@ -22,16 +22,22 @@ from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,
                                         check_text_fields, check_weights)
 from hybridsearch.query.text import TextQuery
 from hybridsearch.results import Results
-from hybridsearch.storages.registry import storage_class
+from hybridsearch.storages.registry import missing_package, storage_class
 
 
-class DocumentArray:
+T = TypeVar("T", bound=Document)
+
+_PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
+
+
+class DocumentArray(Generic[T]):
     """A collection of documents of one schema in one storage.
 
-    `hs.DocumentArray(Product, storage="memory", metric="cosine")`; see API.md.
+    `hs.DocumentArray(Product, storage="memory", metric="cosine")`; see API.md. Generic in the
+    schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type, storage: str = "memory", **options: Any) -> None:
+    def __init__(self, schema: type[T], storage: str = "memory", **options: Any) -> None:
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
@@ -39,12 +45,15 @@ class DocumentArray:
         cls = storage_class(storage)
         config = cls.Config.parse(storage, options)
         self._read_only = getattr(config, "read_only", False)
-        self._storage = cls(self._schema, config)
+        try:
+            self._storage = cls(self._schema, config)
+        except ImportError as e:  # a client some storages import only when they connect
+            raise missing_package(storage, e) from None
         self._closed = False
 
     # ------------------------------------------------------------ plumbing
     @property
-    def schema(self) -> type:
+    def schema(self) -> type[T]:
         """The Document class of this collection."""
         return self._model
 
@@ -74,7 +83,8 @@ class DocumentArray:
         self.close()
 
     def __repr__(self) -> str:
-        return f"DocumentArray({self._model.__name__}, storage={self.storage!r}, n={len(self)})"
+        n = "closed" if self._closed else len(self)
+        return f"DocumentArray({self._model.__name__}, storage={self.storage!r}, n={n})"
 
     def _open_storage(self):
         if self._closed:
@@ -87,6 +97,16 @@ class DocumentArray:
         if self._read_only:
             raise ConfigError("this DocumentArray was opened with read_only=True: writes are refused")
         return storage
+
+    def _validate_batch(self, docs: Iterable[Any]) -> list:
+        """Every document validated; a bad one raises SchemaError naming its position and id."""
+        out = []
+        for i, d in enumerate(docs):
+            try:
+                out.append(self._validate(d))
+            except SchemaError as e:
+                raise SchemaError(f"document {i} (id {_id_of(d)!r}): {e}; nothing was written") from None
+        return out
 
     def _validate(self, doc: Any) -> Document:
         if isinstance(doc, self._model):
@@ -111,10 +131,15 @@ class DocumentArray:
         return id
 
     # ---------------------------------------------------------------- CRUD
-    def extend(self, docs: Iterable[Any]) -> None:
-        """Batch upsert; atomic: one invalid document -> SchemaError and nothing written."""
+    def extend(self, docs: Iterable[Any], progress: bool = False) -> None:
+        """Batch upsert; atomic: one invalid document -> SchemaError naming its position and id,
+        and nothing written. `progress=True` shows a progress bar (rich) on long ingests: the
+        batch is then written in parts of 10,000 (each part atomic)."""
         storage = self._writable_storage()
-        validated = [self._validate(d) for d in docs]
+        if progress:
+            self._extend_with_progress(docs)
+            return
+        validated = self._validate_batch(docs)
         if not validated:
             return
         # last write wins for a repeated id, at the position of its first occurrence
@@ -125,6 +150,21 @@ class DocumentArray:
             validated = [validated[i] for i in last.values()]
         self._check_storable(validated)
         storage.upsert(build_batch(self._schema, validated))
+
+    def _extend_with_progress(self, docs: Iterable[Any]) -> None:
+        try:
+            from rich.progress import Progress
+        except ImportError:
+            raise UnsupportedError('extend(progress=True) needs rich: pip install "hybridsearch[progress]"') from None
+        docs = list(docs)
+        if len(docs) < _PROGRESS_MIN:
+            self.extend(docs)
+            return
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"extend {self._model.__name__}", total=len(docs))
+            for start in range(0, len(docs), _PROGRESS_MIN):
+                self.extend(docs[start:start + _PROGRESS_MIN])
+                bar.advance(task, min(_PROGRESS_MIN, len(docs) - start))
 
     def extend_columns(self, columns: Any) -> None:
         """Batch upsert from columns: a dict of name -> values (a numpy array, a list; the
@@ -167,7 +207,7 @@ class DocumentArray:
     def __contains__(self, id: object) -> bool:
         return isinstance(id, str) and self._open_storage().contains(id)
 
-    def __iter__(self) -> Iterator[Document]:
+    def __iter__(self) -> Iterator[T]:
         storage = self._open_storage()
         ids = list(storage.iter_ids())
         for start in range(0, len(ids), 1024):
@@ -175,7 +215,7 @@ class DocumentArray:
                 if d is not None:  # deleted while iterating
                     yield d
 
-    def __getitem__(self, id: str) -> Document:
+    def __getitem__(self, id: str) -> T:
         doc = self._open_storage().get([self._check_id(id)])[0]
         if doc is None:
             raise KeyError(id)
@@ -259,7 +299,7 @@ class DocumentArray:
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
-             min_score: Optional[float] = None) -> Results:
+             min_score: Optional[float] = None) -> Results[T]:
         """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
@@ -355,7 +395,7 @@ class DocumentArray:
         return storage.count_matches(node, tq)
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
-                     exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list:
+                     exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list[Results[T]]:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released)."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
@@ -374,3 +414,8 @@ class DocumentArray:
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]
+
+
+def _id_of(doc: Any) -> Any:
+    """The id of a document or dict that failed validation, for the error message."""
+    return doc.get("id") if isinstance(doc, dict) else getattr(doc, "id", None)

@@ -1,7 +1,7 @@
 """Search results: hs.Results (a sequence of hs.Hit) with lazily loaded documents."""
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Generic, NamedTuple, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -14,7 +14,10 @@ class Hit(NamedTuple):
     doc: Any
 
 
-class Results(Sequence):
+T = TypeVar("T")
+
+
+class Results(Sequence, Generic[T]):
     """Hits sorted by descending score; `ids`, `scores` (float32) and lazily loaded `docs`.
 
     Documents are built only when read: `res.docs` loads every hit's, `res[i]` only
@@ -48,7 +51,7 @@ class Results(Sequence):
         return self._scores
 
     @property
-    def docs(self) -> list:
+    def docs(self) -> list[Optional[T]]:
         """The documents, loaded on first access."""
         if self._docs is None:
             self._docs = self._fetch(self._ids) if self._fetch is not None else [None] * len(self._ids)

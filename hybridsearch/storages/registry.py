@@ -52,7 +52,13 @@ def storage_class(name: str):
     try:
         return getattr(importlib.import_module(module), cls)
     except ImportError as e:
-        raise UnsupportedError(f"storage {name!r} needs a package that is not installed: {e}") from None
+        raise missing_package(name, e) from None
+
+
+def missing_package(name: str, error: ImportError) -> UnsupportedError:
+    """The error for a storage whose client library is not installed, with the line that fixes it."""
+    return UnsupportedError(f"storage {name!r} needs a package that is not installed ({error}): "
+                            f'pip install "hybridsearch[{name}]"')
 
 
 def available() -> list:

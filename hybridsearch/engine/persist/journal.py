@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import struct
@@ -18,6 +19,9 @@ from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, rep
 from hybridsearch.engine.persist import records as R
 from hybridsearch.engine.persist.codec import Corrupt, DocCodec
 from hybridsearch.errors import BackendError, SchemaError
+
+
+log = logging.getLogger("hybridsearch")
 
 
 @dataclass
@@ -309,6 +313,8 @@ class Journal:
         return True
 
     def _truncate(self, fd: int, name: str, end: int) -> None:
+        log.warning("%s: a torn last write (an incomplete or unchecked record at offset %d) is dropped",
+                    self._file(name), end)
         if self.read_only:  # a torn tail is skipped, and left for the writer to drop
             return
         try:

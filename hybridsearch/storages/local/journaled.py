@@ -10,8 +10,10 @@ path runs without the log. Subclasses apply writes to RAM (`_apply_upsert`, `_ap
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from typing import Optional
 
 import numpy as np
@@ -19,6 +21,8 @@ import numpy as np
 from hybridsearch.batch import Batch, build_batch
 from hybridsearch.errors import BackendError
 from hybridsearch.storages.columnar import ColumnarStorage
+
+log = logging.getLogger("hybridsearch")
 
 _SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this size...
 _SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
@@ -39,6 +43,7 @@ class JournaledStorage(ColumnarStorage):
         """Opens (or creates) the collection under `path`: snapshot, then the log's writes."""
         from hybridsearch.engine.persist import GroupCommit, Journal
 
+        started = time.perf_counter()
         try:
             self.journal = Journal(path, self.schema, read_only=read_only)
             self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
@@ -60,9 +65,13 @@ class JournaledStorage(ColumnarStorage):
                 elif op[0] == "update_many":
                     ids, doc, fields = op[1], op[2], op[3]
                     self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
+            log.info("%s storage opened %s%s: %d documents, snapshot of %d bytes, %d logged writes replayed "
+                     "in %.3f s", self.name, os.fspath(path), " read-only" if read_only else "",
+                     self.store.n_live, self.journal.snapshot_bytes, len(ops), time.perf_counter() - started)
         except BaseException:  # a refused open leaves the files unlocked for the next one
             if self.journal is not None:
                 self.journal.close()
+                log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
             raise
 
@@ -145,8 +154,11 @@ class JournaledStorage(ColumnarStorage):
         if index is not None:
             meta["index"], parts = index
             arrays.update({f"index/{k}": v for k, v in parts.items()})
+        started = time.perf_counter()
         self.journal.snapshot_arrays(meta, arrays)
         self._snapshot_bytes = self.journal.snapshot_bytes
+        log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
+                 self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
 
     # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
     # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
@@ -248,4 +260,5 @@ class JournaledStorage(ColumnarStorage):
                 if self.journal.log_bytes and not self.journal.read_only:
                     self._snapshot()
                 self.journal.close()
+                log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
