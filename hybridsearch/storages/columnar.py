@@ -117,7 +117,7 @@ class ColumnarStorage(Storage):
             st = self.store
             rows = np.asarray(self._matching_rows(node, text), dtype=np.int64)
             scores = self.text.scores(text, rows) if text is not None else np.zeros(len(rows), np.float32)
-            order = F.sort_order(st, rows, keys, -scores if text is not None else None)[:limit]
+            order = F.sort_order(st, rows, keys, -scores if text is not None else None, limit)
             return st.ids.get_many(rows[order]), scores[order], None, len(rows)
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
