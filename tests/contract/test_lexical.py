@@ -223,16 +223,20 @@ def linear_model(docs, text, q, w_text, w_vec, candidates=100):
     return {i: w_text * t[i] + w_vec * v[i] for i in cand}
 
 
+def _filled(storage, seed):
+    """(rng, collection of 50 random products, id -> document, a 1-3 word query)."""
+    rng = np.random.default_rng(seed)
+    da = hs.DocumentArray(Product, storage=storage)
+    da.extend(random_docs(rng, 50))
+    return rng, da, {d.id: d for d in da}, " ".join(rng.choice(WORDS, rng.integers(1, 4)))
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12), w=st.floats(0, 1), candidates=st.integers(1, 40))
 @pytest.mark.parametrize("storage", TEXT_STORAGES)
 def test_linear_fusion_matches_the_model(storage, seed, k, w, candidates):
-    rng = np.random.default_rng(seed)
-    da = hs.DocumentArray(Product, storage=storage)
-    da.extend(random_docs(rng, 50))
-    docs = {d.id: d for d in da}
+    rng, da, docs, text = _filled(storage, seed)
     q = rng.standard_normal(8)
-    text = " ".join(rng.choice(WORDS, rng.integers(1, 4)))
     weights = {"text": w, "vector": 1 - w} if w < 1 else {"text": 1.0}
     res = da.find(text=text, vector=q, fusion="linear", weights=weights, limit=k, candidates=candidates,
                   exact=True)
@@ -246,11 +250,7 @@ def test_linear_fusion_matches_the_model(storage, seed, k, w, candidates):
 @given(seed=st.integers(0, 2**32 - 1), wt=st.floats(0.1, 5), wd=st.floats(0.1, 5), only=st.booleans())
 @pytest.mark.parametrize("storage", TEXT_STORAGES)
 def test_text_fields_weight_each_field_before_the_best_wins(storage, seed, wt, wd, only):
-    rng = np.random.default_rng(seed)
-    da = hs.DocumentArray(Product, storage=storage)
-    da.extend(random_docs(rng, 50))
-    docs = {d.id: d for d in da}
-    text = " ".join(rng.choice(WORDS, rng.integers(1, 4)))
+    _, da, docs, text = _filled(storage, seed)
     qt = english_tokens(text)
     fields = {"title": wt} if only else {"title": wt, "description": wd}
     ref: dict = {}
