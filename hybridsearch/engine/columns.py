@@ -285,8 +285,12 @@ class ColumnStore:
             col.clear(arr)
         self.n_live -= len(arr)
         if self.reuse_slots:
-            for s in arr.tolist():
-                heapq.heappush(self.free, s)
+            if len(arr) > 64:  # one heapify beats a push per slot for a large delete
+                self.free.extend(arr.tolist())
+                heapq.heapify(self.free)
+            else:
+                for s in arr.tolist():
+                    heapq.heappush(self.free, s)
         elif self.n - self.n_live > max(_MIN_CAPACITY, self.n_live):
             self.compact()
         return arr

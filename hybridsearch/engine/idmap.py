@@ -140,17 +140,36 @@ class IdMap:
         self.hashes, self.slots = all_h[order], all_s[order]
 
     def remove(self, ids: list) -> np.ndarray:
-        """Unmaps the ids; returns the slots they had (-1 where absent)."""
-        out = np.full(len(ids), -1, dtype=np.int64)
-        for k, id_ in enumerate(ids):
-            s = self.delta.pop(id_, None)
-            if s is None:
-                i = self._find(id_)
-                if i < 0:
-                    continue
-                s = int(self.slots[i])
-                self.slots[i] = -1
-            out[k] = s
+        """Unmaps the ids (distinct); returns the slots they had (-1 where absent). The array
+        part is found for the whole batch with one hash call and one searchsorted."""
+        n = len(ids)
+        out = np.full(n, -1, dtype=np.int64)
+        if self.delta:
+            pop = self.delta.pop
+            for k, id_ in enumerate(ids):
+                s = pop(id_, None)
+                if s is not None:
+                    out[k] = s
+        rest = np.flatnonzero(out < 0)
+        if len(rest) and len(self.hashes):
+            sub = [ids[i] for i in rest.tolist()] if len(rest) < n else list(ids)
+            h = hash_ids(sub)
+            pos = np.searchsorted(self.hashes, h)
+            pos_c = np.minimum(pos, len(self.hashes) - 1)
+            same = (pos < len(self.hashes)) & (self.hashes[pos_c] == h)
+            cand = np.flatnonzero(same & (self.slots[pos_c] >= 0))
+            if len(cand):
+                ok = cand[self.ids.equals(self.slots[pos_c[cand]], [sub[i] for i in cand.tolist()])]
+                _, first = np.unique(pos_c[ok], return_index=True)  # an id given twice counts once
+                ok = ok[first]
+                out[rest[ok]] = self.slots[pos_c[ok]]
+                self.slots[pos_c[ok]] = -1
+            # a hash collision, or a removed entry first in a run of equal hashes: look one by one
+            for i in rest[same & (out[rest] < 0)].tolist():
+                j = self._find(ids[i])
+                if j >= 0:
+                    out[i] = self.slots[j]
+                    self.slots[j] = -1
         self.n -= int((out >= 0).sum())
         return out
 

@@ -57,10 +57,15 @@ def test_id_map_survives_hash_collisions(monkeypatch):
     m = IdMap(ids)
     keys = [f"k{i}" for i in range(40)]
     ids.set(np.arange(40), keys)
-    monkeypatch.setattr("hybridsearch.engine.idmap.hash", lambda s: 7, raising=False)
-    m.add(keys, np.arange(40))  # one bulk merge: every hash equal
+    # every hash equal, on every path that hashes: one id, a batch of ids, the stored column
+    monkeypatch.setattr("hybridsearch.engine.idmap._hash", lambda s: 7)
+    monkeypatch.setattr("hybridsearch.engine.idmap.hash_ids", lambda xs: np.full(len(xs), 7, dtype=np.int64))
+    monkeypatch.setattr(StringColumn, "hashes", lambda self, slots: np.full(len(slots), 7, dtype=np.int64))
+    m.add(keys, np.arange(40))  # one bulk merge
     assert m.get_many(keys).tolist() == list(range(40))
     assert m.remove(["k3"]).tolist() == [3] and m.get("k3") is None and m.get("k4") == 4
+    assert m.remove(["k9", "nope", "k3", "k10", "k39"]).tolist() == [9, -1, -1, 10, 39]
+    assert m.get_many(keys).tolist() == [-1 if i in (3, 9, 10, 39) else i for i in range(40)] and len(m) == 36
 
 
 class Doc(hs.Document):
