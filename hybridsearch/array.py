@@ -334,7 +334,7 @@ class DocumentArray(Generic[T]):
         if text is not None:
             candidates = check_size(candidates, "candidates", 1)
             rrf_k = check_size(rrf_k, "rrf_k", 0)
-            total = storage.count_matches(node, tq) if q is None and min_score is None else None
+            total = (lambda: storage.count_matches(node, tq)) if q is None and min_score is None else None
             if k == 0:
                 return Results.empty(total)
             extra = {}
@@ -347,7 +347,7 @@ class DocumentArray(Generic[T]):
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             ids, docs = storage.search_filter(node, kk)
-            total = len(ids) if kk is None else storage.count_matches(node, None)
+            total = len(ids) if kk is None else (lambda: storage.count_matches(node, None))
             return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs, total).page(offset)
         if k == 0:
             return Results.empty()

@@ -27,7 +27,7 @@ class Results(Sequence, Generic[T]):
     __slots__ = ("_ids", "_scores", "_fetch", "_docs", "_total")
 
     def __init__(self, ids: list, scores: np.ndarray, fetch: Optional[Callable[[list], list]] = None,
-                 docs: Optional[list] = None, total: Optional[int] = None) -> None:
+                 docs: Optional[list] = None, total: Any = None) -> None:
         self._ids = list(ids)
         self._scores = np.asarray(scores, dtype=np.float32)
         self._fetch = fetch  # ids -> documents (None where absent)
@@ -37,7 +37,10 @@ class Results(Sequence, Generic[T]):
     @property
     def total(self) -> Optional[int]:
         """Every document the query matches, whatever limit and offset cut (filter-only and
-        text finds); None for vector and hybrid finds, which rank rather than match."""
+        text finds); None for vector and hybrid finds, which rank rather than match. Counted
+        when first read (like the documents), so a find that never asks pays nothing for it."""
+        if callable(self._total):
+            self._total = self._total()
         return self._total
 
     @property
@@ -68,7 +71,7 @@ class Results(Sequence, Generic[T]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             docs = self._docs[i] if self._docs is not None else None
-            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs, total=self._total)
+            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs, total=self._lazy_total())
         if not -len(self._ids) <= i < len(self._ids):
             raise IndexError("Results index out of range")
         return Hit(self._ids[i], float(self._scores[i]), self._doc(i))
@@ -83,7 +86,13 @@ class Results(Sequence, Generic[T]):
         if offset == 0:
             return self
         docs = self._docs[offset:] if self._docs is not None else None
-        return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._total)
+        return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._lazy_total())
+
+    def _lazy_total(self):
+        """The total or the call that counts it, for a Results cut from this one (counted once)."""
+        if callable(self._total):
+            return lambda: self.total
+        return self._total
 
     def above(self, min_score: Optional[float]) -> "Results":
         """The hits scoring at least `min_score` (hits are best first, so a prefix)."""
