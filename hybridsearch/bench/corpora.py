@@ -79,10 +79,22 @@ class Products:
     query_vectors: np.ndarray  # (len(queries), dim) normalised
     embedder: str              # "wordllama-256" or "projection-<dim>"
     filter: dict               # a category filter matching ~6% of the products
+    embeddings: np.ndarray | None = None  # (len(docs), dim): the block the documents' vectors view
 
     def texts(self) -> list:
         """title + " " + description per document (the single field of one-field libraries)."""
         return [d["title"] + " " + d["description"] for d in self.docs]
+
+    def columns(self, docs: slice = slice(None)) -> dict:
+        """The documents (a slice of them) as columns for DocumentArray.extend_columns: lists of
+        ids and strings, numpy arrays of numbers, the embeddings as one (n, dim) block."""
+        part = self.docs[docs]
+        emb = self.embeddings[docs] if self.embeddings is not None else np.stack([d["embedding"] for d in part])
+        cols = {f: [d[f] for d in part] for f in ("id", "title", "description", "category")}
+        cols["price"] = np.fromiter((d["price"] for d in part), dtype=np.int64, count=len(part))
+        cols["average_rating"] = np.fromiter((d["average_rating"] for d in part), dtype=np.float64, count=len(part))
+        cols["embedding"] = emb
+        return cols
 
 
 def products(n: int, n_queries: int = 200, dim: int = 384, seed: int = 1, vocab: int = 30000,
@@ -128,7 +140,7 @@ def products(n: int, n_queries: int = 200, dim: int = 384, seed: int = 1, vocab:
         np.savez(path, emb=emb, qv=qv, embedder=used)
     docs = [{"id": str(i), "title": titles[i], "description": descs[i], "category": CATEGORIES[cats[i]],
              "price": int(prices[i]), "average_rating": float(ratings[i]), "embedding": emb[i]} for i in range(n)]
-    return Products(docs, queries, qv, used, {"category": CATEGORIES[3]})
+    return Products(docs, queries, qv, used, {"category": CATEGORIES[3]}, emb)
 
 
 # ------------------------------------------------------------------ judged collections

@@ -109,6 +109,35 @@ def mean_recall(X: np.ndarray, Q: np.ndarray, found, gt: np.ndarray, metric: str
     return float(np.mean(recalls)) if recalls else float("nan"), violations
 
 
+def numpy_topk(X: np.ndarray, Q: np.ndarray, k: int, metric: str = "cosine", allowed: np.ndarray | None = None,
+               chunk: int = 65536) -> np.ndarray:
+    """(nq, k) ids of the exact top-k rows of X per query by brute force in numpy (float32
+    matrix products over `chunk` rows at a time, merged), best first; only rows where `allowed`
+    is True count; -1 where fewer than k rows are allowed. A reference independent of our kernels."""
+    Q = np.asarray(Q, dtype=np.float32)
+    if metric == "cosine":
+        Q = Q / np.maximum(np.linalg.norm(Q, axis=1, keepdims=True), 1e-30)
+    best_s = np.full((len(Q), k), -np.inf, dtype=np.float32)
+    best_i = np.full((len(Q), k), -1, dtype=np.int64)
+    for a in range(0, len(X), chunk):
+        B = np.asarray(X[a:a + chunk], dtype=np.float32)
+        S = Q @ B.T
+        if metric == "cosine":
+            S /= np.maximum(np.linalg.norm(B, axis=1), 1e-30)
+        elif metric == "l2":
+            S = 2 * S - np.einsum("ij,ij->i", B, B)  # -|q - x|^2 + |q|^2: the same order
+        if allowed is not None:
+            S[:, ~np.asarray(allowed[a:a + chunk], dtype=bool)] = -np.inf
+        top = np.argpartition(-S, min(k, S.shape[1] - 1), axis=1)[:, :k] if S.shape[1] > k else \
+            np.broadcast_to(np.arange(S.shape[1]), (len(Q), S.shape[1]))
+        cand_s = np.concatenate([best_s, np.take_along_axis(S, top, 1)], axis=1)
+        cand_i = np.concatenate([best_i, top + a], axis=1)
+        cand_i[~np.isfinite(cand_s)] = -1
+        order = np.argsort(-cand_s, axis=1, kind="stable")[:, :k]
+        best_s, best_i = np.take_along_axis(cand_s, order, 1), np.take_along_axis(cand_i, order, 1)
+    return best_i
+
+
 def mean_overlap(a: Sequence, b: Sequence, k: int = 10) -> float:
     """overlap_at_k averaged over paired result lists (nan for none)."""
     vals = [overlap_at_k(x, y, k) for x, y in zip(a, b)]

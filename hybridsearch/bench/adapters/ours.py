@@ -85,6 +85,14 @@ def extend_in_batches(da, docs: list, batch: int = 10000) -> None:
         da.extend(docs[a:a + batch])
 
 
+def extend_columns_in_batches(da, columns: dict, batch: int = 10000) -> None:
+    """da.extend_columns over `columns` (name -> list or array, equal lengths) in row batches
+    (one call per batch: the columnar way in, without a document object per row)."""
+    n = len(columns["id"])
+    for a in range(0, n, batch):
+        da.extend_columns({name: col[a:a + batch] for name, col in columns.items()})
+
+
 def vector_docs(X: np.ndarray, bucket: np.ndarray | None = None) -> list:
     """Documents of vector_model: id = row number as a string."""
     b = bucket.tolist() if bucket is not None else [0] * len(X)

@@ -2,23 +2,31 @@
 each with and without a category filter, over a sweep of client threads (QPS, latency, CPU cores
 used and QPS per core, the search node's CPU for a remote storage), then writes: the feed, a
 re-feed of a quarter, partial updates of the price. bm25s and tantivy run the lexical queries as
-anchors. Agreement with `memory` (exact) is measured next to every speed."""
+anchors. Agreement with `memory` (exact) is measured next to every speed; at_scale() runs one
+storage at one size (1M products and more, where `memory` is too slow to be the reference) with
+recall@10 of the vector queries against a numpy brute-force top-10 instead."""
 from __future__ import annotations
+
+import os
+import resource
+import time
 
 import numpy as np
 
+from hybridsearch.bench import corpora as C
 from hybridsearch.bench.adapters.anchors import cpu_count
 from hybridsearch.bench.adapters.lexical import Bm25s, Tantivy
 from hybridsearch.bench.adapters.ours import (
     close_collection,
+    extend_columns_in_batches,
     extend_in_batches,
     open_collection,
     product_model,
 )
 from hybridsearch.bench.adapters.remote import segments
 from hybridsearch.bench.concurrency import concurrent
-from hybridsearch.bench.metrics import median, qps_per_core, recall_at_k
-from hybridsearch.bench.timing import CpuClock, settle
+from hybridsearch.bench.metrics import mean_recall, median, numpy_topk, qps_per_core, recall_at_k
+from hybridsearch.bench.timing import CpuClock, rss_bytes, settle
 
 KINDS = ("lexical", "vector", "hybrid")
 
@@ -41,17 +49,34 @@ def sweep_threads(fn, items: list, threads: list, pid: int | None, repeat: int =
     return out
 
 
+def _feed(da, prod, part: slice, feed: str, batch: int, pid: int | None) -> dict:
+    """Writes prod.docs[part] with extend (documents, `batch` per call) or extend_columns (the
+    columns built before the clock, `batch` rows per call) -> qps_per_core + seconds, client_cores."""
+    docs = prod.docs[part]
+    cols = prod.columns(part) if feed == "columns" else None
+    with CpuClock(pid) as c:
+        if cols is None:
+            extend_in_batches(da, docs, batch)
+        else:
+            extend_columns_in_batches(da, cols, batch)
+    return dict(qps_per_core(len(docs), c.wall, c.used), seconds=c.wall, client_cores=c.cpu / max(c.wall, 1e-9))
+
+
 def ecommerce(storage: str, prod, threads: list, options: dict, tmp: str, pid: int | None = None,
-              kinds=KINDS, repeat: int = 1) -> dict:
-    """One storage's row: writes (feed, re-feed, partial update price: qps, cores, qps_per_core),
-    queries[name] = one concurrent() result per thread count (or {"error"} when the storage
-    cannot run that query), and hits[name] = per query (ids, scores) for the agreement."""
+              kinds=KINDS, repeat: int = 1, feed: str = "extend", batch: int = 2000, refeed: float = 0.25,
+              updates: int = 500) -> dict:
+    """One storage's row: writes (feed, re-feed of a `refeed` share, `updates` partial updates of
+    the price: qps, cores, qps_per_core, seconds), queries[name] = one concurrent() result per
+    thread count (or {"error"} when the storage cannot run that query), and hits[name] = per
+    query (ids, scores) for the agreement. `feed`: "extend" (documents, as the harness's tables)
+    or "columns" (extend_columns); `batch` rows per call; rss_feed_bytes = this process's RSS
+    growth over the feed."""
     da = open_collection(storage, product_model(prod.query_vectors.shape[1]), options, tmp)
     docs = prod.docs
-    out = {"storage": storage, "writes": {}, "queries": {}, "hits": {}}
-    with CpuClock(pid) as c:
-        extend_in_batches(da, docs, 2000)
-    out["writes"]["feed"] = qps_per_core(len(docs), c.wall, c.used)
+    out = {"storage": storage, "feed_mode": feed, "batch": batch, "writes": {}, "queries": {}, "hits": {}}
+    rss0 = rss_bytes()
+    out["writes"]["feed"] = _feed(da, prod, slice(None), feed, batch, pid)
+    out["rss_feed_bytes"] = rss_bytes() - rss0
     if pid is not None:  # the node's merges after the feed must not be billed to the queries
         out["idle_cores"], out["settle_s"] = settle(pid)
         out["segments"] = segments(options["hosts"], da.stats().get("index", "")) if "hosts" in options else None
@@ -62,17 +87,66 @@ def ecommerce(storage: str, prod, threads: list, options: dict, tmp: str, pid: i
             out["queries"][name] = sweep_threads(fn, items, threads, pid, repeat)
         except Exception as e:  # noqa: BLE001 -- e.g. annlite has no text search: the row says why
             out["queries"][name] = {"error": f"{type(e).__name__}: {e}"}
-    sub = docs[: max(1, len(docs) // 4)]
-    with CpuClock(pid) as c:
-        extend_in_batches(da, sub, 2000)
-    out["writes"]["re-feed"] = qps_per_core(len(sub), c.wall, c.used)
-    ids = [d["id"] for d in docs[: min(500, len(docs))]]
+    if refeed > 0:
+        out["writes"]["re-feed"] = _feed(da, prod, slice(0, max(1, int(len(docs) * refeed))), feed, batch, pid)
+    ids = [d["id"] for d in docs[: min(updates, len(docs))]]
     with CpuClock(pid) as c:
         for n, i in enumerate(ids):
             da.update(i, price=n)
-    out["writes"]["partial update price"] = qps_per_core(len(ids), c.wall, c.used)
+    out["writes"]["partial update price"] = dict(qps_per_core(len(ids), c.wall, c.used), seconds=c.wall)
     close_collection(da)
     return out
+
+
+def node_memory(pid: int | None) -> dict:
+    """VmRSS and VmHWM (peak) of process `pid` in bytes, from /proc/<pid>/status ({} if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in f)
+                    if k in ("VmRSS", "VmHWM")}
+    except (OSError, TypeError, ValueError):
+        return {}
+
+
+def vector_recall(prod, hits: dict, k: int = 10) -> dict:
+    """recall@k of every vector query kind in `hits` ("vector", "vector + filter") against the
+    exact top-k by numpy brute force over prod.embeddings (cosine; tie-aware, as mean_recall);
+    with the filter, only the category's rows count and a hit outside it is a violation."""
+    X, Q = prod.embeddings, prod.query_vectors
+    allowed = np.array([d["category"] == prod.filter["category"] for d in prod.docs])
+    out = {}
+    for name in ("vector", "vector + filter"):
+        if name not in hits:
+            continue
+        mask = allowed if name.endswith("filter") else None
+        gt = numpy_topk(X, Q, k, "cosine", mask)
+        found = [[int(i) for i in ids] for ids, _ in hits[name]]
+        recall, violations = mean_recall(X, Q, found, gt, "cosine", k, mask)
+        out[name] = {"recall": recall, "violations": violations}
+    return out
+
+
+def at_scale(storage: str, n: int, n_queries: int, dim: int, threads: list, options: dict, tmp: str,
+             pid: int | None = None, feed: str = "columns", batch: int = 10000, repeat: int = 1,
+             refeed: float = 0.25, updates: int = 500, kinds=KINDS) -> dict:
+    """One storage at one size, for a child process of benchmarks/bench_ecommerce.py: n products
+    with `dim`-d projection embeddings (never wordllama: the dimension is the point), the
+    ecommerce() row, recall@10 of the vector queries (vector_recall), this process's peak RSS
+    (which includes the generated catalogue), the node's RSS for a remote storage, the load
+    average before and after, and the seconds each stage took."""
+    load0, t0 = os.getloadavg(), time.perf_counter()
+    prod = C.products(n, n_queries, dim=dim, embedder="projection")
+    gen_s = time.perf_counter() - t0
+    row = ecommerce(storage, prod, threads, options, tmp, pid, kinds, repeat, feed, batch, refeed, updates)
+    t1 = time.perf_counter()
+    row["recall"] = vector_recall(prod, row["hits"])
+    row.update(n=n, dim=dim, queries_n=len(prod.queries), embedder=prod.embedder, generate_s=gen_s,
+               reference_s=time.perf_counter() - t1, run_s=time.perf_counter() - t0,
+               options={k: v for k, v in options.items() if k != "hosts"},
+               peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+               node_memory=node_memory(pid) if pid is not None else None,
+               load_before=list(load0), load_after=list(os.getloadavg()))
+    return row
 
 
 def lexical_anchor(name: str, prod, threads: list) -> dict:
