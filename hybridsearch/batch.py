@@ -47,17 +47,18 @@ class Batch:
 
     def field_values(self) -> dict:
         """name -> per-row Python values (None where absent), every field."""
-        out = {"id": self.ids}
-        for spec in self.schema.fields.values():
-            if spec.kind is Kind.ID:
-                continue
-            name = spec.name
-            if spec.kind is Kind.VECTOR:
-                values = row_vectors(self.vectors)
-            else:
-                values = python_values(spec.kind, self.columns[name])
-            out[name] = with_missing(values, self.present.get(name))
-        return out
+        return {spec.name: self.values_of(spec.name) for spec in self.schema.fields.values()}
+
+    def values_of(self, name: str) -> list:
+        """One field's per-row Python values (None where absent)."""
+        spec = self.schema.fields[name]
+        if spec.kind is Kind.ID:
+            return self.ids
+        if spec.kind is Kind.VECTOR:
+            values = row_vectors(self.vectors)
+        else:
+            values = python_values(spec.kind, self.columns[name])
+        return with_missing(values, self.present.get(name))
 
 
 def with_missing(values: list, present: Optional[np.ndarray]) -> list:

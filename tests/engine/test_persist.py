@@ -28,6 +28,7 @@ import hybridsearch as hs
 # internal: the durability layer on its own is the unit under test (its files, offsets and
 # crash points are not reachable through DocumentArray; tests/storages/local/test_hnsw.py
 # checks the same guarantees end to end through the hnsw storage)
+from hybridsearch.batch import build_batch
 from hybridsearch.document import schema_of
 from hybridsearch.engine.persist import DocCodec, Journal, Snapshot, records
 from hybridsearch.engine.persist.codec import Corrupt
@@ -177,6 +178,18 @@ def test_codec_round_trip(docs):
     assert same_docs(docs, out)
     for d in out:
         assert d.model_fields_set == set(Item.model_fields)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(items(), max_size=12))
+def test_a_batch_encodes_from_its_columns_as_its_documents_do(docs):
+    docs = unique(docs)
+    codec = DocCodec(SCHEMA)
+    batch = build_batch(SCHEMA, docs)
+    batch.given_docs = None  # as from extend_columns: only columns
+    out = codec.decode(codec.encode_batch(batch))
+    assert same_docs(docs, out)
+    assert batch.given_docs is None  # no document was built to write it
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

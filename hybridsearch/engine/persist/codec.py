@@ -59,10 +59,39 @@ class DocCodec:
         for d in docs:
             if not isinstance(d, self.model):
                 raise SchemaError(f"expected {self.model.__name__} documents, got {type(d).__name__}")
-        columns = []
+        columns = {spec.name: [getattr(d, spec.name) for d in docs] for spec in self.specs}
+        mask, block = None, None
+        if self.vec is not None:
+            vecs = [getattr(d, self.vec.name) for d in docs]
+            mask = np.fromiter((v is not None for v in vecs), dtype=np.uint8, count=n)
+            present = [v for v in vecs if v is not None]
+            block = np.empty((0, self.dim), dtype="<f4")
+            if present:
+                try:
+                    block = np.ascontiguousarray(np.stack(present), dtype="<f4")
+                except (ValueError, TypeError) as e:
+                    raise SchemaError(f"{self.model.__name__}.{self.vec.name}: {e}") from None
+        return self._encode(columns, n, mask, block, unique_ids)
+
+    def encode_batch(self, batch) -> bytes:
+        """The same bytes as encode(batch.docs), read straight from the batch's columns (a batch
+        from extend_columns never builds its documents for the log)."""
+        if batch.given_docs is not None:
+            return self.encode(batch.given_docs)
+        n = len(batch)
+        columns = {spec.name: batch.values_of(spec.name) for spec in self.specs}
+        mask, block = None, None
+        if self.vec is not None:
+            mask = batch.present.get(self.vec.name)
+            mask = np.ones(n, dtype=np.uint8) if mask is None else np.asarray(mask, dtype=np.uint8)
+            block = np.ascontiguousarray(batch.vectors[mask != 0], dtype="<f4")
+        return self._encode(columns, n, mask, block, True)
+
+    def _encode(self, columns: dict, n: int, mask, block, unique_ids: bool) -> bytes:
+        out = []
         for spec in self.specs:
             name = spec.name
-            values = [getattr(d, name) for d in docs]
+            values = columns[name]
             if spec.kind is Kind.OTHER:
                 adapter = self.adapters[name]
                 try:
@@ -73,34 +102,25 @@ class DocCodec:
                     raise SchemaError(f"{self.model.__name__}.{name}: cannot be stored: {e}") from None
             elif not set(map(type, values)) <= _ALLOWED[spec.kind]:
                 values = [_exact(spec, v, self.model.__name__) for v in values]
-            columns.append(values)
-        ids = columns[self.names.index("id")]
+            out.append(values)
+        ids = out[self.names.index("id")]
         if not all(ids):
             raise SchemaError(f"{self.model.__name__}.id: empty id")
         if unique_ids and len(set(ids)) != n:
             raise SchemaError(f"{self.model.__name__}: repeated id in one batch")
         try:
-            js = json.dumps({"f": self.names, "c": columns}, separators=(",", ":")).encode("ascii")
+            js = json.dumps({"f": self.names, "c": out}, separators=(",", ":")).encode("ascii")
         except ValueError as e:  # an int too long to print
             raise SchemaError(f"{self.model.__name__}: cannot be stored: {e}") from None
         parts = [b"", js]
         m = 0
         if self.vec is not None:
-            vecs = [getattr(d, self.vec.name) for d in docs]
-            mask = bytes([v is not None for v in vecs])
-            present = [v for v in vecs if v is not None]
-            m = len(present)
-            block = np.empty((0, self.dim), dtype="<f4")
-            if m:
-                try:
-                    block = np.ascontiguousarray(np.stack(present), dtype="<f4")
-                except (ValueError, TypeError) as e:
-                    raise SchemaError(f"{self.model.__name__}.{self.vec.name}: {e}") from None
+            m = int(np.count_nonzero(mask))
             if block.shape != (m, self.dim):
                 raise SchemaError(f"{self.model.__name__}.{self.vec.name}: expected {self.dim} dimensions")
             if not np.isfinite(block).all():
                 raise SchemaError(f"{self.model.__name__}.{self.vec.name}: contains NaN or inf")
-            parts += [mask, block.tobytes()]
+            parts += [mask.tobytes(), block.tobytes()]
         parts[0] = R.BATCH.pack(n, len(js), m)
         return b"".join(parts)
 

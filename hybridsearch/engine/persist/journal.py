@@ -572,6 +572,10 @@ class Journal:
     def log_upsert(self, docs: list, sync: bool = True) -> None:
         self._append(R.K_UPSERT, self.codec.encode(list(docs)), sync)
 
+    def log_batch(self, batch, sync: bool = True) -> None:
+        """log_upsert of a Batch, encoded from its columns (no document is built)."""
+        self._append(R.K_UPSERT, self.codec.encode_batch(batch), sync)
+
     def log_delete(self, ids: list, sync: bool = True) -> None:
         ids = list(ids)
         if not all(isinstance(i, str) for i in ids):

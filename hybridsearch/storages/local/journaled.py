@@ -177,7 +177,7 @@ class JournaledStorage(ColumnarStorage):
     def upsert(self, batch: Batch) -> None:
         def append():
             if self.journal is not None:
-                self.journal.log_upsert(batch.docs, sync=False)
+                self.journal.log_batch(batch, sync=False)
 
         self._write(append, lambda: self._apply_upsert(batch))
 
