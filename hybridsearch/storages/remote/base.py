@@ -205,9 +205,21 @@ class RemoteStorage(Storage):
         return value
 
     def error(self, what: str, status, reason) -> BackendError:
+        """BackendError "<engine> at <node> failed to <what> (status N | no response): <reason>";
+        its `status` attribute keeps the status (None: no answer came)."""
         code = f"status {status}" if status is not None else "no response"
-        where = next(iter(self.shown().values()))  # the address's first entry: the node(s)
-        return BackendError(self.redact(f"{self.engine} at {where} failed to {what} ({code}): {reason}"))
+        err = BackendError(self.redact(f"{self.engine} at {self.where()} failed to {what} ({code}): {reason}"))
+        err.status = status
+        return err
+
+    def refused(self, what: str, reason) -> BackendError:
+        """BackendError for an answer that came back successful but reports that the engine did
+        not do all it was asked (failures inside a by-query answer, conflicts left over)."""
+        return BackendError(self.redact(f"{self.engine} at {self.where()} failed to {what}: {reason}"))
+
+    def where(self) -> str:
+        """The address's first entry, the node(s), without credentials."""
+        return next(iter(self.shown().values()))
 
     def call(self, what: str, fn, *args, **kwargs):
         """fn(*args, **kwargs), resent with exponential backoff while the engine answers 429 / 503;

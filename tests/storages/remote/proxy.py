@@ -10,8 +10,9 @@ node, so the tests speak the public API only.
     proxy.requests  # every request seen: method, path, headers (lower-case names), body, time
 
 `rule(request)` decides per request: None forwards it, `Reply(status, body)` answers without
-forwarding, `DROP` closes the connection without an answer, `Forward(body=..., edit=...)`
-forwards another body and/or edits the JSON answer in place.
+forwarding, `DROP` closes the connection without an answer, `Forward(body=..., path=..., edit=...)`
+forwards another body and/or path (e.g. with more query parameters) and/or edits the JSON answer
+in place.
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class Reply:
 @dataclass
 class Forward:
     body: Optional[bytes] = None  # sent instead of the request's own body
+    path: Optional[str] = None  # sent instead of the request's own path (and query string)
     edit: Optional[Callable[[dict], None]] = None  # changes the node's JSON answer in place
 
 
@@ -89,7 +91,8 @@ class FaultProxy:
                 body = action.body if isinstance(action, Forward) and action.body is not None else seen.body
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-                conn.request(self.command, self.path, body=body or None, headers=headers)
+                path = action.path if isinstance(action, Forward) and action.path is not None else self.path
+                conn.request(self.command, path, body=body or None, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()

@@ -456,11 +456,18 @@ def test_text_and_hybrid_queries(server):
     da = open_da(server)
     server.queue((200, _search_response([_hit("a", 7.5, _fields("a", 1, [1, 0, 0, 0]))])))
     res = da.find(text='nokia "3310"', limit=5)
+    text = 'select * from product where ({grammar: "weakAnd", defaultIndex: "default"}userInput(@userq))'
     body = server.requests[-1][2]
-    assert body["yql"] == ('select * from product where ({grammar: "weakAnd", defaultIndex: "default"}'
-                           'userInput(@userq))')
+    assert body["yql"] == text
     assert body["userq"] == 'nokia "3310"' and body["ranking"] == "bm25" and res.ids == ["a"]
     assert res.scores.tolist() == [7.5]
+    # res.total, when read: the same query asking no hits (not every match in one query)
+    server.queue((200, _search_response([], 12)))
+    assert res.total == 12
+    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s", "userq": 'nokia "3310"'}
+    server.queue((200, _search_response([], 3)))
+    assert da.count(text="nokia", filter={"in_stock": True}) == 3
+    assert server.requests[-1][2]["yql"] == text + " and in_stock = true"
     server.queue((200, _search_response([_hit("a", 8.1, _fields("a", 1, [1, 0, 0, 0]))])))
     da.find(text="nokia", vector=[1, 0, 0, 0], limit=3, candidates=20)
     body = server.requests[-1][2]
@@ -475,6 +482,15 @@ def test_filter_only_pages_in_insertion_order(server):
     assert res.ids == ["d3", "d9"]
     body = server.requests[-1][2]
     assert body["yql"] == "select * from product where in_stock = true order by hs_seq asc" and body["hits"] == 2
+    server.queue((200, _search_response([], 7)))  # res.total, when read: the filter asking no hits
+    assert res.total == 7
+    assert server.requests[-1][2] == {"yql": "select * from product where in_stock = true", "hits": 0,
+                                      "timeout": "30.0s"}
+    # partial coverage: not reported; the matches are counted by listing them
+    degraded = _search_response([], 5)
+    degraded["root"]["coverage"].update(coverage=50, full=False, degraded={"timeout": True})
+    server.queue((200, degraded), (200, _search_response([_hit("d3", 0.0, _fields("d3", 3, [1, 0, 0, 0]))])))
+    assert da.count(filter={"in_stock": True}) == 1
 
 
 def test_errors_are_backend_errors_with_status_and_no_token(server):

@@ -3,8 +3,13 @@
 (storage.py: SearchEngineStorage, SearchEngineConfig)."""
 from __future__ import annotations
 
+import logging
+
 from hybridsearch.errors import ConfigError
 from hybridsearch.storages.remote.elasticsearch.storage import LEXICAL, SearchEngineStorage
+
+log = logging.getLogger("hybridsearch")
+DERIVED = "index.knn.derived_source.enabled"
 
 
 class OpenSearchStorage(SearchEngineStorage):
@@ -34,7 +39,37 @@ class OpenSearchStorage(SearchEngineStorage):
             raise ConfigError(self.redact(f"cannot configure the OpenSearch client: {e}")) from None
 
     def _index_settings(self, options: dict) -> dict:
-        return {**super()._index_settings(options), "index.knn": True}
+        settings = {**super()._index_settings(options), "index.knn": True}
+        # k-NN "derived source" (on by default from OpenSearch 3.0) keeps vectors out of the
+        # stored _source. On 3.5, once a scroll has read documents of a segment with it (as
+        # _update_by_query and _delete_by_query do), documents it left in place (a conflict, a
+        # refused write) can no longer be fetched: every search returning one fails with
+        # search_phase_execution_exception. New indexes keep their vectors in _source instead.
+        # The setting exists from 2.19 (off there) and is refused as unknown before.
+        if self._major_version() >= 3:
+            settings[DERIVED] = False
+        return settings
+
+    def _major_version(self) -> int:
+        info = self.call("read the node's version", self.client.info)
+        try:
+            return int(str(info["version"]["number"]).split(".")[0])
+        except (KeyError, TypeError, ValueError):
+            return 0
+
+    def _by_query_usable(self) -> bool:
+        """False on an index with k-NN derived source (made by another tool, or by hybridsearch
+        before it turned it off): there writes by condition use bulk requests, which page with
+        search_after and never scroll (see `_index_settings`)."""
+        res = self.call("read the index settings", self.client.indices.get_settings, index=self.index,
+                        name=DERIVED, include_defaults=True, flat_settings=True)
+        entry = dict(res).get(self.index, {})
+        value = entry.get("settings", {}).get(DERIVED, entry.get("defaults", {}).get(DERIVED, "false"))
+        if str(value).lower() == "true":
+            log.info("OpenSearch index %s has k-NN derived source: writes by condition go through bulk "
+                     "requests (a scroll over it can leave documents unfetchable)", self.index)
+            return False
+        return True
 
     def _vector_mapping(self, options: dict) -> dict:
         return {"type": "knn_vector", "dimension": self.vec.dim,

@@ -105,3 +105,106 @@ def to_query(node: Node, schema: Schema) -> dict:
     if isinstance(node, Or):
         return {"bool": {"should": [to_query(c, schema) for c in node.children], "minimum_should_match": 1}}
     raise FilterError(f"cannot compile {node!r} to a query")
+
+
+# ------------------------------------------------- API.md section 7: sort, facets, writes by query
+def engine_field(name: str) -> str:
+    """The engine field holding a schema field (the id lives in `hs_id`: `_id` has no doc values)."""
+    return ID_FIELD if name == "id" else name
+
+
+def sort_clauses(keys: list, scored: bool) -> list:
+    """The `sort` of a sorted find: the keys with missing values last in both directions, then
+    (text finds) the score descending, then insertion order (`hs_seq`, the id for writers that
+    handed out one number twice). The unique last key lets search_after page without gaps.
+
+    Keywords sort by their UTF-8 bytes on the engine, which is Unicode code point order, as API.md
+    asks; bools sort as 0 / 1."""
+    out = [{engine_field(f): {"order": d, "missing": "_last"}} for f, d in keys]
+    if scored:
+        out.append({"_score": "desc"})
+    return out + [{SEQ_FIELD: "asc"}, {ID_FIELD: "asc"}]
+
+
+def terms_agg(field: str, size: int) -> dict:
+    """A terms aggregation in API.md's facet order: count descending, then value ascending."""
+    return {"terms": {"field": field, "size": size, "order": [{"_count": "desc"}, {"_key": "asc"}]}}
+
+
+def composite_agg(field: str, size: int, after=None) -> dict:
+    """One page of every value of `field` with its count (a composite aggregation: exact on any
+    number of shards, paged by `after_key`)."""
+    agg = {"size": size, "sources": [{"v": {"terms": {"field": field}}}]}
+    if after is not None:
+        agg["after"] = after
+    return {"composite": agg}
+
+
+def range_agg(field: str, ranges: list) -> dict:
+    """A range aggregation with one bucket per (lo, hi): lo inclusive, hi exclusive, None
+    unbounded. The engine answers its buckets sorted by bound, so each is keyed by its position."""
+    out = []
+    for n, (lo, hi) in enumerate(ranges):
+        r = {"key": str(n)}
+        if lo is not None:
+            r["from"] = lo
+        if hi is not None:
+            r["to"] = hi
+        out.append(r)
+    return {"range": {"field": field, "ranges": out}}
+
+
+def bucket_value(kind: Kind, key):
+    """A bucket key as the field's Python value (the engine reports a boolean as 0 / 1)."""
+    if kind is Kind.BOOL:
+        return bool(key)
+    if kind is Kind.INT:
+        return int(key)
+    return key
+
+
+# Runs once per matching document of update_by_query. The values travel in params so the
+# script's source never changes: the engine compiles it once (its compilation rate is limited).
+# `hs_present` (PRESENT_FIELD) keeps naming the optional fields that hold a value. The script
+# never sets ctx.op = 'noop', even where the document already holds the values: on OpenSearch
+# 3.5 with k-NN derived source (the default of a new k-NN index), a noop run over documents an
+# earlier update_by_query rewrote leaves them unfetchable (every search that returns one fails
+# with search_phase_execution_exception), so a matching document is always rewritten.
+UPDATE_SCRIPT = """
+for (def e : params['values'].entrySet()) {
+  ctx._source[e.getKey()] = e.getValue();
+}
+for (def k : params['drop']) {
+  ctx._source.remove(k);
+}
+List kept = new ArrayList();
+def old = ctx._source['hs_present'];
+if (old instanceof List) {
+  kept.addAll(old);
+} else if (old != null) {
+  kept.add(old);
+}
+kept.removeAll(params['drop']);
+for (def k : params['present']) {
+  if (!kept.contains(k)) {
+    kept.add(k);
+  }
+}
+ctx._source['hs_present'] = kept;
+""".strip()
+
+
+def update_script(values: dict, schema: Schema, encode_vector) -> dict:
+    """The painless script of update_by_query setting `values` (validated; None removes a value)
+    and keeping `hs_present` (the optional fields holding a value) true."""
+    given, drop, present = {}, [], []
+    for name, v in values.items():
+        spec = schema.fields[name]
+        if v is None:
+            drop.append(name)
+            continue
+        given[name] = encode_vector(v) if spec.kind is Kind.VECTOR else v
+        if spec.optional:
+            present.append(name)
+    return {"lang": "painless", "source": UPDATE_SCRIPT,
+            "params": {"values": given, "drop": drop, "present": present}}

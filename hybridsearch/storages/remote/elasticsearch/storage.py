@@ -32,11 +32,18 @@ Semantics of API.md kept here:
   by scoring every matching document's vector here;
 - errors: connection failures, timeouts and 4xx/5xx become `hs.BackendError`
   with status and reason; 429 and 503 are retried with exponential backoff;
-  credentials are redacted from every message and never part of a repr.
+  credentials are redacted from every message and never part of a repr;
+- API.md section 7 on the engine: counts are `_count`, facets one terms / range
+  aggregation (a composite one where several shards could make a terms count
+  inexact), sorted finds the engine's `sort` paged with search_after, writes by
+  condition `_delete_by_query` / `_update_by_query` (conflicts=proceed, refresh,
+  repeated over conflicts; not transactional: docs/storages/elasticsearch.md);
+  the text part of each is the lexical query of find(text=).
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -51,10 +58,14 @@ from hybridsearch.storages.remote.base import (RETRY_STATUS, SEQ_FIELD, FieldCod
                                                rrf, userinfo_secrets)
 from hybridsearch.storages.remote.elasticsearch import query as Q
 
+log = logging.getLogger("hybridsearch")
+
 PAGE = 5000             # documents per page when listing (engines cap one page at 10,000)
 MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 MSEARCH = 100           # searches per _msearch request
 LEXICAL = "hs_text"     # the name of the lexical clause in a hybrid query (its score comes back by name)
+FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
+FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
 
 
 def _secret_strings(options: dict) -> list:
@@ -73,6 +84,35 @@ def _secret_strings(options: dict) -> list:
     for h in (hosts if isinstance(hosts, (list, tuple)) else [hosts]):
         out += userinfo_secrets(h)
     return out
+
+
+class _NoByQuery(Exception):
+    """The node has no _delete_by_query / _update_by_query endpoint (no reindex module)."""
+
+
+def _bulk_reasons(failed: list) -> str:
+    """The first few (id, bulk item) failures as "'id': type reason; ..."."""
+    return "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
+                     f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
+
+
+def _error_answer(e: BaseException) -> Optional[dict]:
+    """The JSON body of an error answer of either client (elasticsearch: ApiError.body,
+    opensearch-py: TransportError.info), None for anything else."""
+    for attr in ("body", "info"):
+        v = getattr(e, attr, None)
+        if isinstance(v, dict):
+            return v
+    return None
+
+
+def _failure_reason(failures: list) -> str:
+    """What a by-query answer's `failures` say: how many, and the first one's cause."""
+    first = failures[0]
+    cause = first.get("cause") or first.get("reason") or first
+    if isinstance(cause, dict):
+        cause = f"{cause.get('type', '')} {cause.get('reason', '')}".strip()
+    return f"{len(failures)} failures, the first on document {first.get('id')!r}: {cause}"
 
 
 def _hosts(v):
@@ -148,6 +188,9 @@ class SearchEngineStorage(RemoteStorage):
         self._open_index(options)
         self.next_seq = self._max_seq() + 1
         self._size = None  # documents with a vector, as last counted; None after a write
+        # whether writes by condition go through _delete_by_query / _update_by_query: None until
+        # the first one asks the dialect (`_by_query_usable`), False once the node refused them
+        self._by_query = None
 
     def address(self) -> dict:
         return {"hosts": self.config.hosts, "index": self.index}
@@ -172,6 +215,15 @@ class SearchEngineStorage(RemoteStorage):
     def _streaming_bulk(self, client, actions, **kwargs):
         """The client library's `helpers.streaming_bulk`."""
         raise NotImplementedError
+
+    def _with_params(self, body: dict) -> dict:
+        """The keyword arguments carrying a request body when query parameters travel beside it
+        (opensearch-py: `body=`)."""
+        return {"body": body}
+
+    def _by_query_usable(self) -> bool:
+        """Whether delete_by_query / update_by_query can be trusted on this index."""
+        return True
 
     # ------------------------------------------------------------- plumbing
     def _open_index(self, options: dict) -> None:
@@ -273,10 +325,8 @@ class SearchEngineStorage(RemoteStorage):
         state = self._undo(ids, results, before, seq0)
         if stopped is not None:
             raise BackendError(f"{stopped}; {state}")
-        reasons = "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
-                            f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
         raise BackendError(self.redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
-                                       f"({reasons}); {state}"))
+                                       f"({_bulk_reasons(failed)}); {state}"))
 
     def delete(self, ids: list) -> int:
         ids = list(dict.fromkeys(ids))
@@ -320,21 +370,37 @@ class SearchEngineStorage(RemoteStorage):
 
     def _scan(self, query: dict, limit: Optional[int], source) -> list:
         """Matching hits in insertion order (search_after over hs_seq), up to limit (None: all)."""
-        hits, after = [], None
-        while limit is None or len(hits) < limit:
+        # the id breaks ties: two clients writing one index can hand out the same sequence
+        # number, and search_after over a tied sort value would skip documents
+        return self._paged(query, [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}], limit, source)[0]
+
+    def _paged(self, query: dict, sort: list, limit: Optional[int], source, total: bool = False,
+               scores: bool = False) -> tuple:
+        """(hits up to limit (None: all) in `sort` order, every match counted or None).
+
+        Pages of PAGE hits through search_after, so neither a large limit nor a deep offset meets
+        the engine's from + size ceiling (index.max_result_window); `sort` must end in a unique
+        key. `total` counts every match in the first request (track_total_hits); `scores` keeps
+        each hit's _score while sorting by fields (track_scores)."""
+        hits, after, count = [], None, None
+        while True:
             size = PAGE if limit is None else min(PAGE, limit - len(hits))
-            # the id breaks ties: two clients writing one index can hand out the same sequence
-            # number, and search_after over a tied sort value would skip documents
-            body = {"size": size, "query": query, "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
-                    "_source": source}
+            body = {"size": size, "query": query, "sort": sort, "_source": source}
+            if total and after is None:
+                body["track_total_hits"] = True
+            if scores:
+                body["track_scores"] = True
             if after is not None:
                 body["search_after"] = after
-            page = self._search(body, "list documents")
+            res = self.call("list documents" if not total else "run a sorted query", self.client.search,
+                            index=self.index, body=body)
+            page = list(res["hits"]["hits"])
+            if total and after is None:
+                count = int(res["hits"]["total"]["value"])
             hits += page
-            if len(page) < size:
-                break
+            if len(page) < size or size == 0 or (limit is not None and len(hits) >= limit):
+                return hits, count
             after = page[-1]["sort"]
-        return hits
 
     def iter_ids(self) -> Iterator[str]:
         return iter([h["_id"] for h in self._scan({"match_all": {}}, None, False)])
@@ -344,6 +410,196 @@ class SearchEngineStorage(RemoteStorage):
             return [], []
         docs = self._docs(self._scan({"bool": {"filter": [Q.to_query(node, self.schema)]}}, limit, True))
         return [d.id for d in docs], docs
+
+    # ------------------------------------------- API.md section 7, on the engine
+    def _match_query(self, node: Optional[Node], text) -> dict:
+        """The documents a count, facet or sorted find covers: those matching `node` and, with
+        `text`, those find(text=) matches (the same lexical query)."""
+        flt = self._filter_clause(node)
+        if text is None:
+            return {"bool": {"filter": [flt]}} if flt else {"match_all": {}}
+        self.need_texts()
+        return self._lexical_query(text, flt)
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        """The engine's _count of the matching documents (no hit is fetched)."""
+        return int(self.call("count matches", self.client.count, index=self.index,
+                             body={"query": self._match_query(node, text)})["count"])
+
+    def _aggregate(self, query: dict, agg: dict, what: str) -> dict:
+        """The answer of one aggregation over the documents `query` matches (no hit fetched)."""
+        res = self.call(what, self.client.search, index=self.index,
+                        body={"size": 0, "track_total_hits": False, "query": query, "aggs": {"f": agg}})
+        return res["aggregations"]["f"]
+
+    def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
+        """A terms aggregation (count descending, value ascending; `limit` buckets) or a range
+        aggregation, in one request. A terms aggregation over several shards merges each shard's
+        top values and may miss counts; when the engine says so (doc_count_error_upper_bound > 0)
+        the counts are read exactly from a composite aggregation instead."""
+        query = self._match_query(node, text)
+        if ranges is not None:
+            buckets = self._aggregate(query, Q.range_agg(field, ranges), "count facet ranges")["buckets"]
+            counts = {b["key"]: int(b["doc_count"]) for b in buckets}
+            return [((lo, hi), counts.get(str(n), 0)) for n, (lo, hi) in enumerate(ranges)]
+        if limit == 0:  # nothing to return; the engine refuses a terms aggregation of size 0
+            return []
+        kind = self.schema.fields[field].kind
+        if limit <= FACET_TERMS:
+            agg = self._aggregate(query, Q.terms_agg(field, limit), "count facet values")
+            if not agg.get("doc_count_error_upper_bound"):
+                return [(Q.bucket_value(kind, b["key"]), int(b["doc_count"])) for b in agg["buckets"]]
+        counts = self._every_count(query, field)
+        pairs = sorted(((Q.bucket_value(kind, k), n) for k, n in counts), key=lambda p: (-p[1], p[0]))
+        return pairs[:limit]
+
+    def _every_count(self, query: dict, field: str) -> list:
+        """(value, count) of every value of `field` over the matches: composite aggregation pages."""
+        out, after = [], None
+        while True:
+            agg = self._aggregate(query, Q.composite_agg(field, FACET_PAGE, after), "count facet values")
+            out += [(b["key"]["v"], int(b["doc_count"])) for b in agg["buckets"]]
+            after = agg.get("after_key")
+            if len(agg["buckets"]) < FACET_PAGE or after is None:
+                return out
+
+    def search_sorted(self, node: Optional[Node], text, keys: list, limit: Optional[int]) -> tuple:
+        """The engine sorts: the keys (missing last), then BM25 (text), then insertion order; pages
+        through search_after, and counts every match in the first request."""
+        query = self._match_query(node, text)
+        hits, total = self._paged(query, Q.sort_clauses(keys, text is not None), limit, True, total=True,
+                                  scores=text is not None)
+        docs = self._docs(hits)
+        if text is None:
+            scores = np.zeros(len(hits), dtype=np.float32)
+        else:
+            scores = (np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale).astype(np.float32)
+        return [d.id for d in docs], scores, docs, total
+
+    def delete_where(self, node: Node) -> int:
+        """delete_by_query (see `_run_by_query`) -> how many were deleted. On a node without it,
+        the matching ids are found and deleted in bulk requests, put back if one fails."""
+        self._size = None
+        body = {"query": self._match_query(node, None)}
+        runs = self._if_by_query("delete by query", self.client.delete_by_query, body, "deleted")
+        if runs is None:  # delete() keeps the pre-images and puts them back if a bulk request fails
+            return self.delete([h["_id"] for h in self._scan(body["query"], None, False)])
+        return sum(int(r.get("deleted", 0)) for r in runs)
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """update_by_query with a painless script setting the values (query.update_script) ->
+        how many matched. Unindexed fields live together in one JSON string per document, which
+        a script cannot edit: such an update (and any, on a node without update_by_query) is a
+        read-modify-write of the matching documents through bulk requests instead, rolled back
+        like extend when the engine refuses one."""
+        if not values:
+            return self.count_matches(node, None)
+        self._size = None
+        if set(values) & set(self.codec.extra):
+            return self._rewrite_where(node, values)
+        body = {"query": self._match_query(node, None),
+                "script": Q.update_script(values, self.schema, self.codec.encode_vector)}
+        runs = self._if_by_query("update by query", self.client.update_by_query, body, "updated")
+        if runs is None:
+            return self._rewrite_where(node, values)
+        # the documents the first run's snapshot matched: it updated them, or another writer
+        # changed them meanwhile and a later run (over every match again) updated them
+        return int(runs[0].get("updated", 0)) + int(runs[0].get("version_conflicts", 0))
+
+    def _if_by_query(self, what: str, fn, body: dict, done: str) -> Optional[list]:
+        """`_run_by_query`, or None when it is not to be used here (`_by_query_usable`) or the
+        node has no such endpoint: minimal distributions (Elasticsearch's integ-test-zip) leave
+        out the reindex module that provides it. The answer is remembered, so such a node costs
+        one refused request per storage."""
+        if self._by_query is None:
+            self._by_query = self._by_query_usable()
+        if not self._by_query:
+            return None
+        try:
+            return self._run_by_query(what, fn, body, done)
+        except _NoByQuery:
+            self._by_query = False
+            log.info("%s at %s has no _delete_by_query / _update_by_query (reindex module): writes by "
+                     "condition go through bulk requests", self.engine, self.where())
+            return None
+
+    def _run_by_query(self, what: str, fn, body: dict, done: str) -> list:
+        """Runs a delete_by_query / update_by_query until no document conflicted -> the answers
+        (`done`: the answer's count of documents changed, "deleted" or "updated").
+
+        - refresh=true: the engines take no refresh=wait_for here, and a write must be visible
+          when it returns, so the shards are refreshed whatever `refresh` says;
+        - conflicts=proceed: a document another writer changed after the engine took its
+          snapshot is skipped (a version conflict) instead of aborting the run half-way
+          (conflicts=abort stops at the first one with an arbitrary part done). The run is then
+          repeated, at most max_retries times: the next snapshot holds the new versions, which
+          are tested against the filter again (an update run again writes the same values over
+          the documents it already changed);
+        - an error answer, `failures` or `timed_out` in the answer (a shard or a bulk write
+          failed), or conflicts left after the last run -> BackendError saying what may already
+          be changed: the engines cannot undo it."""
+        def run():
+            try:
+                return fn(index=self.index, **self._with_params(body), conflicts="proceed", refresh=True)
+            except Exception as e:  # a run stopped by failures answers 4xx / 5xx with its counts
+                answer = _error_answer(e)
+                if answer is not None and "failures" in answer:
+                    return answer
+                raise
+
+        runs = []
+        for _ in range(self.max_retries + 1):
+            try:
+                res = dict(self.call(what, run))
+            except BackendError as e:
+                status = getattr(e, "status", None)
+                if not runs and status in (400, 404, 405) and "no handler found" in str(e):
+                    raise _NoByQuery() from None
+                raise BackendError(f"{e}; {self._partial(runs, done, True, status is not None)}") from None
+            runs.append(res)
+            failures = list(res.get("failures") or [])
+            if failures:
+                raise self.error(what, failures[0].get("status"),
+                                 f"{_failure_reason(failures)}; {self._partial(runs, done)}")
+            if res.get("timed_out"):
+                raise self.refused(what, f"the engine timed out; {self._partial(runs, done)}")
+            if not res.get("version_conflicts"):
+                return runs
+        raise self.refused(what, f"{runs[-1]['version_conflicts']} documents kept changing under another writer "
+                                 f"(version conflicts in each of {len(runs)} runs); {self._partial(runs, done)}")
+
+    def _partial(self, runs: list, done: str, failed_request: bool = False, answered: bool = True) -> str:
+        """What a by-query call that stopped had already done, which stays done: the engines
+        have no multi-document transaction to roll it back. `failed_request`: the last request
+        got an error (or no) answer, which carries no counts."""
+        n = sum(int(r.get(done, 0)) for r in runs)
+        if failed_request and not runs:
+            told = f"the failed request may have {done} part of the matching documents"
+        elif failed_request:
+            told = f"{n} documents were {done} by earlier runs and the failed request may have {done} more"
+        else:
+            told = f"{n} documents were {done} before it stopped"
+        if not answered:
+            told += f" ({self.engine} may still be running it: it goes on when the client stops waiting)"
+        return f"{told}; {self.engine} has no multi-document transaction to undo that"
+
+    def _rewrite_where(self, node: Node, values: dict) -> int:
+        """update_many touching unindexed fields: every matching document rewritten whole in bulk
+        requests (one per chunk_size), the old versions put back if any is refused."""
+        hits = self._scan(self._match_query(node, None), None, True)
+        before = {h["_id"]: h["_source"] for h in hits}
+        ids = list(before)
+        sources = [self.codec.fields(self.codec.document(before[i], i).model_copy(update=values),
+                                     int(before[i][SEQ_FIELD])) for i in ids]
+        results, stopped = self._bulk([("index", i, src) for i, src in zip(ids, sources)])
+        failed = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
+        if not failed and stopped is None:
+            return len(ids)
+        state = self._undo(ids, results, before)
+        if stopped is not None:
+            raise BackendError(f"{stopped}; {state}")
+        raise BackendError(self.redact(f"{self.engine} rejected {len(failed)} of {len(ids)} updated documents "
+                                       f"({_bulk_reasons(failed)}); {state}"))
 
     # --------------------------------------------------------------- vectors
     def _filter_clause(self, node: Optional[Node]) -> Optional[dict]:
@@ -423,9 +679,15 @@ class SearchEngineStorage(RemoteStorage):
         return out
 
     # ------------------------------------------------------------------ text
+    def _lexical_query(self, text: str, flt: Optional[dict]) -> dict:
+        """The query of a text find: every document holding a query term in one of the text
+        fields (the terms are OR-ed), scored by the best field's BM25, and matching `flt`. Counts,
+        facets and sorted finds with text use this same query, so they agree with find(text=)."""
+        match = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
+        return {"bool": {"must": [match], "filter": [flt] if flt else []}}
+
     def _lexical_body(self, text: str, size: int, flt: Optional[dict]) -> dict:
-        query = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
-        return {"size": size, "query": {"bool": {"must": [query], "filter": [flt] if flt else []}}}
+        return {"size": size, "query": self._lexical_query(text, flt)}
 
     def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
@@ -532,6 +794,11 @@ class ElasticsearchStorage(SearchEngineStorage):
         body["query"]["bool"]["should"][0]["multi_match"]["_name"] = LEXICAL
         body["knn"] = self._knn(q, size, ef, flt)
         return body
+
+    def _with_params(self, body: dict) -> dict:
+        # the 8.x client takes the body's fields as arguments; `body=` beside query parameters
+        # is deprecated
+        return dict(body)
 
     def _streaming_bulk(self, client, actions, **kwargs):
         from elasticsearch.helpers import streaming_bulk

@@ -290,16 +290,36 @@ class VespaStorage(RemoteStorage):
                                      f"order by {SEQ_FIELD} desc limit 1", "hits": 1}, "read the insertion sequence")
         return int(hits[0]["fields"][SEQ_FIELD]) if hits else 0
 
-    def count(self) -> int:
-        """totalCount of a match-all query when every node answered (coverage full); otherwise
-        the documents are counted by visiting them, rather than reporting a partial count."""
-        _, data = self._http("POST", "/search/", "count documents",
-                             body={"yql": Y.select(self.doctype, "true"), "hits": 0, "timeout": f"{self.timeout}s"})
+    def _total(self, cond: str, what: str, params: Optional[dict] = None) -> Optional[int]:
+        """totalCount of a query asking no hits, or None unless every node answered (coverage
+        full): a partial count is never reported."""
+        body = {"yql": Y.select(self.doctype, cond), "hits": 0, "timeout": f"{self.timeout}s", **(params or {})}
+        _, data = self._http("POST", "/search/", what, body=body)
         root = data.get("root", {})
         coverage = root.get("coverage", {})
         if not root.get("errors") and coverage.get("full") is True and not coverage.get("degraded"):
             return int(root.get("fields", {}).get("totalCount", 0))
-        return sum(1 for _ in self._visit("[id]"))
+        return None
+
+    def count(self) -> int:
+        """totalCount of a match-all query when every node answered (coverage full); otherwise
+        the documents are counted by visiting them, rather than reporting a partial count."""
+        total = self._total("true", "count documents")
+        return total if total is not None else sum(1 for _ in self._visit("[id]"))
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        """totalCount of the query a filter-only or text find runs (the same YQL, the text as
+        `userq`), asking no hits; with partial coverage, the generic count of the matches. (The
+        generic count alone would ask for every match in one query, beyond max_hits on a large
+        collection.)"""
+        where = self._where(node)
+        if text is None:
+            total = self._total(where or "true", "count matches")
+        else:
+            self.need_texts()
+            ui = Y.user_input(self.grammar)
+            total = self._total(ui if where is None else f"{ui} and {where}", "count text matches", {"userq": text})
+        return total if total is not None else super().count_matches(node, text)
 
     def contains(self, id: str) -> bool:
         return self._get_fields(id) is not None
