@@ -312,7 +312,14 @@ def assert_same_text(a, b, seed):
         slots = np.arange(45, dtype=np.int64)
         assert np.array_equal(a.scores(q, slots), b.scores(q, slots))
         assert np.array_equal(a.matches(q, None), b.matches(q, None))
-
+        # the query syntax reads the positions (phrases) and the dictionaries (prefixes)
+        w = rng.choice(WORDS, 4)
+        sq = f'"{w[0]} {w[1]}" +{w[2]} -{w[3]} {w[0][:2]}* "{w[1]} {w[2]} {w[3]}"'
+        for k in (1, 60):
+            ra, rb = a.search(sq, k, None), b.search(sq, k, None)
+            assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
+        assert np.array_equal(a.scores(sq, slots), b.scores(sq, slots))
+        assert a.count(sq, None) == b.count(sq, None)
 
 
 @settings(max_examples=80, deadline=None)
@@ -381,3 +388,23 @@ def test_lone_surrogates_and_non_ascii_words_round_trip():
     back.restore(meta, read_only(arrays))
     for f, g in zip(ti.fields, back.fields):
         assert f.vocab == g.vocab and f.tid_of == g.tid_of
+
+
+def test_a_snapshot_without_positions_is_re_indexed_on_open(tmp_path, monkeypatch):
+    """A collection saved before positions existed (text export format 1) opens, and its text is
+    indexed again from the columns, so phrases work on it."""
+    real = TextIndex.export
+
+    def old_export(self):
+        meta, arrays = real(self)
+        return dict(meta, format=1), {k: v for k, v in arrays.items()
+                                      if not k.endswith(("/pos_off", "/fwd_pos"))}
+
+    monkeypatch.setattr(TextIndex, "export", old_export)
+    da = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
+    da.extend([{"id": "a", "title": "blue sky"}, {"id": "b", "title": "sky blue"}])
+    da.close()  # the snapshot, as an older version wrote it
+    monkeypatch.setattr(TextIndex, "export", real)
+    again = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
+    assert again.find(text='"blue sky"').ids == ["a"] and again.count(text="sky") == 2
+    again.close()
