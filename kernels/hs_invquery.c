@@ -17,6 +17,7 @@
 #include "hs_topk.h"
 
 #define DONE INT32_MAX /* an iterator's doc once it has no document left */
+#define PHRASE_BATCH 64 /* documents a phrase gathers before reading their positions */
 
 static const plist EMPTY = {NULL, NULL, 0, 0, 0, INT32_MAX};
 
@@ -31,6 +32,8 @@ typedef struct {
     const int32_t *terms; /* PHRASE: the terms in query order */
     int64_t m;
     int64_t *scr;      /* PHRASE: 4 x m scratch for phrase_freq */
+    int32_t *cand;     /* PHRASE: documents holding every term, to verify (their lists prefetched) */
+    int32_t ncand, icand, batch, next; /* buffered, the next to verify, batch size, where to go on */
     uint64_t *set;     /* ANY: the documents holding one of the terms */
     int64_t nset;      /* bits in set */
 } qit;
@@ -48,6 +51,7 @@ static void it_free(qit *it) {
     free(it->lists);
     free(it->at);
     free(it->scr);
+    free(it->cand);
     free(it->set);
     memset(it, 0, sizeof(*it));
 }
@@ -99,7 +103,9 @@ static int it_init(const hs_inv *ix, const hs_inv_clause *c, qit *it) {
         it->terms = c->terms;
         it->m = m;
         it->scr = malloc((size_t)(4 * m) * sizeof(int64_t));
-        if (!it->scr) return HS_ENOMEM;
+        it->cand = malloc(PHRASE_BATCH * sizeof(int32_t));
+        if (!it->scr || !it->cand) return HS_ENOMEM;
+        it->batch = 4;
     }
     return HS_OK;
 }
@@ -156,6 +162,25 @@ static int32_t phrase_freq(const hs_inv *ix, int32_t s, qit *it) {
     return freq;
 }
 
+/* The first document >= target that holds every term of the iterator's lists (DONE if none). */
+static int32_t conj_next(qit *it, int32_t target) {
+    int32_t d = target;
+    for (int64_t l = 0; l < it->nl;) {
+        const plist *p = it->lists[l];
+        int64_t i = it->at[l];
+        if (i < p->len && p->doc[i] < d) i = gallop(p->doc, i, p->len, d);
+        it->at[l] = i;
+        if (i >= p->len) return DONE;
+        if (p->doc[i] > d) { /* a later document: every list again from there */
+            d = p->doc[i];
+            l = l == 0 ? 1 : 0;
+            continue;
+        }
+        l++;
+    }
+    return d;
+}
+
 /* Moves `it` to its first match >= target (no move when it is there already). A phrase skips the
  * documents outside bits, whose positions need not be read. */
 static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t *bits, int64_t nbits) {
@@ -169,31 +194,25 @@ static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t
         it->freq = 1;
         return;
     }
+    if (it->m == 0) { /* one term */
+        int32_t d = conj_next(it, target);
+        it->doc = d;
+        if (d != DONE) it->freq = it->lists[0]->tf[it->at[0]];
+        return;
+    }
+    /* A phrase: verifying a candidate costs a cache miss on its forward list, so candidates are
+     * gathered in batches and their lists prefetched while the next ones are found. The batch
+     * grows while the caller walks on document by document and shrinks when it jumps ahead (as
+     * the optional phrase of a conjunction led by a rarer clause), whose gathered candidates
+     * would be wasted. */
     for (;;) {
-        /* the conjunction of the lists: every cursor to the first common document >= target */
-        int32_t d = target;
-        for (int64_t l = 0; l < it->nl;) {
-            const plist *p = it->lists[l];
-            int64_t i = it->at[l];
-            if (i < p->len && p->doc[i] < d) i = gallop(p->doc, i, p->len, d);
-            it->at[l] = i;
-            if (i >= p->len) {
-                it->doc = DONE;
-                return;
-            }
-            if (p->doc[i] > d) { /* a later document: every list again from there */
-                d = p->doc[i];
-                l = l == 0 ? 1 : 0;
+        int skipped = 0;
+        while (it->icand < it->ncand) {
+            int32_t d = it->cand[it->icand++];
+            if (d < target) {
+                skipped = 1;
                 continue;
             }
-            l++;
-        }
-        if (it->m == 0) { /* one term */
-            it->doc = d;
-            it->freq = it->lists[0]->tf[it->at[0]];
-            return;
-        }
-        if (allowed(bits, nbits, d)) {
             int32_t freq = phrase_freq(ix, d, it);
             if (freq > 0) {
                 it->doc = d;
@@ -201,11 +220,29 @@ static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t
                 return;
             }
         }
-        if (d == DONE - 1) {
+        if (skipped) it->batch = it->batch > 4 ? it->batch / 4 : 1;
+        else if (it->batch < PHRASE_BATCH) it->batch *= 2;
+        int32_t t = target > it->next ? target : it->next;
+        it->ncand = it->icand = 0;
+        while (it->ncand < it->batch && t != DONE) {
+            int32_t d = conj_next(it, t);
+            if (d == DONE) {
+                t = DONE;
+                break;
+            }
+            if (allowed(bits, nbits, d)) {
+                const fwd *f = &ix->docs[d];
+                __builtin_prefetch(f->tid);
+                __builtin_prefetch(fwd_positions(ix, d, f));
+                it->cand[it->ncand++] = d;
+            }
+            t = d == DONE - 1 ? DONE : d + 1;
+        }
+        it->next = t;
+        if (it->ncand == 0) {
             it->doc = DONE;
             return;
         }
-        target = d + 1;
     }
 }
 
