@@ -86,8 +86,10 @@ typedef struct {
  * k >= 0: the top-k best first into out_score / out_slot (ties to the lower slot, padded with
  * -inf / -1), returning the number of hits; k < 0: every match ascending by slot into
  * *all_slot / *all_score (malloc'd, the caller frees them; NULL when there is none), returning
- * their number. *total (may be NULL) = the number of matches. Returns HS_ENOMEM (< 0) on
- * failure, with nothing to free. */
+ * their number. *total (may be NULL) = the number of matches for k <= 0; -1 for k > 0, where
+ * each field's top-k is found with phrases skipping the candidates that cannot enter it (their
+ * positions are never read), and the union of those is scored in every field. Returns
+ * HS_ENOMEM (< 0) on failure, with nothing to free. */
 int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *const *cl, const int64_t *ncl,
                      float k1, float b, const uint64_t *bits, int64_t nbits, int64_t k, float *out_score,
                      int64_t *out_slot, int64_t **all_slot, float **all_score, int64_t *total);

@@ -36,6 +36,13 @@ typedef struct {
     int32_t ncand, icand, batch, next; /* buffered, the next to verify, batch size, where to go on */
     uint64_t *set;     /* ANY: the documents holding one of the terms */
     int64_t nset;      /* bits in set */
+    int32_t t0;        /* TERM (and a one-term PHRASE): the term */
+    double gmax;       /* the most this clause can score in any document of the field */
+    /* PHRASE in a top-k search: a candidate whose bound (its phrase at the smallest tf of its
+     * terms, plus `rest`, the most every other clause can add) cannot beat *theta, the field's
+     * k-th score so far, is dropped before its positions are read */
+    const float *theta;
+    double rest, k1, b, avgdl;
 } qit;
 
 static const plist *list_of(const hs_inv *ix, int32_t t) {
@@ -56,13 +63,16 @@ static void it_free(qit *it) {
     memset(it, 0, sizeof(*it));
 }
 
-static int it_init(const hs_inv *ix, const hs_inv_clause *c, qit *it) {
+static int it_init(const hs_inv *ix, const hs_inv_clause *c, qit *it, double k1, double b) {
     memset(it, 0, sizeof(*it));
     it->kind = c->kind;
     it->occur = c->occur;
     it->doc = -1;
+    it->k1 = k1;
+    it->b = b;
+    it->avgdl = ix->N ? (double)ix->total / ix->N : 1.0;
     if (c->kind == HS_CL_ANY) {
-        it->w = c->weight;
+        it->w = it->gmax = c->weight;
         it->nset = ix->ndocs_cap;
         it->set = calloc((size_t)((it->nset + 63) / 64 + 1), sizeof(uint64_t));
         if (!it->set) return HS_ENOMEM;
@@ -82,6 +92,7 @@ static int it_init(const hs_inv *ix, const hs_inv_clause *c, qit *it) {
         it->nl = 1;
         return HS_OK;
     }
+    it->t0 = c->terms[0];
     double idf = 0.0;
     for (int64_t i = 0; i < m; i++) {
         const plist *p = list_of(ix, c->terms[i]);
@@ -99,6 +110,13 @@ static int it_init(const hs_inv *ix, const hs_inv_clause *c, qit *it) {
     }
     it->cost = it->lists[0]->len;
     it->w = idf * c->weight;
+    /* a document holding every term has a tf <= each term's max_tf and a length >= each min_dl */
+    int32_t fmax = INT32_MAX, dlmin = 1;
+    for (int64_t l = 0; l < it->nl; l++) {
+        if (it->lists[l]->max_tf < fmax) fmax = it->lists[l]->max_tf;
+        if (it->lists[l]->min_dl > dlmin) dlmin = it->lists[l]->min_dl;
+    }
+    if (it->lists[0]->len) it->gmax = term_score(it->w, fmax, dlmin, k1, b, it->avgdl);
     if (c->kind == HS_CL_PHRASE && m > 1) {
         it->terms = c->terms;
         it->m = m;
@@ -181,6 +199,22 @@ static int32_t conj_next(qit *it, int32_t target) {
     return d;
 }
 
+/* Whether document d, where the lists of the phrase `it` stand, cannot enter a top-k whose k-th
+ * score is *theta: the phrase occurs at most as often as its rarest term there, and the other
+ * clauses add at most `rest`. Computed as the score is (same function, same order) when nothing
+ * else can add, so that equal bounds compare equal; with other clauses, a relative slack covers
+ * a different summation order. A later document than every one kept loses a tie. */
+static int below_theta(const hs_inv *ix, const qit *it, int32_t d) {
+    int32_t fmin = INT32_MAX;
+    for (int64_t l = 0; l < it->nl; l++) {
+        int32_t tf = it->lists[l]->tf[it->at[l]];
+        if (tf < fmin) fmin = tf;
+    }
+    double ub = term_score(it->w, fmin, ix->docs[d].dl, it->k1, it->b, it->avgdl);
+    if (it->rest > 0) ub = (ub + it->rest) * (1.0 + 1e-9);
+    return (float)ub <= *it->theta;
+}
+
 /* Moves `it` to its first match >= target (no move when it is there already). A phrase skips the
  * documents outside bits, whose positions need not be read. */
 static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t *bits, int64_t nbits) {
@@ -230,7 +264,7 @@ static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t
                 t = DONE;
                 break;
             }
-            if (allowed(bits, nbits, d)) {
+            if (allowed(bits, nbits, d) && !(it->theta && below_theta(ix, it, d))) {
                 const fwd *f = &ix->docs[d];
                 __builtin_prefetch(f->tid);
                 __builtin_prefetch(fwd_positions(ix, d, f));
@@ -246,8 +280,8 @@ static void it_advance(const hs_inv *ix, qit *it, int32_t target, const uint64_t
     }
 }
 
-static inline double it_score(const qit *it, int32_t dl, double k1, double b, double avgdl) {
-    return it->kind == HS_CL_ANY ? it->w : term_score(it->w, it->freq, dl, k1, b, avgdl);
+static inline double freq_score(const qit *it, int32_t freq, int32_t dl) {
+    return it->kind == HS_CL_ANY ? it->w : term_score(it->w, freq, dl, it->k1, it->b, it->avgdl);
 }
 
 typedef struct {
@@ -279,29 +313,77 @@ static void hits_free(hitlist *h) {
     memset(h, 0, sizeof(*h));
 }
 
-/* Every document field `ix` matches under the clauses `its` (MUST_NOT ones are skipped: the
- * caller removed their documents from bits), ascending, with the field's score. */
-static int eval_field(const hs_inv *ix, qit *its, int64_t n, double k1, double b, const uint64_t *bits,
-                      int64_t nbits, hitlist *out) {
-    double avgdl = ix->N ? (double)ix->total / ix->N : 1.0;
-    qit **must = malloc((size_t)(n + 1) * sizeof(qit *)), **should = malloc((size_t)(n + 1) * sizeof(qit *));
+/* One field's positive clauses (its MUST_NOT ones are out of the allowed bits already), in the
+ * order their scores are summed: the required ones cheapest first (the first leads), then the
+ * optional ones. */
+typedef struct {
+    const hs_inv *ix;
+    qit *its;
+    int64_t n;
+    qit **must, **should;
+    int64_t nm, ns;
+} fieldq;
+
+static void fq_free(fieldq *q) {
+    for (int64_t i = 0; i < q->n; i++) it_free(&q->its[i]);
+    free(q->its);
+    free(q->must);
+    free(q->should);
+    memset(q, 0, sizeof(*q));
+}
+
+static int fq_init(fieldq *q, const hs_inv *ix, const hs_inv_clause *cl, int64_t ncl, double k1, double b) {
+    memset(q, 0, sizeof(*q));
+    q->ix = ix;
+    q->its = calloc((size_t)(ncl + 1), sizeof(qit));
+    q->must = malloc((size_t)(ncl + 1) * sizeof(qit *));
+    q->should = malloc((size_t)(ncl + 1) * sizeof(qit *));
+    if (!q->its || !q->must || !q->should) return HS_ENOMEM;
+    for (int64_t i = 0; i < ncl; i++) {
+        if (cl[i].occur == HS_OCCUR_MUST_NOT) continue;
+        if (it_init(ix, &cl[i], &q->its[q->n++], k1, b)) return HS_ENOMEM;
+    }
+    for (int64_t i = 0; i < q->n; i++) {
+        if (q->its[i].occur == HS_OCCUR_MUST) q->must[q->nm++] = &q->its[i];
+        else q->should[q->ns++] = &q->its[i];
+    }
+    for (int64_t i = 1; i < q->nm; i++) {
+        qit *x = q->must[i];
+        int64_t j = i;
+        for (; j > 0 && q->must[j - 1]->cost > x->cost; j--) q->must[j] = q->must[j - 1];
+        q->must[j] = x;
+    }
+    double all = 0.0;
+    for (int64_t i = 0; i < q->n; i++) all += q->its[i].gmax;
+    for (int64_t i = 0; i < q->n; i++) q->its[i].rest = all - q->its[i].gmax;
+    return HS_OK;
+}
+
+/* Where a field's matches go: every one into a hitlist, or the best k into a heap whose k-th
+ * score phrases read (theta) to skip candidates that cannot beat it. */
+typedef struct {
+    hitlist *all;
+    hs_heap *top;
+    float theta;
+} sink;
+
+static int sink_push(sink *out, int32_t d, double score) {
+    if (out->all) return hits_push(out->all, d, score);
+    hs_heap_push(out->top, (float)score, d);
+    out->theta = hs_heap_threshold(out->top);
+    return HS_OK;
+}
+
+/* Every document the field matches (set in bits), ascending, with the field's score. */
+static int eval_field(fieldq *q, const uint64_t *bits, int64_t nbits, sink *out) {
+    const hs_inv *ix = q->ix;
+    qit **must = q->must, **should = q->should;
+    int64_t nm = q->nm, ns = q->ns;
+    if (out->top)
+        for (int64_t i = 0; i < q->n; i++)
+            if (q->its[i].m) q->its[i].theta = &out->theta;
     int rc = HS_OK;
-    if (!must || !should) {
-        rc = HS_ENOMEM;
-        goto done;
-    }
-    int64_t nm = 0, ns = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (its[i].occur == HS_OCCUR_MUST) must[nm++] = &its[i];
-        else if (its[i].occur == HS_OCCUR_SHOULD) should[ns++] = &its[i];
-    }
     if (nm) {
-        for (int64_t i = 1; i < nm; i++) { /* cheapest first: it leads */
-            qit *x = must[i];
-            int64_t j = i;
-            for (; j > 0 && must[j - 1]->cost > x->cost; j--) must[j] = must[j - 1];
-            must[j] = x;
-        }
         int32_t target = 0;
         for (;;) {
             it_advance(ix, must[0], target, bits, nbits);
@@ -325,12 +407,12 @@ static int eval_field(const hs_inv *ix, qit *its, int64_t n, double k1, double b
             }
             int32_t dl = ix->docs[d].dl;
             double score = 0.0;
-            for (int64_t i = 0; i < nm; i++) score += it_score(must[i], dl, k1, b, avgdl);
+            for (int64_t i = 0; i < nm; i++) score += freq_score(must[i], must[i]->freq, dl);
             for (int64_t i = 0; i < ns; i++) {
                 it_advance(ix, should[i], d, bits, nbits);
-                if (should[i]->doc == d) score += it_score(should[i], dl, k1, b, avgdl);
+                if (should[i]->doc == d) score += freq_score(should[i], should[i]->freq, dl);
             }
-            if ((rc = hits_push(out, d, score))) goto done;
+            if ((rc = sink_push(out, d, score))) return rc;
             if (d == DONE - 1) break;
             target = d + 1;
         }
@@ -345,16 +427,106 @@ static int eval_field(const hs_inv *ix, qit *its, int64_t n, double k1, double b
             double score = 0.0;
             for (int64_t i = 0; i < ns; i++) {
                 if (should[i]->doc != d) continue;
-                score += it_score(should[i], dl, k1, b, avgdl);
+                score += freq_score(should[i], should[i]->freq, dl);
                 if (d == DONE - 1) should[i]->doc = DONE;
                 else it_advance(ix, should[i], d + 1, bits, nbits);
             }
-            if (allowed(bits, nbits, d) && (rc = hits_push(out, d, score))) goto done;
+            if (allowed(bits, nbits, d) && (rc = sink_push(out, d, score))) return rc;
         }
     }
+    return rc;
+}
+
+/* How often clause `it` matches document d (0: not at all), read from d's forward list. */
+static int32_t freq_at(const hs_inv *ix, qit *it, int32_t d) {
+    if (it->kind == HS_CL_ANY) return d < it->nset && ((it->set[d >> 6] >> (d & 63)) & 1);
+    if (it->m) return phrase_freq(ix, d, it);
+    if (it->lists[0] == &EMPTY) return 0;
+    const fwd *f = &ix->docs[d];
+    int64_t j = lower_bound(f->tid, 0, f->n, it->t0);
+    return j < f->n && f->tid[j] == it->t0 ? f->tf[j] : 0;
+}
+
+/* The field's score of one document, summed as eval_field sums it; -1 where it does not match. */
+static double field_score_at(fieldq *q, int32_t d) {
+    const hs_inv *ix = q->ix;
+    if (d < 0 || d >= ix->ndocs_cap || ix->docs[d].dl == 0) return -1.0;
+    int32_t dl = ix->docs[d].dl;
+    double score = 0.0;
+    int hit = 0;
+    for (int64_t i = 0; i < q->nm; i++) {
+        int32_t f = freq_at(ix, q->must[i], d);
+        if (!f) return -1.0;
+        score += freq_score(q->must[i], f, dl);
+    }
+    for (int64_t i = 0; i < q->ns; i++) {
+        int32_t f = freq_at(ix, q->should[i], d);
+        if (f) {
+            hit = 1;
+            score += freq_score(q->should[i], f, dl);
+        }
+    }
+    return q->nm || hit ? score : -1.0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The top-k without counting the matches: each field's exact top-k, found with the phrases
+ * skipping candidates that cannot enter it, then their union scored in every field (the
+ * argument of lexical.py's best fields: a document of the overall top-k is in the top-k of the
+ * field where it scores best). */
+static int64_t query_topk(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *const *cl, const int64_t *ncl,
+                          double k1, double b, const uint64_t *bits, int64_t nbits, int64_t k, float *out_score,
+                          int64_t *out_slot) {
+    int64_t rc = HS_OK, nc = 0;
+    fieldq *q = calloc((size_t)nf + 1, sizeof(fieldq));
+    float *fs = malloc((size_t)(nf * k) * sizeof(float));
+    int64_t *fslot = malloc((size_t)(nf * k) * sizeof(int64_t)), *cand = malloc((size_t)(nf * k) * sizeof(int64_t));
+    int64_t *got = calloc((size_t)nf + 1, sizeof(int64_t));
+    if (!q || !fs || !fslot || !cand || !got) {
+        rc = HS_ENOMEM;
+        goto done;
+    }
+    for (int64_t f = 0; f < nf && rc == HS_OK; f++) {
+        if ((rc = fq_init(&q[f], ix[f], cl[f], ncl[f], k1, b))) break;
+        hs_heap h;
+        hs_heap_init(&h, fs + f * k, fslot + f * k, k);
+        sink out = {NULL, &h, -INFINITY};
+        if ((rc = eval_field(&q[f], bits, nbits, &out))) break;
+        got[f] = hs_heap_finish(&h);
+        for (int64_t i = 0; i < got[f]; i++) cand[nc++] = fslot[f * k + i];
+    }
+    if (rc) goto done;
+    hs_heap h;
+    hs_heap_init(&h, out_score, out_slot, k);
+    if (nf == 1) {
+        for (int64_t i = 0; i < got[0]; i++) hs_heap_push(&h, fs[i], fslot[i]);
+        rc = hs_heap_finish(&h);
+        goto done;
+    }
+    qsort(cand, (size_t)nc, sizeof(int64_t), cmp_i64);
+    int64_t u = 0;
+    for (int64_t i = 0; i < nc; i++)
+        if (u == 0 || cand[i] != cand[u - 1]) cand[u++] = cand[i];
+    for (int64_t i = 0; i < u; i++) {
+        double best = -1.0;
+        for (int64_t f = 0; f < nf; f++) {
+            double v = field_score_at(&q[f], (int32_t)cand[i]);
+            if (v > best) best = v;
+        }
+        hs_heap_push(&h, (float)best, cand[i]);
+    }
+    rc = hs_heap_finish(&h);
 done:
-    free(must);
-    free(should);
+    for (int64_t f = 0; q && f < nf; f++) fq_free(&q[f]);
+    free(q);
+    free(fs);
+    free(fslot);
+    free(cand);
+    free(got);
     return rc;
 }
 
@@ -409,7 +581,7 @@ static int allowed_without_excluded(const hs_inv *const *ix, int64_t nf, const h
         for (int64_t i = 0; i < ncl[f]; i++) {
             if (cl[f][i].occur != HS_OCCUR_MUST_NOT) continue;
             qit it;
-            if (it_init(ix[f], &cl[f][i], &it)) {
+            if (it_init(ix[f], &cl[f][i], &it, 0.0, 0.0)) { /* only its documents are read */
                 it_free(&it);
                 free(a);
                 return HS_ENOMEM;
@@ -436,7 +608,7 @@ int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *c
     }
     if (all_slot) *all_slot = NULL;
     if (all_score) *all_score = NULL;
-    if (total) *total = 0;
+    if (total) *total = k > 0 ? -1 : 0;
     uint64_t *allow = NULL;
     int64_t nw = 0;
     hitlist acc = {0}, part = {0}, next = {0};
@@ -444,19 +616,18 @@ int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *c
     if (rc) return rc;
     const uint64_t *ab = allow ? allow : bits;
     int64_t anb = allow ? nw * 64 : nbits;
+    if (k > 0) {
+        rc = query_topk(ix, nf, cl, ncl, k1, b, ab, anb, k, out_score, out_slot);
+        free(allow);
+        return rc;
+    }
     for (int64_t f = 0; f < nf && rc == HS_OK; f++) {
-        qit *its = calloc((size_t)(ncl[f] + 1), sizeof(qit));
-        if (!its) {
-            rc = HS_ENOMEM;
-            break;
-        }
-        int64_t n = 0; /* the MUST_NOT clauses are left out: their documents are out of ab already */
-        for (int64_t i = 0; i < ncl[f] && rc == HS_OK; i++)
-            if (cl[f][i].occur != HS_OCCUR_MUST_NOT) rc = it_init(ix[f], &cl[f][i], &its[n++]);
+        fieldq q;
+        rc = fq_init(&q, ix[f], cl[f], ncl[f], k1, b);
         part.n = 0;
-        if (rc == HS_OK) rc = eval_field(ix[f], its, n, k1, b, ab, anb, &part);
-        for (int64_t i = 0; i < n; i++) it_free(&its[i]);
-        free(its);
+        sink out = {&part, NULL, -INFINITY};
+        if (rc == HS_OK) rc = eval_field(&q, ab, anb, &out);
+        fq_free(&q);
         if (rc == HS_OK && part.n) {
             next.n = 0;
             rc = merge_max(&acc, &part, &next);
@@ -467,12 +638,7 @@ int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *c
     }
     if (rc == HS_OK) {
         if (total) *total = acc.n;
-        if (k >= 0) {
-            hs_heap h;
-            hs_heap_init(&h, out_score, out_slot, k);
-            for (int64_t i = 0; i < acc.n; i++) hs_heap_push(&h, (float)acc.score[i], acc.slot[i]);
-            rc = hs_heap_finish(&h);
-        } else if (acc.n) {
+        if (k < 0 && acc.n) {
             int64_t *s = malloc((size_t)acc.n * sizeof(int64_t));
             float *v = malloc((size_t)acc.n * sizeof(float));
             if (!s || !v) {

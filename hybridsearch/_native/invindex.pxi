@@ -340,7 +340,9 @@ def query_best_fields(list indexes, list clauses, k, float k1=1.2, float b=0.75,
     weight): kind "term" (one term id), "phrase" (term ids in order) or "any" (term ids: a
     constant score `weight` when the document holds one), occur "should", "must" or "must_not".
     k an int: -> (scores float32 (k,), slots int64 (k,), total) best first, padded with -inf / -1;
-    k None: -> (slots int64, scores float32) of every match, ascending by slot."""
+    total is the number of matches for k = 0 and -1 for k > 0 (a top-k search skips documents
+    that cannot enter it, so it does not count them); k None: -> (slots int64, scores float32)
+    of every match, ascending by slot."""
     cdef Py_ssize_t nf = len(indexes), f, i, n, total_cl = 0
     if len(clauses) != nf:
         raise ValueError("one list of clauses per index")
