@@ -18,9 +18,9 @@ from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError
 from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
-                                        check_fusion, check_min_score, check_size, check_sort,
-                                        check_text_fields, check_weights)
-from hybridsearch.query.text import TextQuery
+                                        check_fusion, check_min_score, check_operator, check_size,
+                                        check_sort, check_text_fields, check_weights)
+from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import missing_package, storage_class
 
@@ -299,16 +299,18 @@ class DocumentArray(Generic[T]):
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
-             min_score: Optional[float] = None) -> Results[T]:
+             min_score: Optional[float] = None, operator: str = "or") -> Results[T]:
         """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
         with `weights` mixes min-max normalised parts; `text_fields` weights the text fields;
-        `min_score` keeps the hits scoring at least that (then `total` is None)."""
+        `min_score` keeps the hits scoring at least that (then `total` is None). `text` may use
+        the query syntax ("phrases", +required, -excluded, prefix*; docs/usage.md) and
+        `operator="and"` makes every clause without a sign required."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
-        tq = self._text_query(storage, text, text_fields)
+        tq = self._text_query(storage, text, text_fields, operator)
         min_score = check_min_score(min_score)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
@@ -354,41 +356,55 @@ class DocumentArray(Generic[T]):
         ids, scores, docs = storage.search_vectors(q, kk, node, exact, ef)[0]
         return Results(ids, scores, storage.get, docs).above(min_score).page(offset)
 
-    def _text_query(self, storage, text: Any, text_fields: Optional[dict]):
-        """The text as the storage takes it: the string, or a TextQuery with field weights."""
+    def _text_query(self, storage, text: Any, text_fields: Optional[dict], operator: str = "or"):
+        """The text as the storage takes it: the string, or a TextQuery with field weights or
+        operator="and". A storage that does not declare the query syntax ("syntax" in its
+        query_options) gets plain words only: a phrase, a sign or a prefix raises UnsupportedError
+        there rather than run as other words."""
         if text is not None and not isinstance(text, str):
             raise ConfigError(f"text must be a string, got {type(text).__name__}")
-        if text_fields is None:
-            return text
+        operator = check_operator(operator)
         if text is None:
-            raise ConfigError("text_fields applies to a text query")
-        fields = check_text_fields(text_fields, self._schema)
-        self._requires(storage, "text_fields")
-        return TextQuery(text, fields)
+            if text_fields is not None or operator != "or":
+                raise ConfigError("text_fields and operator apply to a text query")
+            return None
+        if uses_syntax(parse_text(text)):
+            self._requires(storage, "syntax", 'query syntax ("phrases", +required, -excluded, prefix*)')
+        if operator != "or":
+            self._requires(storage, "operator", 'operator="and"')
+        if text_fields is None and operator == "or":
+            return text
+        fields = None
+        if text_fields is not None:
+            fields = check_text_fields(text_fields, self._schema)
+            self._requires(storage, "text_fields")
+        return TextQuery(text, fields, operator)
 
     @staticmethod
-    def _requires(storage, option: str) -> None:
+    def _requires(storage, option: str, what: Optional[str] = None) -> None:
         if option not in storage.query_options:
-            raise UnsupportedError(f"{option} is not available on storage {storage.name!r} yet")
+            raise UnsupportedError(f"{what or option} is not available on storage {storage.name!r} yet")
 
     def facets(self, field: str, *, filter: Optional[dict] = None, text: Optional[str] = None,
-               limit: int = 10, ranges: Optional[list] = None, text_fields: Optional[dict] = None) -> list:
+               limit: int = 10, ranges: Optional[list] = None, text_fields: Optional[dict] = None,
+               operator: str = "or") -> list:
         """Counts of the matching documents (as count()) per value of a keyword, bool or int
         field: [(value, count)], most frequent first, ties by value; with `ranges` [(lo, hi)]
         (lo inclusive, hi exclusive, None unbounded) one count per range, in the given order."""
         storage = self._open_storage()
         ranges = check_facet(field, ranges, self._schema)
         limit = check_size(limit, "limit", 0)
-        tq = self._text_query(storage, text, text_fields)
+        tq = self._text_query(storage, text, text_fields, operator)
         node = parse_filter(filter, self._schema) if filter is not None else None
         return storage.facets(field, node, tq, limit, ranges)
 
     def count(self, filter: Optional[dict] = None, text: Optional[str] = None,
-              text_fields: Optional[dict] = None) -> int:
-        """Documents matching the filter (all without one) and, with `text`, holding at least one
-        of its terms: `find(...).total` without fetching hits."""
+              text_fields: Optional[dict] = None, operator: str = "or") -> int:
+        """Documents matching the filter (all without one) and, with `text`, matching the text
+        query (a plain one: holding at least one of its terms): `find(...).total` without
+        fetching hits."""
         storage = self._open_storage()
-        tq = self._text_query(storage, text, text_fields)
+        tq = self._text_query(storage, text, text_fields, operator)
         node = parse_filter(filter, self._schema) if filter is not None else None
         if node is None and text is None:
             return storage.count()

@@ -1,43 +1,12 @@
 /* Mutable inverted index with exact BM25 top-k (MaxScore). */
 #include "hs_invindex.h"
+#include "hs_invindex_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hs_topk.h"
-
-typedef struct {
-    int32_t *doc, *tf;
-    int64_t len, cap; /* cap < 0: doc/tf are borrowed (hs_inv_attach): never written, freed or grown */
-    int32_t max_tf; /* never lowered: stays an upper bound after deletes */
-    int32_t min_dl;
-} plist;
-
-typedef struct {
-    int32_t *tid, *tf; /* the document's distinct terms, ascending */
-    int32_t n;
-    int32_t dl; /* 0: not indexed */
-} fwd;
-
-struct hs_inv {
-    plist *terms;
-    int64_t nterms;
-    fwd *docs;
-    int64_t ndocs_cap;
-    int64_t N, total;
-    /* Forward lists are never edited in place (a re-add replaces the whole list),
-     * so a borrowed one only has to be recognised, not copied: it is one whose tid
-     * lies in the caller's fwd_tid array [fwd_lo, fwd_hi). Costs no per-slot flag. */
-    uintptr_t fwd_lo, fwd_hi;
-};
-
-static inline int plist_borrowed(const plist *p) { return p->cap < 0; }
-
-static inline int fwd_borrowed(const hs_inv *ix, const fwd *f) {
-    uintptr_t a = (uintptr_t)f->tid;
-    return a >= ix->fwd_lo && a < ix->fwd_hi;
-}
 
 /* Copy-on-first-write: moves a borrowed posting list into malloc'd memory with
  * room for cap entries (>= len), so the caller's arrays are never written. */
@@ -70,8 +39,7 @@ void hs_inv_free(hs_inv *ix) {
     }
     for (int64_t s = 0; s < ix->ndocs_cap; s++) {
         if (fwd_borrowed(ix, &ix->docs[s])) continue;
-        free(ix->docs[s].tid);
-        free(ix->docs[s].tf);
+        free(ix->docs[s].tid); /* the whole block: tid, tf and positions */
     }
     free(ix->terms);
     free(ix->docs);
@@ -101,29 +69,6 @@ static int grow_docs(hs_inv *ix, int64_t need) {
     ix->docs = p;
     ix->ndocs_cap = cap;
     return HS_OK;
-}
-
-/* first index with doc[i] >= s */
-static int64_t lower_bound(const int32_t *doc, int64_t lo, int64_t hi, int32_t s) {
-    while (lo < hi) {
-        int64_t mid = (lo + hi) >> 1;
-        if (doc[mid] < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* first index >= pos with doc[i] >= s: exponential steps, then binary search
- * (cursors only move forward, usually by a little) */
-static int64_t gallop(const int32_t *doc, int64_t pos, int64_t len, int32_t s) {
-    int64_t step = 1, lo = pos, hi = pos + 1;
-    while (hi < len && doc[hi] < s) {
-        lo = hi;
-        step *= 2;
-        hi = pos + step;
-    }
-    if (hi > len) hi = len;
-    return lower_bound(doc, lo, hi, s);
 }
 
 static int plist_insert(plist *p, int32_t s, int32_t tf, int32_t dl) {
@@ -169,10 +114,7 @@ static int remove_one(hs_inv *ix, int64_t s) {
     for (int32_t j = 0; j < f->n; j++) plist_delete(&ix->terms[f->tid[j]], (int32_t)s);
     ix->N--;
     ix->total -= f->dl;
-    if (!fwd_borrowed(ix, f)) {
-        free(f->tid);
-        free(f->tf);
-    }
+    if (!fwd_borrowed(ix, f)) free(f->tid);
     memset(f, 0, sizeof(*f));
     return HS_OK;
 }
@@ -183,15 +125,30 @@ int hs_inv_remove(hs_inv *ix, const int64_t *slots, int64_t n) {
     return HS_OK;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* Titles are a few tokens: insertion sort beats qsort's calls through a pointer there. */
+static void sort_u64(uint64_t *v, int64_t n) {
+    if (n > 32) {
+        qsort(v, (size_t)n, sizeof(uint64_t), cmp_u64);
+        return;
+    }
+    for (int64_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        int64_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
 }
 
 int hs_inv_add(hs_inv *ix, const int64_t *slots, int64_t n, const int32_t *tids, const int64_t *offs) {
     int64_t maxs = -1, maxt = -1;
     for (int64_t i = 0; i < n; i++) {
         if (slots[i] < 0 || slots[i] > INT32_MAX || offs[i] > offs[i + 1]) return HS_EINVAL;
+        if (offs[i + 1] - offs[i] > INT32_MAX) return HS_EINVAL; /* lengths and positions are int32 */
         if (slots[i] > maxs) maxs = slots[i];
         for (int64_t j = offs[i]; j < offs[i + 1]; j++) {
             if (tids[j] < 0) return HS_EINVAL;
@@ -199,7 +156,7 @@ int hs_inv_add(hs_inv *ix, const int64_t *slots, int64_t n, const int32_t *tids,
         }
     }
     if (grow_docs(ix, maxs + 1) || grow_terms(ix, maxt + 1)) return HS_ENOMEM;
-    int32_t *buf = NULL;
+    uint64_t *buf = NULL;
     int64_t bufcap = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t s = slots[i], m = offs[i + 1] - offs[i];
@@ -209,7 +166,7 @@ int hs_inv_add(hs_inv *ix, const int64_t *slots, int64_t n, const int32_t *tids,
         }
         if (m == 0) continue;
         if (m > bufcap) {
-            int32_t *nb = realloc(buf, (size_t)m * sizeof(int32_t));
+            uint64_t *nb = realloc(buf, (size_t)m * sizeof(uint64_t));
             if (!nb) {
                 free(buf);
                 return HS_ENOMEM;
@@ -217,28 +174,32 @@ int hs_inv_add(hs_inv *ix, const int64_t *slots, int64_t n, const int32_t *tids,
             buf = nb;
             bufcap = m;
         }
-        memcpy(buf, tids + offs[i], (size_t)m * sizeof(int32_t));
-        qsort(buf, (size_t)m, sizeof(int32_t), cmp_i32);
+        /* (term id, position) in one key: one sort orders the terms and each term's positions */
+        const int32_t *t = tids + offs[i];
+        for (int64_t j = 0; j < m; j++) buf[j] = (uint64_t)(uint32_t)t[j] << 32 | (uint64_t)j;
+        sort_u64(buf, m);
         int64_t distinct = 1;
-        for (int64_t j = 1; j < m; j++) distinct += buf[j] != buf[j - 1];
-        fwd *f = &ix->docs[s];
-        f->tid = malloc((size_t)distinct * sizeof(int32_t));
-        f->tf = malloc((size_t)distinct * sizeof(int32_t));
-        if (!f->tid || !f->tf) {
-            free(f->tid);
-            free(f->tf);
-            memset(f, 0, sizeof(*f));
+        for (int64_t j = 1; j < m; j++) distinct += (buf[j] >> 32) != (buf[j - 1] >> 32);
+        int w = pos_width(m);
+        /* one block per document: [tid | tf | positions] (one malloc, one free) */
+        int32_t *block = malloc((size_t)distinct * 2 * sizeof(int32_t) + (size_t)m * (size_t)w);
+        if (!block) {
             free(buf);
             return HS_ENOMEM;
         }
+        fwd *f = &ix->docs[s];
+        f->tid = block;
+        f->tf = block + distinct;
+        uint8_t *pos = (uint8_t *)(f->tf + distinct);
         int32_t c = 0;
         for (int64_t j = 0; j < m; j++) {
-            if (j == 0 || buf[j] != buf[j - 1]) {
-                f->tid[c] = buf[j];
+            if (j == 0 || (buf[j] >> 32) != (buf[j - 1] >> 32)) {
+                f->tid[c] = (int32_t)(buf[j] >> 32);
                 f->tf[c] = 0;
                 c++;
             }
             f->tf[c - 1]++;
+            pos_put(pos, w, j, (int32_t)(uint32_t)buf[j]);
         }
         f->n = c;
         f->dl = (int32_t)m;
@@ -263,15 +224,6 @@ typedef struct {
     double ub;    /* upper bound of the term's score */
     int64_t pos;
 } cursor;
-
-static inline double term_score(double idf_w, int32_t tf, int32_t dl, double k1, double b, double avgdl) {
-    return idf_w * tf / (tf + k1 * (1.0 - b + b * dl / avgdl));
-}
-
-static inline int allowed(const uint64_t *bits, int64_t nbits, int32_t s) {
-    if (!bits) return 1;
-    return s < nbits && ((bits[s >> 6] >> (s & 63)) & 1);
-}
 
 static int cmp_ub(const void *a, const void *b) {
     const cursor *x = a, *y = b;
@@ -317,7 +269,7 @@ int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int6
     if (!cur || !prefix) {
         free(cur);
         free(prefix);
-        return -HS_ENOMEM;
+        return HS_ENOMEM;
     }
     int64_t m = make_cursors(ix, qt, qw, nq, k1, b, cur);
     hs_heap h;
@@ -331,7 +283,7 @@ int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int6
             free(seen);
             free(cur);
             free(prefix);
-            return -HS_ENOMEM;
+            return HS_ENOMEM;
         }
         for (int64_t j = 0; j < m; j++) {
             const plist *p = cur[j].p;
@@ -426,7 +378,7 @@ int hs_inv_score(const hs_inv *ix, const int32_t *qt, const float *qw, int64_t n
 int64_t hs_inv_matches(const hs_inv *ix, const int32_t *qt, int64_t nq, const uint64_t *bits,
                        int64_t nbits, int64_t *out, int64_t cap, int64_t *total) {
     uint8_t *seen = calloc((size_t)(ix->ndocs_cap + 1), 1);
-    if (!seen) return -HS_ENOMEM;
+    if (!seen) return HS_ENOMEM;
     for (int64_t i = 0; i < nq; i++) {
         if (qt[i] < 0 || qt[i] >= ix->nterms) continue;
         const plist *p = &ix->terms[qt[i]];
@@ -468,7 +420,7 @@ int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *c
         free(cand);
         free(part);
         free(best);
-        return -HS_ENOMEM;
+        return HS_ENOMEM;
     }
     /* the union of every field's exact top-k holds the best-field top-k (see lexical.py) */
     int64_t n = 0, rc = 0;
@@ -502,12 +454,15 @@ int64_t hs_inv_search_best(const hs_inv *const *ix, int64_t nf, const int32_t *c
     return rc < 0 ? rc : (n > 0 ? rc : 0);
 }
 
+/* a forward list: tid and tf, then its positions */
+static inline int64_t fwd_nbytes(const fwd *f) { return (int64_t)f->n * 8 + (int64_t)f->dl * pos_width(f->dl); }
+
 int64_t hs_inv_nbytes(const hs_inv *ix) {
     int64_t b = ix->nterms * (int64_t)sizeof(plist) + ix->ndocs_cap * (int64_t)sizeof(fwd);
     for (int64_t t = 0; t < ix->nterms; t++)
         if (!plist_borrowed(&ix->terms[t])) b += ix->terms[t].cap * 8;
     for (int64_t i = 0; i < ix->ndocs_cap; i++)
-        if (!fwd_borrowed(ix, &ix->docs[i])) b += (int64_t)ix->docs[i].n * 8;
+        if (!fwd_borrowed(ix, &ix->docs[i])) b += fwd_nbytes(&ix->docs[i]);
     return b;
 }
 
@@ -516,7 +471,7 @@ int64_t hs_inv_borrowed_nbytes(const hs_inv *ix) {
     for (int64_t t = 0; t < ix->nterms; t++)
         if (plist_borrowed(&ix->terms[t])) b += ix->terms[t].len * 8;
     for (int64_t i = 0; i < ix->ndocs_cap; i++)
-        if (fwd_borrowed(ix, &ix->docs[i])) b += (int64_t)ix->docs[i].n * 8;
+        if (fwd_borrowed(ix, &ix->docs[i])) b += fwd_nbytes(&ix->docs[i]);
     return b;
 }
 
@@ -546,6 +501,9 @@ void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out) {
     int64_t np = 0;
     for (int64_t t = 0; t < out->nterms; t++) np += ix->terms[t].len;
     out->npost = np;
+    int64_t npos = 0;
+    for (int64_t i = 0; i < out->nslots; i++) npos += (int64_t)ix->docs[i].dl * pos_width(ix->docs[i].dl);
+    out->npos = npos;
     out->N = ix->N;
     out->total = ix->total;
 }
@@ -553,7 +511,8 @@ void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out) {
 int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out) {
     hs_inv_flat sz;
     hs_inv_export_sizes(ix, &sz);
-    if (sz.nterms != out->nterms || sz.nslots != out->nslots || sz.npost != out->npost) return HS_EINVAL;
+    if (sz.nterms != out->nterms || sz.nslots != out->nslots || sz.npost != out->npost || sz.npos != out->npos)
+        return HS_EINVAL;
     int64_t o = 0;
     for (int64_t t = 0; t < sz.nterms; t++) {
         const plist *p = &ix->terms[t];
@@ -578,6 +537,15 @@ int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out) {
     }
     out->slot_off[sz.nslots] = o;
     if (o != sz.npost) return HS_EINVAL;
+    o = 0;
+    for (int64_t s = 0; s < sz.nslots; s++) {
+        const fwd *f = &ix->docs[s];
+        int64_t len = (int64_t)f->dl * pos_width(f->dl);
+        out->pos_off[s] = o;
+        if (len) memcpy(out->fwd_pos + o, fwd_positions(ix, s, f), (size_t)len);
+        o += len;
+    }
+    out->pos_off[sz.nslots] = o;
     return HS_OK;
 }
 
@@ -601,8 +569,9 @@ static inline uint64_t pair_hash(int64_t t, int32_t s, int32_t tf) {
 
 /* Checks everything a later read or write relies on, so a bad file is HS_EINVAL
  * here rather than an out-of-bounds access later: offsets, ranges, order within
- * lists, tf >= 1, doc_len = sum of tf, N, total, the max_tf / min_dl bounds, and
- * per term that the forward lists name it as often as its postings are long.
+ * lists, tf >= 1, doc_len = sum of tf, N, total, the max_tf / min_dl bounds,
+ * per term that the forward lists name it as often as its postings are long, and
+ * each slot's positions (sizes, and a permutation of 0 .. dl-1 ascending per term).
  *
  * Matching the two views pair by pair costs a random access per posting (0.4 s
  * at 8M postings), so instead each view is read once, in order, summing a 64-bit
@@ -614,7 +583,8 @@ static inline uint64_t pair_hash(int64_t t, int32_t s, int32_t tf) {
 static int validate(const hs_inv_flat *f, const char **why) {
     int64_t nt = f->nterms, ns = f->nslots, np = f->npost;
     int64_t *count = NULL;
-    if (nt < 0 || ns < 0 || np < 0) BAD("negative array sizes");
+    uint8_t *seen = NULL;
+    if (nt < 0 || ns < 0 || np < 0 || f->npos < 0) BAD("negative array sizes");
     if (nt > INT32_MAX) BAD("more terms than int32 term ids can name");
     if (ns > (int64_t)INT32_MAX) BAD("more slots than int32 postings can name");
     if (f->term_off[0] != 0 || f->term_off[nt] != np) BAD("term_off must start at 0 and end at len(post_doc)");
@@ -646,6 +616,38 @@ static int validate(const hs_inv_flat *f, const char **why) {
         total += dl;
     }
     if (N != f->N) BAD("n_docs is not the number of slots with terms");
+    /* the positions: each slot's bytes hold dl positions, a permutation of 0 .. dl-1 ascending
+     * within each term (phrase matching counts on both; memory safety needs only the sizes) */
+    if (f->pos_off[0] != 0 || f->pos_off[ns] != f->npos) BAD("pos_off must start at 0 and end at len(fwd_pos)");
+    int64_t maxdl = 0;
+    for (int64_t s = 0; s < ns; s++) {
+        int64_t a = f->pos_off[s], b = f->pos_off[s + 1], dl = f->doc_len[s];
+        if (a > b || b > f->npos) BAD("pos_off is not ascending");
+        if (b - a != dl * pos_width(dl)) BAD("a slot's positions are not doc_len entries of its width");
+        if (dl > maxdl) maxdl = dl;
+    }
+    seen = calloc((size_t)(maxdl ? maxdl : 1), 1);
+    if (!seen) {
+        free(count);
+        return HS_ENOMEM;
+    }
+    for (int64_t s = 0; s < ns; s++) {
+        int32_t dl = f->doc_len[s];
+        int w = pos_width(dl);
+        const uint8_t *pos = f->fwd_pos + f->pos_off[s];
+        int64_t k = 0;
+        for (int64_t j = f->slot_off[s]; j < f->slot_off[s + 1]; j++) {
+            int32_t prev = -1;
+            for (int32_t r = 0; r < f->fwd_tf[j]; r++, k++) {
+                int32_t p = pos_get(pos, w, k);
+                if (p <= prev || p >= dl) BAD("positions are not ascending within a term and below doc_len");
+                if (seen[p]) BAD("a position occurs twice in a slot");
+                seen[p] = 1;
+                prev = p;
+            }
+        }
+        for (int64_t i = 0; i < k; i++) seen[pos_get(pos, w, i)] = 0;
+    }
     if (total != f->total) BAD("total_len is not the sum of doc_len");
     /* the postings, term by term */
     uint64_t hp = 0;
@@ -666,9 +668,11 @@ static int validate(const hs_inv_flat *f, const char **why) {
     /* tf >= 1 and the bounds of post_tf follow from fwd_tf through the equal pairs */
     if (hp != hf) BAD("the postings and the forward lists disagree");
     free(count);
+    free(seen);
     return HS_OK;
 invalid:
     free(count);
+    free(seen);
     return HS_EINVAL;
 }
 
@@ -722,6 +726,8 @@ hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why) {
         ix->fwd_lo = (uintptr_t)f->fwd_tid;
         ix->fwd_hi = (uintptr_t)(f->fwd_tid + f->npost);
     }
+    ix->pos_base = f->fwd_pos;
+    ix->pos_off = f->pos_off;
     if (err) *err = HS_OK;
     return ix;
 }

@@ -1,7 +1,8 @@
 /* A mutable inverted index over one text field, with exact BM25 top-k.
  *
  * Documents are identified by the caller's slots; terms by the caller's term
- * ids (a dictionary kept in Python). Postings are sorted by slot and updated in
+ * ids (a dictionary kept in Python). Each document also keeps its token
+ * positions (for phrases). Postings are sorted by slot and updated in
  * place, so a write is visible to the next search and the statistics (document
  * count, document frequencies, total length) are exact under deletes.
  *
@@ -57,6 +58,42 @@ int64_t hs_inv_nbytes(const hs_inv *ix);      /* postings + forward lists, alloc
 /* Bytes of postings and forward lists still read from attached arrays (0 unless attached). */
 int64_t hs_inv_borrowed_nbytes(const hs_inv *ix);
 
+/* ------------------------------------------------------------- boolean queries
+ * Clauses as Lucene's BooleanQuery combines them, over phrases, terms and term sets. */
+#define HS_CL_TERM 0   /* one term: BM25 */
+#define HS_CL_PHRASE 1 /* terms at consecutive positions: BM25 with the phrase frequency as tf
+                        * and the sum of the terms' idf (Lucene's PhraseQuery under BM25) */
+#define HS_CL_ANY 2    /* any of the terms (a prefix's expansion): a constant score, as Lucene's
+                        * constant-score rewrite of a multi-term query */
+#define HS_OCCUR_SHOULD 0
+#define HS_OCCUR_MUST 1
+#define HS_OCCUR_MUST_NOT 2
+
+typedef struct {
+    int32_t kind, occur;
+    const int32_t *terms; /* TERM: 1; PHRASE: >= 1 in query order (repeats allowed); ANY: >= 0 */
+    int64_t nterms;
+    float weight; /* TERM / PHRASE: multiplies the BM25 (query occurrences x field weight);
+                   * ANY: the score itself */
+} hs_inv_clause;
+
+/* Best-fields boolean query over nf indexes (one per text field; field f has the clauses
+ * cl[f][0 .. ncl[f])). A document is excluded when a MUST_NOT clause of any field matches it.
+ * Otherwise field f matches it when every MUST clause of f matches there and, if f has no MUST
+ * clause, at least one SHOULD clause does; f scores the sum of its matching clauses (a field
+ * with neither kind matches nothing). The document's score is its best matching field's; it
+ * matches if some field does (and it is set in bits, NULL = all).
+ * k >= 0: the top-k best first into out_score / out_slot (ties to the lower slot, padded with
+ * -inf / -1), returning the number of hits; k < 0: every match ascending by slot into
+ * *all_slot / *all_score (malloc'd, the caller frees them; NULL when there is none), returning
+ * their number. *total (may be NULL) = the number of matches for k <= 0; -1 for k > 0, where
+ * each field's top-k is found with phrases skipping the candidates that cannot enter it (their
+ * positions are never read), and the union of those is scored in every field. Returns
+ * HS_ENOMEM (< 0) on failure, with nothing to free. */
+int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *const *cl, const int64_t *ncl,
+                     float k1, float b, const uint64_t *bits, int64_t nbits, int64_t k, float *out_score,
+                     int64_t *out_slot, int64_t **all_slot, float **all_score, int64_t *total);
+
 /* The index as flat arrays, so a snapshot file can be mapped and attached instead
  * of parsed. P = npost = number of distinct (document, term) pairs; every
  * posting (term t, slot s, tf) appears once in each of the two views:
@@ -70,13 +107,18 @@ int64_t hs_inv_borrowed_nbytes(const hs_inv *ix);
  *   fwd_tid      int32[P]         the slot's distinct term ids, strictly ascending
  *   fwd_tf       int32[P]         their term frequencies
  *   doc_len      int32[nslots]    document length = sum of the slot's fwd_tf (0 = not indexed)
+ *   pos_off      int64[nslots+1]  slot s's token positions are the bytes [pos_off[s], pos_off[s+1])
+ *   fwd_pos      uint8[npos]      per slot, the positions of its fwd_tid in that order (tf each,
+ *                                 ascending), each w = 1, 2 or 4 bytes (native order): the least
+ *                                 that holds doc_len - 1 (1 up to 256 tokens, 2 up to 65,536);
+ *                                 together a permutation of 0 .. doc_len-1
  *   N, total                      documents with doc_len > 0, sum of doc_len
  *
  * nterms / nslots are 1 + the highest term / slot that was ever used (trailing
  * unused entries are left out). The pointers are not const because export
  * writes through them; attach never does. */
 typedef struct {
-    int64_t nterms, nslots, npost;
+    int64_t nterms, nslots, npost, npos;
     int64_t N, total;
     int64_t *term_off;
     int32_t *post_doc, *post_tf;
@@ -84,9 +126,11 @@ typedef struct {
     int64_t *slot_off;
     int32_t *fwd_tid, *fwd_tf;
     int32_t *doc_len;
+    int64_t *pos_off;
+    uint8_t *fwd_pos;
 } hs_inv_flat;
 
-/* Fills nterms, nslots, npost, N and total (the pointers are left alone). */
+/* Fills nterms, nslots, npost, npos, N and total (the pointers are left alone). */
 void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out);
 /* Fills the arrays of out, sized as hs_inv_export_sizes said (HS_EINVAL otherwise). */
 int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out);
@@ -96,8 +140,9 @@ int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out);
  * the life of the index. The first write to a borrowed posting list copies it to
  * malloc'd memory; a borrowed forward list is only ever replaced, never edited.
  * Everything is validated first (offsets, ranges, order, tf >= 1, the two views
- * holding the same pairs, doc_len, N, total, the max_tf / min_dl bounds): one
- * pass over the postings and one over the forward lists. On failure returns NULL
+ * holding the same pairs, doc_len, N, total, the max_tf / min_dl bounds, the
+ * positions): one pass over the postings, one over the forward lists and one over
+ * the positions. On failure returns NULL
  * with *err = HS_EINVAL or HS_ENOMEM and *why (may be NULL) a static sentence. */
 hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why);
 

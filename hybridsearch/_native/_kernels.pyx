@@ -8,6 +8,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, int32_t, uint64_t, uint8_t
 from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
 from hybridsearch._native.kernels cimport *
 
 cnp.import_array()

@@ -100,7 +100,7 @@ cdef class InvertedIndex:
             got = hs_inv_search(self.ix, tp, wp, terms.shape[0], k, k1, b, bp, nbits, exhaustive,
                                 &s[0], &r[0])
         if got < 0:
-            _check(<int>-got)
+            _check(<int>got)
         return scores, slots
 
     def score(self, const int32_t[::1] terms, const float[::1] weights, const int64_t[::1] slots,
@@ -126,12 +126,12 @@ cdef class InvertedIndex:
             return np.empty(0, dtype=np.int64)
         cdef int64_t got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, _EMPTY_I64, 0, &total)
         if got < 0:
-            _check(<int>-got)
+            _check(<int>got)
         out = np.empty(max(total, 1), dtype=np.int64)
         cdef int64_t[::1] o = out
         got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, &o[0], total, &total)
         if got < 0:
-            _check(<int>-got)
+            _check(<int>got)
         return out[:got]
 
     def count(self, const int32_t[::1] terms, const uint64_t[::1] bits=None):
@@ -145,7 +145,7 @@ cdef class InvertedIndex:
         with nogil:
             got = hs_inv_matches(self.ix, &terms[0], terms.shape[0], bp, nbits, _EMPTY_I64, 0, &total)
         if got < 0:
-            _check(<int>-got)
+            _check(<int>got)
         return total
 
     @property
@@ -168,8 +168,9 @@ cdef class InvertedIndex:
 
         -> dict of 1-d arrays: term_off int64 (nterms+1), post_doc / post_tf int32 (P),
         term_max_tf / term_min_dl int32 (nterms), slot_off int64 (nslots+1), fwd_tid /
-        fwd_tf int32 (P), doc_len int32 (nslots), and the scalars n_docs and total_len as
-        1-element int64 arrays (1-d, so they survive np.frombuffer). See hs_invindex.h."""
+        fwd_tf int32 (P), doc_len int32 (nslots), pos_off int64 (nslots+1) and fwd_pos uint8 (the
+        token positions of each slot), and the scalars n_docs and total_len as 1-element int64
+        arrays (1-d, so they survive np.frombuffer). See hs_invindex.h."""
         cdef hs_inv_flat f
         hs_inv_export_sizes(self.ix, &f)
         out = {
@@ -182,6 +183,8 @@ cdef class InvertedIndex:
             "fwd_tid": np.empty(f.npost, dtype=np.int32),
             "fwd_tf": np.empty(f.npost, dtype=np.int32),
             "doc_len": np.empty(f.nslots, dtype=np.int32),
+            "pos_off": np.empty(f.nslots + 1, dtype=np.int64),
+            "fwd_pos": np.empty(f.npos, dtype=np.uint8),
             "n_docs": np.array([f.N], dtype=np.int64),
             "total_len": np.array([f.total], dtype=np.int64),
         }
@@ -194,6 +197,8 @@ cdef class InvertedIndex:
         f.fwd_tid = <int32_t *>cnp.PyArray_DATA(out["fwd_tid"])
         f.fwd_tf = <int32_t *>cnp.PyArray_DATA(out["fwd_tf"])
         f.doc_len = <int32_t *>cnp.PyArray_DATA(out["doc_len"])
+        f.pos_off = <int64_t *>cnp.PyArray_DATA(out["pos_off"])
+        f.fwd_pos = <uint8_t *>cnp.PyArray_DATA(out["fwd_pos"])
         cdef int rc
         with nogil:
             rc = hs_inv_export(self.ix, &f)
@@ -211,12 +216,14 @@ cdef class InvertedIndex:
         cdef cnp.ndarray term_off = _flat(arrays, "term_off", np.int64, -1)
         cdef cnp.ndarray slot_off = _flat(arrays, "slot_off", np.int64, -1)
         cdef cnp.ndarray post_doc = _flat(arrays, "post_doc", np.int32, -1)
+        cdef cnp.ndarray fwd_pos = _flat(arrays, "fwd_pos", np.uint8, -1)
         if term_off.shape[0] < 1 or slot_off.shape[0] < 1:
             raise ValueError("term_off and slot_off need at least one entry (the end offset)")
         cdef hs_inv_flat f
         f.nterms = term_off.shape[0] - 1
         f.nslots = slot_off.shape[0] - 1
         f.npost = post_doc.shape[0]
+        f.npos = fwd_pos.shape[0]
         f.N = _flat_scalar(arrays, "n_docs")
         f.total = _flat_scalar(arrays, "total_len")
         held = {
@@ -227,6 +234,8 @@ cdef class InvertedIndex:
             "fwd_tid": _flat(arrays, "fwd_tid", np.int32, f.npost),
             "fwd_tf": _flat(arrays, "fwd_tf", np.int32, f.npost),
             "doc_len": _flat(arrays, "doc_len", np.int32, f.nslots),
+            "pos_off": _flat(arrays, "pos_off", np.int64, f.nslots + 1),
+            "fwd_pos": fwd_pos,
         }
         f.term_off = <int64_t *>cnp.PyArray_DATA(term_off)
         f.post_doc = <int32_t *>cnp.PyArray_DATA(post_doc)
@@ -237,6 +246,8 @@ cdef class InvertedIndex:
         f.fwd_tid = <int32_t *>cnp.PyArray_DATA(held["fwd_tid"])
         f.fwd_tf = <int32_t *>cnp.PyArray_DATA(held["fwd_tf"])
         f.doc_len = <int32_t *>cnp.PyArray_DATA(held["doc_len"])
+        f.pos_off = <int64_t *>cnp.PyArray_DATA(held["pos_off"])
+        f.fwd_pos = <uint8_t *>cnp.PyArray_DATA(fwd_pos) if f.npos else <uint8_t *>_EMPTY_I32
         cdef int err = HS_OK
         cdef const char *why = NULL
         cdef hs_inv *ix
@@ -309,10 +320,96 @@ def search_best_fields(list indexes, list terms, list weights, Py_ssize_t k, flo
         with nogil:
             got = hs_inv_search_best(ixs, nf, tps, wps, nqs, k, k1, b, bp, nbits, &s[0], &r[0])
         if got < 0:
-            _check(<int>-got)
+            _check(<int>got)
         return scores, slots
     finally:
         free(ixs)
         free(tps)
         free(wps)
         free(nqs)
+
+
+CLAUSE_KINDS = {"term": HS_CL_TERM, "phrase": HS_CL_PHRASE, "any": HS_CL_ANY}
+OCCURS = {"should": HS_OCCUR_SHOULD, "must": HS_OCCUR_MUST, "must_not": HS_OCCUR_MUST_NOT}
+
+
+def query_best_fields(list indexes, list clauses, k, float k1=1.2, float b=0.75,
+                      const uint64_t[::1] bits=None):
+    """A boolean query over several InvertedIndex (one per text field) in one call; see
+    hs_inv_query in hs_invindex.h. clauses[i] lists field i's clauses as (kind, occur, terms,
+    weight): kind "term" (one term id), "phrase" (term ids in order) or "any" (term ids: a
+    constant score `weight` when the document holds one), occur "should", "must" or "must_not".
+    k an int: -> (scores float32 (k,), slots int64 (k,), total) best first, padded with -inf / -1;
+    total is the number of matches for k = 0 and -1 for k > 0 (a top-k search skips documents
+    that cannot enter it, so it does not count them); k None: -> (slots int64, scores float32)
+    of every match, ascending by slot."""
+    cdef Py_ssize_t nf = len(indexes), f, i, n, total_cl = 0
+    if len(clauses) != nf:
+        raise ValueError("one list of clauses per index")
+    cdef int64_t kk = -1 if k is None else k
+    if k is not None and k < 0:
+        raise ValueError("k must be >= 0")
+    for f in range(nf):
+        total_cl += len(clauses[f])
+    held = []  # keeps the contiguous term arrays alive while C reads them
+    cdef const hs_inv **ixs = <const hs_inv **>malloc(max(nf, 1) * sizeof(hs_inv *))
+    cdef hs_inv_clause **cls = <hs_inv_clause **>malloc(max(nf, 1) * sizeof(hs_inv_clause *))
+    cdef hs_inv_clause *pool = <hs_inv_clause *>malloc(max(total_cl, 1) * sizeof(hs_inv_clause))
+    cdef int64_t *ncl = <int64_t *>malloc(max(nf, 1) * sizeof(int64_t))
+    scores = np.empty(max(kk, 0), dtype=np.float32)
+    slots = np.empty(max(kk, 0), dtype=np.int64)
+    cdef float *sp = <float *>cnp.PyArray_DATA(scores)
+    cdef int64_t *rp = <int64_t *>cnp.PyArray_DATA(slots)
+    cdef const uint64_t *bp = &bits[0] if bits is not None and bits.shape[0] else NULL
+    cdef int64_t nbits = bits.shape[0] * 64 if bits is not None else 0
+    cdef int64_t got, total = 0
+    cdef int64_t *all_slot = NULL
+    cdef float *all_score = NULL
+    cdef InvertedIndex ix
+    cdef cnp.ndarray t
+    cdef Py_ssize_t used = 0
+    try:
+        if ixs == NULL or cls == NULL or pool == NULL or ncl == NULL:
+            raise MemoryError("could not allocate the clause table")
+        for f in range(nf):
+            ix = <InvertedIndex?>indexes[f]
+            ixs[f] = ix.ix
+            cls[f] = pool + used
+            ncl[f] = len(clauses[f])
+            for kind, occur, terms, weight in clauses[f]:
+                t = np.ascontiguousarray(terms, dtype=np.int32)
+                if t.ndim != 1:
+                    raise ValueError("field %d: a clause's terms must be 1-d" % f)
+                held.append(t)
+                pool[used].kind = CLAUSE_KINDS[kind]
+                pool[used].occur = OCCURS[occur]
+                pool[used].terms = <const int32_t *>cnp.PyArray_DATA(t) if t.shape[0] else _EMPTY_I32
+                pool[used].nterms = t.shape[0]
+                pool[used].weight = weight
+                used += 1
+        if bits is not None and bits.shape[0] == 0:  # nothing allowed
+            if k is None:
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+            scores[:] = -np.inf
+            slots[:] = -1
+            return scores, slots, 0
+        with nogil:
+            got = hs_inv_query(ixs, nf, <const hs_inv_clause *const *>cls, ncl, k1, b, bp, nbits, kk,
+                               sp, rp, &all_slot if kk < 0 else NULL, &all_score if kk < 0 else NULL, &total)
+        if got < 0:
+            _check(<int>got)
+        if k is not None:
+            return scores, slots, total
+        out_slots = np.empty(got, dtype=np.int64)
+        out_scores = np.empty(got, dtype=np.float32)
+        if got:
+            memcpy(cnp.PyArray_DATA(out_slots), all_slot, got * sizeof(int64_t))
+            memcpy(cnp.PyArray_DATA(out_scores), all_score, got * sizeof(float))
+        return out_slots, out_scores
+    finally:
+        free(all_slot)
+        free(all_score)
+        free(ixs)
+        free(cls)
+        free(pool)
+        free(ncl)

@@ -114,8 +114,19 @@ cdef extern from "hs_invindex.h":
     int64_t hs_inv_total_len(const hs_inv *ix) nogil
     int64_t hs_inv_nbytes(const hs_inv *ix) nogil
     int64_t hs_inv_borrowed_nbytes(const hs_inv *ix) nogil
+    int HS_CL_TERM, HS_CL_PHRASE, HS_CL_ANY
+    int HS_OCCUR_SHOULD, HS_OCCUR_MUST, HS_OCCUR_MUST_NOT
+    ctypedef struct hs_inv_clause:
+        int32_t kind
+        int32_t occur
+        const int32_t *terms
+        int64_t nterms
+        float weight
+    int64_t hs_inv_query(const hs_inv *const *ix, int64_t nf, const hs_inv_clause *const *cl, const int64_t *ncl,
+                         float k1, float b, const uint64_t *bits, int64_t nbits, int64_t k, float *out_score,
+                         int64_t *out_slot, int64_t **all_slot, float **all_score, int64_t *total) nogil
     ctypedef struct hs_inv_flat:
-        int64_t nterms, nslots, npost
+        int64_t nterms, nslots, npost, npos
         int64_t N, total
         int64_t *term_off
         int32_t *post_doc
@@ -126,6 +137,8 @@ cdef extern from "hs_invindex.h":
         int32_t *fwd_tid
         int32_t *fwd_tf
         int32_t *doc_len
+        int64_t *pos_off
+        uint8_t *fwd_pos
     void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out) nogil
     int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out) nogil
     hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why) nogil

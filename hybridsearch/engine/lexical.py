@@ -6,10 +6,17 @@ field's exact top-k: a document in the overall top-k reaches its score in some
 field f, and in f at most k-1 documents can beat it (each of them would beat it
 overall too), so it is in f's top-k. The union of the per-field top-k lists is
 re-scored in every field and the best k kept.
+
+A query using the syntax of query/text.py (phrases, +required, -excluded, prefix*) or
+operator="and" is compiled per field into clauses (term, phrase, any-of-terms; should, must,
+must not) and answered by one native boolean-query call over every field
+(kernels/hs_invquery.c), which scores every match exactly; a plain OR of words keeps the
+MaxScore search above. Both give the same scores for the same plain query.
 """
 from __future__ import annotations
 
-from itertools import chain
+from bisect import bisect_left
+from itertools import chain, islice
 from typing import Optional
 
 import numpy as np
@@ -17,11 +24,13 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.document import Kind, Schema
 from hybridsearch.engine.analysis import analyzer_for
-from hybridsearch.query.text import TextQuery
+from hybridsearch.query.text import MUST, MUST_NOT, SHOULD, TextQuery, parse_text, uses_syntax
 
 K1, B = 1.2, 0.75
 
-EXPORT_FORMAT = 1  # of TextIndex.export(): bump when its arrays change meaning
+# of TextIndex.export(): bump when its arrays change meaning. 2: token positions (pos_off,
+# fwd_pos). An older export is not attached: the storage re-indexes the text from its columns.
+EXPORT_FORMAT = 2
 
 
 def _pack(strings: list) -> tuple:
@@ -61,6 +70,7 @@ class TextField:
         self.vocab: dict = {}   # stem -> term id
         self.tid_of: dict = {}  # word as written (after lowercasing) -> term id
         self.index = K.InvertedIndex()
+        self._sorted = None     # (key, sorted words, sorted stems) for prefix expansion
 
     def add(self, slots: np.ndarray, texts: list) -> None:
         # word -> term id in one dict, so the per-token work is one C-level lookup
@@ -129,6 +139,77 @@ class TextField:
         if len(arrays["term_off"]) - 1 > len(stems):
             raise ValueError(f"field {self.name!r}: the index has terms beyond the dictionary")
         return vocab, tid_of, index
+
+    def _sorted_dictionaries(self) -> tuple:
+        """(words, stems), each sorted, built on the first prefix query and extended by the words
+        and stems added since (the dictionaries only grow, in insertion order; a restore
+        replaces them, which the key sees)."""
+        key = (id(self.tid_of), len(self.tid_of), id(self.vocab), len(self.vocab))
+        cache = self._sorted
+        if cache is not None and cache[0] == key:
+            return cache[1], cache[2]
+        if cache is not None and cache[0][0] == key[0] and cache[0][2] == key[2]:
+            # the old lists are sorted runs: Timsort merges the new tail in about linear time
+            words = sorted(cache[1] + list(islice(self.tid_of, cache[0][1], None)))
+            stems = sorted(cache[2] + list(islice(self.vocab, cache[0][3], None)))
+        else:
+            words, stems = sorted(self.tid_of), sorted(self.vocab)
+        self._sorted = (key, words, stems)  # one assignment: a concurrent reader sees old or new
+        return words, stems
+
+    def expand(self, prefix: str) -> Optional[np.ndarray]:
+        """Term ids of prefix*, after the field's lowercasing: the term of the prefix itself as a
+        word ("battery*" holds "batteries": both are "batteri"), the terms starting with the
+        prefix, and the terms a word starting with it was indexed as ("runn*" finds "running",
+        whose term is "run"). None when the analyzer does not make the prefix one word."""
+        words = self.analyzer.words(prefix)
+        if len(words) != 1:
+            return None
+        p = words[0]
+        own = self.vocab.get(self.analyzer.stems([p])[0])
+        found = set() if own is None else {own}
+        sorted_words, sorted_stems = self._sorted_dictionaries()
+        for table, sorted_keys in ((self.tid_of, sorted_words), (self.vocab, sorted_stems)):
+            i = bisect_left(sorted_keys, p)
+            while i < len(sorted_keys) and sorted_keys[i].startswith(p):
+                found.add(table[sorted_keys[i]])
+                i += 1
+        return np.array(sorted(found), dtype=np.int32)
+
+    def clauses(self, parsed: tuple, operator: str, boost: float, tokens) -> list:
+        """The field's native clauses [(kind, occur, term ids, weight)] of a parsed query.
+
+        A "words" clause gives a term clause per term; a phrase of one term is that term; a
+        prefix is one "any" clause scoring `boost` (a constant, as Lucene's prefix query). A
+        clause that cannot match here (an unknown term, a prefix matching nothing) is dropped,
+        and if it was required the field matches nothing (only its exclusions remain). Equal
+        clauses are merged, their weights summed (a repeated word counts per occurrence)."""
+        merged: dict = {}
+        impossible = False
+        for c in parsed:
+            occur = MUST if (c.occur == SHOULD and operator == "and") else c.occur
+            if c.kind == "prefix":
+                terms = self.expand(c.text)
+                if terms is None:  # not one word here: literal
+                    items = [("term", (self.vocab[t],)) if t in self.vocab else None for t in tokens(c.text)]
+                else:
+                    items = [("any", tuple(terms.tolist())) if len(terms) else None]
+            elif c.kind == "phrase":
+                toks = tokens(c.text)
+                if not toks:
+                    continue
+                tids = [self.vocab.get(t) for t in toks]
+                items = [None if None in tids else ("term" if len(tids) == 1 else "phrase", tuple(tids))]
+            else:
+                items = [("term", (self.vocab[t],)) if t in self.vocab else None for t in tokens(c.text)]
+            for item in items:
+                if item is None:
+                    impossible |= occur == MUST
+                    continue
+                key = (item[0], occur, item[1])
+                merged[key] = merged.get(key, 0.0) + boost
+        return [(kind, occur, np.array(terms, dtype=np.int32), w) for (kind, occur, terms), w in merged.items()
+                if not (impossible and occur != MUST_NOT)]
 
     def query(self, text: str) -> tuple:
         """(term ids, weights): each known term once, weighted by its occurrences."""
@@ -200,12 +281,23 @@ class TextIndex:
             arrays.update((f"{f.name}/{k}", v) for k, v in a.items())
         return meta, arrays
 
+    @staticmethod
+    def restorable(meta) -> bool:
+        """Whether restore() takes this export's meta. False for an export of an older format
+        (before positions), which the caller re-indexes from the documents instead."""
+        return isinstance(meta, dict) and meta.get("format") == EXPORT_FORMAT
+
+    @staticmethod
+    def outdated(meta) -> bool:
+        """An export this version knows but no longer attaches (format 1: no positions)."""
+        return isinstance(meta, dict) and meta.get("format") == 1
+
     def restore(self, meta: dict, arrays: dict) -> None:
         """Attaches every field to export()'s arrays (e.g. read-only views of a mapped file):
         the postings are read in place and copied per list on its first write; the arrays
         are referenced for as long as the indexes live. All fields or none: a malformed
         snapshot raises ValueError and leaves this index as it was."""
-        if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        if not self.restorable(meta):
             raise ValueError(f"not a text index export of format {EXPORT_FORMAT}")
         fields = meta.get("fields")
         names = [m.get("name") if isinstance(m, dict) else None for m in fields or ()]
@@ -244,10 +336,50 @@ class TextIndex:
             out.append((f, terms, weights))
         return out
 
+    def _plan(self, text) -> Optional[list]:
+        """None for a plain OR of words (the MaxScore path, `_queries`), else [(field, native
+        clauses)] for K.query_best_fields: the query's syntax or operator="and" needs it. Each
+        field analyses the query with its own analyzer (once per distinct analyzer and text)."""
+        raw = text.text if isinstance(text, TextQuery) else text
+        operator = text.operator if isinstance(text, TextQuery) else "or"
+        parsed = parse_text(raw)
+        if operator == "or" and not uses_syntax(parsed):
+            return None
+        boosts = dict(text.fields) if isinstance(text, TextQuery) and text.fields else None
+        cache: dict = {}
+        plan = []
+        for f in self.fields:
+            if boosts is not None and f.name not in boosts:
+                continue
+
+            def tokens(t: str, a=f.analyzer) -> list:
+                key = (id(a), t)
+                if key not in cache:
+                    cache[key] = a.tokens(t)
+                return cache[key]
+
+            plan.append((f, f.clauses(parsed, operator, boosts[f.name] if boosts else 1.0, tokens)))
+        return plan
+
+    def _run(self, plan: list, k, bits):
+        return K.query_best_fields([f.index for f, _ in plan], [c for _, c in plan], k, K1, B, bits)
+
     def scores(self, text: str, slots: np.ndarray, queries: Optional[list] = None) -> np.ndarray:
-        """Best-field BM25 of the given slots (0 where no field matches)."""
+        """Best-field BM25 of the given slots (0 where the query does not match)."""
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         best = np.zeros(len(slots), dtype=np.float32)
+        plan = self._plan(text) if queries is None else None
+        if plan is not None:
+            valid = slots[slots >= 0]
+            if not len(valid):
+                return best
+            bits = np.zeros(int(valid.max()) // 64 + 1, dtype=np.uint64)
+            np.bitwise_or.at(bits, valid >> 6, np.left_shift(np.uint64(1), (valid & 63).astype(np.uint64)))
+            got, scores = self._run(plan, None, bits)  # every match among the slots, ascending
+            at = np.minimum(np.searchsorted(got, slots), max(len(got) - 1, 0))
+            hit = (got[at] == slots) if len(got) else np.zeros(len(slots), dtype=bool)
+            best[hit] = scores[at[hit]]
+            return best
         for f, terms, weights in queries or self._queries(text):
             if len(terms):
                 np.maximum(best, f.index.score(terms, weights, slots, K1, B), out=best)
@@ -255,21 +387,32 @@ class TextIndex:
 
     def search(self, text: str, k: int, bits: Optional[np.ndarray]) -> tuple:
         """Exact best-fields top-k -> (slots int64, scores float32), best first, ties to the lower slot."""
-        queries = self._queries(text)
-        scores, slots = K.search_best_fields([f.index for f, _, _ in queries], [t for _, t, _ in queries],
-                                             [w for _, _, w in queries], k, K1, B, bits)
+        plan = self._plan(text)
+        if plan is not None:
+            scores, slots, _ = self._run(plan, k, bits)
+        else:
+            queries = self._queries(text)
+            scores, slots = K.search_best_fields([f.index for f, _, _ in queries], [t for _, t, _ in queries],
+                                                 [w for _, _, w in queries], k, K1, B, bits)
         n = int(np.count_nonzero(slots >= 0))
         return slots[:n], scores[:n]
 
     def count(self, text: str, bits: Optional[np.ndarray]) -> int:
-        """Documents where any field matches any query term (and set in bits)."""
+        """Documents the query matches (and set in bits): for a plain query, those where a field
+        holds a query term."""
+        plan = self._plan(text)
+        if plan is not None:
+            return int(self._run(plan, 0, bits)[2])
         parts = [(f, terms) for f, terms, _ in self._queries(text) if len(terms)]
         if len(parts) == 1:  # one field: the index counts without listing
             return parts[0][0].index.count(parts[0][1], bits)
         return len(self.matches(text, bits))
 
     def matches(self, text: str, bits: Optional[np.ndarray]) -> np.ndarray:
-        """Slots where any field matches any query term."""
+        """Slots the query matches, ascending (plain query: where any field holds any query term)."""
+        plan = self._plan(text)
+        if plan is not None:
+            return self._run(plan, None, bits)[0]
         parts = [f.index.matches(terms, bits) for f, terms, _ in self._queries(text) if len(terms)]
         if not parts:
             return np.empty(0, dtype=np.int64)

@@ -138,3 +138,11 @@ def check_fusion(value: Any) -> str:
     if value not in FUSIONS:
         raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {value!r}")
     return value
+
+
+def check_operator(value: Any) -> str:
+    """operator= of a text query: "or" (a document needs one clause) or "and" (every clause
+    without a sign is required)."""
+    if not isinstance(value, str) or value not in ("or", "and"):
+        raise ConfigError(f'operator must be "or" or "and", got {value!r}')
+    return value

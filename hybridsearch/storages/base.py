@@ -47,8 +47,9 @@ class Storage(ABC):
 
     name: str = ""
     Config: type = StorageConfig
-    # options of API.md section 8 the storage answers itself ("linear", "text_fields"); the
-    # array refuses the others with UnsupportedError rather than pass what a storage ignores
+    # options of API.md section 8 the storage answers itself ("linear", "text_fields") and of the
+    # text query ("syntax": phrases, +/-, prefix*; "operator": operator="and"); the array refuses
+    # the others with UnsupportedError rather than pass what a storage ignores
     query_options: frozenset = frozenset()
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:

@@ -23,7 +23,8 @@ class ColumnarStorage(Storage):
     store = None
     lock = None
     text = None  # a lexical.TextIndex where the storage keeps one
-    query_options = frozenset({"linear", "text_fields"})
+    # "syntax": phrases, +/-, prefix* (query/text.py); "operator": operator="and"
+    query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
 
     def count(self) -> int:
         return self.store.n_live

@@ -128,7 +128,9 @@ def test_the_index_keeps_its_arrays_alive_and_counts_borrowed_bytes():
     arrays = read_only(ix.export())
     at = K.InvertedIndex.attach(arrays)
     owned_before = at.nbytes
-    assert at.borrowed_nbytes == 2 * 2 * 4 * int(arrays["post_doc"].shape[0])  # postings + forward lists
+    # postings + forward lists + one byte per token position (6-token documents)
+    assert at.borrowed_nbytes == 2 * 2 * 4 * int(arrays["post_doc"].shape[0]) + int(arrays["fwd_pos"].shape[0])
+    assert arrays["fwd_pos"].shape[0] == 3000 * 6
     assert owned_before < ix.nbytes
     q = (np.array([0, 3, 17], np.int32), np.ones(3, np.float32))
     want = ix.search(*q, 10)
@@ -161,14 +163,16 @@ def valid_arrays():
 
 
 @pytest.mark.parametrize("name", ["term_off", "post_doc", "post_tf", "term_max_tf", "term_min_dl", "slot_off",
-                                  "fwd_tid", "fwd_tf", "doc_len", "n_docs", "total_len"])
+                                  "fwd_tid", "fwd_tf", "doc_len", "n_docs", "total_len", "pos_off", "fwd_pos"])
 def test_truncated_missing_or_mistyped_arrays_raise(name):
     good = valid_arrays()
     K.InvertedIndex.attach(good)
-    for bad in (good[name][:-1], good[name].astype(np.int64 if good[name].dtype == np.int32 else np.int32),
+    for bad in (good[name][:-1], good[name].astype(np.int64 if good[name].dtype != np.int64 else np.int32),
                 good[name].astype(good[name].dtype.newbyteorder()), np.repeat(good[name], 2)[::2], None):
         if bad is not None and bad.size == 1 and bad.dtype == good[name].dtype:
             continue  # a strided view of one scalar is that scalar
+        if bad is not None and bad.dtype == good[name].dtype and bad.flags.c_contiguous and len(bad) == len(good[name]):
+            continue  # bytes have no byte order: the same array
         arrays = dict(good)
         if bad is None:
             del arrays[name]
@@ -185,6 +189,8 @@ def test_truncated_missing_or_mistyped_arrays_raise(name):
     ("term_off", 0, 1), ("slot_off", -1, 0), ("post_tf", 0, 0), ("fwd_tf", 0, -3),
     ("term_max_tf", 0, 0), ("term_min_dl", 0, 0), ("term_min_dl", 0, 10**6), ("doc_len", 0, 99),
     ("n_docs", 0, 99), ("total_len", 0, 1),
+    ("pos_off", 0, 1), ("pos_off", 1, 0), ("pos_off", -1, 10**6), ("pos_off", 2, -1),   # position offsets
+    ("fwd_pos", 0, 200), ("fwd_pos", 1, 0), ("fwd_pos", -1, 0),   # beyond doc_len, repeated, out of order
 ])
 def test_out_of_range_and_inconsistent_values_raise(name, index, value):
     arrays = valid_arrays()
@@ -217,7 +223,10 @@ def test_any_single_damaged_value_is_rejected_or_harmless(data):
     name = data.draw(st.sampled_from(sorted(good)))
     arr = good[name].copy()
     i = data.draw(st.integers(0, len(arr) - 1))
-    v = data.draw(st.one_of(st.integers(-3, 40), st.sampled_from([2**31 - 1, -(2**31)])))
+    if arr.dtype == np.uint8:  # the positions
+        v = data.draw(st.integers(0, 255))
+    else:
+        v = data.draw(st.one_of(st.integers(-3, 40), st.sampled_from([2**31 - 1, -(2**31)])))
     arr[i] = v
     arrays = dict(good, **{name: arr})
     loosened = False
@@ -242,7 +251,8 @@ small_arrays = st.fixed_dictionaries({
     k: st.lists(st.integers(-2, 12), max_size=8).map(lambda xs, k=k: np.array(
         xs, dtype=np.int64 if k in ("term_off", "slot_off", "n_docs", "total_len") else np.int32))
     for k in ("term_off", "post_doc", "post_tf", "term_max_tf", "term_min_dl", "slot_off", "fwd_tid", "fwd_tf",
-              "doc_len", "n_docs", "total_len")})
+              "doc_len", "n_docs", "total_len", "pos_off")} | {
+    "fwd_pos": st.lists(st.integers(0, 12), max_size=8).map(lambda xs: np.array(xs, dtype=np.uint8))})
 
 
 @settings(max_examples=400, deadline=None)
@@ -302,6 +312,14 @@ def assert_same_text(a, b, seed):
         slots = np.arange(45, dtype=np.int64)
         assert np.array_equal(a.scores(q, slots), b.scores(q, slots))
         assert np.array_equal(a.matches(q, None), b.matches(q, None))
+        # the query syntax reads the positions (phrases) and the dictionaries (prefixes)
+        w = rng.choice(WORDS, 4)
+        sq = f'"{w[0]} {w[1]}" +{w[2]} -{w[3]} {w[0][:2]}* "{w[1]} {w[2]} {w[3]}"'
+        for k in (1, 60):
+            ra, rb = a.search(sq, k, None), b.search(sq, k, None)
+            assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
+        assert np.array_equal(a.scores(sq, slots), b.scores(sq, slots))
+        assert a.count(sq, None) == b.count(sq, None)
 
 
 @settings(max_examples=80, deadline=None)
@@ -370,3 +388,23 @@ def test_lone_surrogates_and_non_ascii_words_round_trip():
     back.restore(meta, read_only(arrays))
     for f, g in zip(ti.fields, back.fields):
         assert f.vocab == g.vocab and f.tid_of == g.tid_of
+
+
+def test_a_snapshot_without_positions_is_re_indexed_on_open(tmp_path, monkeypatch):
+    """A collection saved before positions existed (text export format 1) opens, and its text is
+    indexed again from the columns, so phrases work on it."""
+    real = TextIndex.export
+
+    def old_export(self):
+        meta, arrays = real(self)
+        return dict(meta, format=1), {k: v for k, v in arrays.items()
+                                      if not k.endswith(("/pos_off", "/fwd_pos"))}
+
+    monkeypatch.setattr(TextIndex, "export", old_export)
+    da = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
+    da.extend([{"id": "a", "title": "blue sky"}, {"id": "b", "title": "sky blue"}])
+    da.close()  # the snapshot, as an older version wrote it
+    monkeypatch.setattr(TextIndex, "export", real)
+    again = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
+    assert again.find(text='"blue sky"').ids == ["a"] and again.count(text="sky") == 2
+    again.close()

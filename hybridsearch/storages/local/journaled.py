@@ -88,9 +88,9 @@ class JournaledStorage(ColumnarStorage):
         try:
             self.store.restore(meta.get("columns") or {}, part("col/"))
             rows = self.store.live_rows()
-            if self.text and meta.get("text") is not None:
+            if self.text and meta.get("text") is not None and not self.text.outdated(meta["text"]):
                 self.text.restore(meta["text"], part("text/"))
-            elif self.text and len(rows):
+            elif self.text and len(rows):  # none in the snapshot, or an older one without positions
                 self.text.add(rows, self.store.field_values(rows, self.text.names))
             if meta.get("index") is not None:
                 self._attach_index(meta["index"], part("index/"), where)
