@@ -44,12 +44,15 @@ def integer(low: int, high: Optional[int] = None, allow_none: bool = False) -> C
     return check
 
 
-def number(low: float, high: Optional[float] = None) -> Callable[[Any], float]:
-    """A real number (int or float, not a bool) in [low, high]."""
+def number(low: float, high: Optional[float] = None, allow_none: bool = False) -> Callable[[Any], Any]:
+    """A real number (int or float, not a bool) in [low, high]; None too when allowed."""
     def check(v):
+        if v is None and allow_none:
+            return None
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) or \
                 not low <= v <= (high if high is not None else float("inf")):
-            raise ValueError(f"a number between {low} and {high}" if high is not None else f"a number >= {low}")
+            raise ValueError((f"a number between {low} and {high}" if high is not None else f"a number >= {low}")
+                             + (" or None" if allow_none else ""))
         return float(v) if isinstance(v, (float, np.floating)) else v
     return check
 

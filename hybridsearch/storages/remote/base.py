@@ -7,6 +7,9 @@
   after an exponential backoff (`retry_backoff` seconds, doubled each time, `max_retries`
   times), and any failure becomes `hs.BackendError` "<engine> at <address> failed to <what>
   (status N | no response): <reason>".
+- slow requests: a call that takes longer than `slow_call` seconds (default 1) is logged under
+  the `hybridsearch` logger at WARNING, with what it did and how long it took; resends after a
+  429 / 503 are logged at INFO. A collection that must stay quiet sets `slow_call=None`.
 - `FieldCodec`: a document <-> the fields stored on the engine: the schema's indexed fields under
   their names, `hs_id` (the id, filterable), `hs_seq` (insertion number), `hs_present` (the
   optional fields holding a value, for `$exists`) and `hs_extra` (the unindexed fields, one JSON
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 import urllib.parse
 from typing import Callable, Optional
@@ -38,6 +42,7 @@ ID_FIELD = "hs_id"            # the id as a keyword (engines allow no range quer
 SEQ_FIELD = "hs_seq"          # insertion number: filter-only results come in this order
 PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value ($exists)
 EXTRA_FIELD = "hs_extra"      # the fields that are not indexed, as one JSON string
+log = logging.getLogger("hybridsearch")
 RETRY_STATUS = (429, 503)     # answers that mean "busy, ask again later"
 ROLLED_BACK = "the rest of the batch was rolled back"
 
@@ -51,6 +56,7 @@ class RemoteConfig(GraphConfig):
     retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each")
     ca_certs: Optional[str] = option(None, path_or_none, "CA bundle that signed the server's certificate (https)")
     verify_certs: bool = option(True, boolean, "verify the server's certificate (off only for a test node)")
+    slow_call: Optional[float] = option(1.0, number(0, allow_none=True), "log requests slower than this many seconds (None: never)")
 
 
 # ------------------------------------------------------------------ credentials
@@ -173,6 +179,7 @@ class RemoteStorage(Storage):
         self.ef = config.ef
         self.timeout = float(config.timeout)
         self.max_retries, self.retry_backoff = config.max_retries, float(config.retry_backoff)
+        self.slow_call = None if config.slow_call is None else float(config.slow_call)
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
@@ -223,7 +230,18 @@ class RemoteStorage(Storage):
 
     def call(self, what: str, fn, *args, **kwargs):
         """fn(*args, **kwargs), resent with exponential backoff while the engine answers 429 / 503;
-        a failure of the client -> BackendError (anything else propagates)."""
+        a failure of the client -> BackendError (anything else propagates). A call slower than
+        `slow_call` seconds, resends included, is logged at WARNING."""
+        start = time.perf_counter()
+        try:
+            return self._attempts(what, fn, args, kwargs)
+        finally:
+            took = time.perf_counter() - start
+            if self.slow_call is not None and took > self.slow_call:
+                log.warning("%s at %s: %s took %.2f s (slow_call=%g s)", self.engine, self.where(), what,
+                            took, self.slow_call)
+
+    def _attempts(self, what: str, fn, args: tuple, kwargs: dict):
         for attempt in range(self.max_retries + 1):
             try:
                 return fn(*args, **kwargs)
@@ -233,7 +251,10 @@ class RemoteStorage(Storage):
                     raise
                 status, reason = info
                 if status in RETRY_STATUS and attempt < self.max_retries:
-                    time.sleep(self.retry_backoff * (2 ** attempt))
+                    wait = self.retry_backoff * (2 ** attempt)
+                    log.info("%s at %s answered %s to %s; resending in %.2f s", self.engine, self.where(),
+                             status, what, wait)
+                    time.sleep(wait)
                     continue
                 raise self.error(what, status, reason) from None
 

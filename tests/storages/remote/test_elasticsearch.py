@@ -9,6 +9,7 @@ lost half-way, a refused document) come from a proxy between the storage and the
 import base64
 import json
 import logging
+import time
 import uuid
 
 import numpy as np
@@ -231,6 +232,36 @@ def test_429_and_503_are_retried_with_backoff(open_da, proxy):
         hs.DocumentArray(Item, storage=da.storage, hosts=proxy.url, index="hs-never-made", max_retries=2,
                          retry_backoff=0.01)
     assert len(proxy.requests) == n + 3  # max_retries resends, then the error
+
+
+def test_slow_calls_and_resends_are_logged(open_da, proxy, caplog):
+    da = open_da(hosts=proxy.url, retry_backoff=0.05, slow_call=0.25)
+    da.extend(items(0, 3, np.random.default_rng(11)))
+    caplog.set_level(logging.INFO, logger="hybridsearch")
+    caplog.clear()
+    assert da.find(filter={"n": 1}).ids == ["i1"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # a quick call is quiet
+
+    def slow_search(req):
+        if req.path.split("?")[0].endswith("/_search"):
+            time.sleep(0.4)
+        return None
+
+    proxy.rule = slow_search
+    assert da.find(filter={"n": 2}).ids == ["i2"]
+    slow = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(slow) == 1 and "took" in slow[0] and "slow_call=0.25" in slow[0] and proxy.url.split("//")[1] in slow[0]
+    busy = iter([429])
+
+    def busy_once(req):
+        status = next(busy, None) if req.path.split("?")[0].endswith("/_search") else None
+        return _answer(status) if status else None
+
+    caplog.clear()
+    proxy.rule = busy_once
+    assert da.find(filter={"n": 0}).ids == ["i0"]
+    assert any("429" in r.getMessage() and "resending" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.INFO)
 
 
 def test_filter_compiler_shapes():
