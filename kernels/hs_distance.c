@@ -1,4 +1,5 @@
-/* Distance kernels: scalar, AVX2+FMA and AVX-512 variants, dispatched once. */
+/* Distance kernels: scalar, AVX2+FMA, AVX-512 (x86-64) and NEON (AArch64)
+ * variants, dispatched once. */
 #include "hs_distance.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -6,6 +7,12 @@
 #define HS_X86 1
 #else
 #define HS_X86 0
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define HS_NEON 1
+#else
+#define HS_NEON 0
 #endif
 
 /* ---------------------------------------------------------------- scalar */
@@ -435,6 +442,234 @@ __attribute__((target("avx512f"))) static double stream_sum_avx512(const float *
 }
 #endif /* HS_X86 */
 
+#if HS_NEON
+/* ------------------------------------------------------------------ NEON */
+/* AArch64 only: NEON (Advanced SIMD) is part of the base ISA there, so these
+ * need no target attribute and no run-time check. Each loop keeps at least
+ * four independent float32x4 FMA chains, enough to cover the FMA latency of
+ * current cores (4 cycles, 2-4 pipes). */
+
+static float dot_neon(const float *a, const float *b, int64_t d) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
+    int64_t j = 0;
+    if (d >= 32) {
+        float32x4_t s4 = vdupq_n_f32(0), s5 = vdupq_n_f32(0), s6 = vdupq_n_f32(0), s7 = vdupq_n_f32(0);
+        for (; j + 32 <= d; j += 32) {
+            s0 = vfmaq_f32(s0, vld1q_f32(a + j), vld1q_f32(b + j));
+            s1 = vfmaq_f32(s1, vld1q_f32(a + j + 4), vld1q_f32(b + j + 4));
+            s2 = vfmaq_f32(s2, vld1q_f32(a + j + 8), vld1q_f32(b + j + 8));
+            s3 = vfmaq_f32(s3, vld1q_f32(a + j + 12), vld1q_f32(b + j + 12));
+            s4 = vfmaq_f32(s4, vld1q_f32(a + j + 16), vld1q_f32(b + j + 16));
+            s5 = vfmaq_f32(s5, vld1q_f32(a + j + 20), vld1q_f32(b + j + 20));
+            s6 = vfmaq_f32(s6, vld1q_f32(a + j + 24), vld1q_f32(b + j + 24));
+            s7 = vfmaq_f32(s7, vld1q_f32(a + j + 28), vld1q_f32(b + j + 28));
+        }
+        s0 = vaddq_f32(s0, s4);
+        s1 = vaddq_f32(s1, s5);
+        s2 = vaddq_f32(s2, s6);
+        s3 = vaddq_f32(s3, s7);
+    }
+    for (; j + 16 <= d; j += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + j), vld1q_f32(b + j));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + j + 4), vld1q_f32(b + j + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + j + 8), vld1q_f32(b + j + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + j + 12), vld1q_f32(b + j + 12));
+    }
+    for (; j + 4 <= d; j += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + j), vld1q_f32(b + j));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; j < d; j++) s += a[j] * b[j];
+    return s;
+}
+
+static float l2sq_neon(const float *a, const float *b, int64_t d) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
+    int64_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        float32x4_t t0 = vsubq_f32(vld1q_f32(a + j), vld1q_f32(b + j));
+        float32x4_t t1 = vsubq_f32(vld1q_f32(a + j + 4), vld1q_f32(b + j + 4));
+        float32x4_t t2 = vsubq_f32(vld1q_f32(a + j + 8), vld1q_f32(b + j + 8));
+        float32x4_t t3 = vsubq_f32(vld1q_f32(a + j + 12), vld1q_f32(b + j + 12));
+        s0 = vfmaq_f32(s0, t0, t0);
+        s1 = vfmaq_f32(s1, t1, t1);
+        s2 = vfmaq_f32(s2, t2, t2);
+        s3 = vfmaq_f32(s3, t3, t3);
+    }
+    for (; j + 4 <= d; j += 4) {
+        float32x4_t t0 = vsubq_f32(vld1q_f32(a + j), vld1q_f32(b + j));
+        s0 = vfmaq_f32(s0, t0, t0);
+    }
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; j < d; j++) {
+        float t = a[j] - b[j];
+        s += t * t;
+    }
+    return s;
+}
+
+/* q . c for int8 codes c and a float32 query: the codes are widened
+ * int8 -> int16 -> int32 -> float32 (exact), 16 per step, into four FMA
+ * chains. The query stays float32, so the integer dot-product instructions
+ * (SDOT / vdotq_s32, or vmull_s8 + vpadalq_s16) have nothing to multiply:
+ * they need int8 on both sides. */
+static inline float32x4_t i8_lo_lo(int8x16_t c) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vget_low_s8(c))))); }
+static inline float32x4_t i8_lo_hi(int8x16_t c) { return vcvtq_f32_s32(vmovl_high_s16(vmovl_s8(vget_low_s8(c)))); }
+static inline float32x4_t i8_hi_lo(int8x16_t c) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_high_s8(c)))); }
+static inline float32x4_t i8_hi_hi(int8x16_t c) { return vcvtq_f32_s32(vmovl_high_s16(vmovl_high_s8(c))); }
+
+static float dot_i8_neon(const float *q, const int8_t *c, int64_t d) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
+    int64_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        int8x16_t cv = vld1q_s8(c + j);
+        s0 = vfmaq_f32(s0, vld1q_f32(q + j), i8_lo_lo(cv));
+        s1 = vfmaq_f32(s1, vld1q_f32(q + j + 4), i8_lo_hi(cv));
+        s2 = vfmaq_f32(s2, vld1q_f32(q + j + 8), i8_hi_lo(cv));
+        s3 = vfmaq_f32(s3, vld1q_f32(q + j + 12), i8_hi_hi(cv));
+    }
+    if (j + 8 <= d) {
+        int16x8_t w = vmovl_s8(vld1_s8(c + j));
+        s0 = vfmaq_f32(s0, vld1q_f32(q + j), vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))));
+        s1 = vfmaq_f32(s1, vld1q_f32(q + j + 4), vcvtq_f32_s32(vmovl_high_s16(w)));
+        j += 8;
+    }
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; j < d; j++) s += q[j] * (float)c[j];
+    return s;
+}
+
+/* Four rows at once, two float32x4 per row per step: eight FMA chains, the
+ * query loaded once for the four rows. */
+#define HS_ROWS4_NEON(NAME, STEP, TAIL, SINGLE)                                    \
+    static void NAME(const float *X, int64_t d, const int64_t *rows, int64_t n,    \
+                     int64_t row0, const float *q, float *out) {                   \
+        int64_t i = 0;                                                             \
+        for (; i + 4 <= n; i += 4) {                                               \
+            const float *x0 = X + (rows ? rows[i] : row0 + i) * d;                 \
+            const float *x1 = X + (rows ? rows[i + 1] : row0 + i + 1) * d;         \
+            const float *x2 = X + (rows ? rows[i + 2] : row0 + i + 2) * d;         \
+            const float *x3 = X + (rows ? rows[i + 3] : row0 + i + 3) * d;         \
+            float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);                  \
+            float32x4_t a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);                  \
+            float32x4_t b0 = vdupq_n_f32(0), b1 = vdupq_n_f32(0);                  \
+            float32x4_t b2 = vdupq_n_f32(0), b3 = vdupq_n_f32(0);                  \
+            int64_t j = 0;                                                         \
+            for (; j + 8 <= d; j += 8) {                                           \
+                float32x4_t qa = vld1q_f32(q + j), qb = vld1q_f32(q + j + 4);      \
+                STEP(a0, x0, qa, 0); STEP(a1, x1, qa, 0);                          \
+                STEP(a2, x2, qa, 0); STEP(a3, x3, qa, 0);                          \
+                STEP(b0, x0, qb, 4); STEP(b1, x1, qb, 4);                          \
+                STEP(b2, x2, qb, 4); STEP(b3, x3, qb, 4);                          \
+            }                                                                      \
+            if (j + 4 <= d) {                                                      \
+                float32x4_t qa = vld1q_f32(q + j);                                 \
+                STEP(a0, x0, qa, 0); STEP(a1, x1, qa, 0);                          \
+                STEP(a2, x2, qa, 0); STEP(a3, x3, qa, 0);                          \
+                j += 4;                                                            \
+            }                                                                      \
+            float r0 = vaddvq_f32(vaddq_f32(a0, b0));                              \
+            float r1 = vaddvq_f32(vaddq_f32(a1, b1));                              \
+            float r2 = vaddvq_f32(vaddq_f32(a2, b2));                              \
+            float r3 = vaddvq_f32(vaddq_f32(a3, b3));                              \
+            for (; j < d; j++) {                                                   \
+                TAIL(r0, x0); TAIL(r1, x1); TAIL(r2, x2); TAIL(r3, x3);            \
+            }                                                                      \
+            out[i] = r0; out[i + 1] = r1; out[i + 2] = r2; out[i + 3] = r3;        \
+        }                                                                          \
+        for (; i < n; i++) {                                                       \
+            const float *x = X + (rows ? rows[i] : row0 + i) * d;                  \
+            out[i] = SINGLE(x, q, d);                                              \
+        }                                                                          \
+    }
+#define NSTEP_DOT(acc, x, qv, o) acc = vfmaq_f32(acc, vld1q_f32((x) + j + (o)), qv)
+#define NSTEP_L2(acc, x, qv, o)                                                    \
+    do {                                                                           \
+        float32x4_t t_ = vsubq_f32(vld1q_f32((x) + j + (o)), qv);                  \
+        acc = vfmaq_f32(acc, t_, t_);                                              \
+    } while (0)
+#define NTAIL_DOT(r, x) r += (x)[j] * q[j]
+#define NTAIL_L2(r, x)                                                             \
+    do {                                                                           \
+        float t_ = (x)[j] - q[j];                                                  \
+        r += t_ * t_;                                                              \
+    } while (0)
+HS_ROWS4_NEON(dot_rows_neon, NSTEP_DOT, NTAIL_DOT, dot_neon)
+HS_ROWS4_NEON(l2sq_rows_neon, NSTEP_L2, NTAIL_L2, l2sq_neon)
+
+/* 8 queries x 32 rows, done as four passes of 8 rows: 16 float32x4
+ * accumulators (8 queries x 2), 2 row loads per dimension, and the query
+ * values taken four dimensions at a time with one load per query and
+ * by-lane FMAs (vfmaq_laneq_f32), so 26 of the 32 vector registers are live. */
+static void tile_neon(const float *XT, int64_t ldx, int64_t d, const float *QP,
+                      const float *mul, const float *add, const float *thr, float *out,
+                      uint32_t *masks) {
+    const uint32x4_t lane_bits = {1u, 2u, 4u, 8u};
+    for (int i = 0; i < HS_TILE_Q; i++) masks[i] = 0;
+    for (int part = 0; part < HS_TILE_R / 8; part++) {
+        float32x4_t c[HS_TILE_Q][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < HS_TILE_Q; i++) c[i][0] = c[i][1] = vdupq_n_f32(0);
+        const float *xb = XT + part * 8;
+        int64_t j = 0;
+        for (; j + 4 <= d; j += 4) {
+            float32x4_t qv[HS_TILE_Q];
+#pragma GCC unroll 8
+            for (int i = 0; i < HS_TILE_Q; i++) qv[i] = vld1q_f32(QP + i * d + j);
+#define HS_TILE_NEON_LANE(L)                                                       \
+    {                                                                              \
+        float32x4_t x0 = vld1q_f32(xb + (j + L) * ldx);                            \
+        float32x4_t x1 = vld1q_f32(xb + (j + L) * ldx + 4);                        \
+        _Pragma("GCC unroll 8") for (int i = 0; i < HS_TILE_Q; i++) {              \
+            c[i][0] = vfmaq_laneq_f32(c[i][0], x0, qv[i], L);                      \
+            c[i][1] = vfmaq_laneq_f32(c[i][1], x1, qv[i], L);                      \
+        }                                                                          \
+    }
+            HS_TILE_NEON_LANE(0)
+            HS_TILE_NEON_LANE(1)
+            HS_TILE_NEON_LANE(2)
+            HS_TILE_NEON_LANE(3)
+#undef HS_TILE_NEON_LANE
+        }
+        for (; j < d; j++) {
+            float32x4_t x0 = vld1q_f32(xb + j * ldx), x1 = vld1q_f32(xb + j * ldx + 4);
+#pragma GCC unroll 8
+            for (int i = 0; i < HS_TILE_Q; i++) {
+                float32x4_t b = vdupq_n_f32(QP[i * d + j]);
+                c[i][0] = vfmaq_f32(c[i][0], b, x0);
+                c[i][1] = vfmaq_f32(c[i][1], b, x1);
+            }
+        }
+        const int r0 = part * 8;
+        float32x4_t m0 = vld1q_f32(mul + r0), m1 = vld1q_f32(mul + r0 + 4);
+        float32x4_t a0 = vld1q_f32(add + r0), a1 = vld1q_f32(add + r0 + 4);
+#pragma GCC unroll 8
+        for (int i = 0; i < HS_TILE_Q; i++) {
+            float32x4_t t = vdupq_n_f32(thr[i]);
+            float32x4_t s0 = vfmaq_f32(a0, c[i][0], m0), s1 = vfmaq_f32(a1, c[i][1], m1);
+            vst1q_f32(out + i * HS_TILE_R + r0, s0);
+            vst1q_f32(out + i * HS_TILE_R + r0 + 4, s1);
+            /* >= is false on NaN, like the scalar comparison and _CMP_GE_OQ */
+            uint32_t m = vaddvq_u32(vandq_u32(vcgeq_f32(s0, t), lane_bits)) |
+                         (vaddvq_u32(vandq_u32(vcgeq_f32(s1, t), lane_bits)) << 4);
+            masks[i] |= m << r0;
+        }
+    }
+}
+
+static double stream_sum_neon(const float *x, int64_t n) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vaddq_f32(s0, vld1q_f32(x + i));
+        s1 = vaddq_f32(s1, vld1q_f32(x + i + 4));
+        s2 = vaddq_f32(s2, vld1q_f32(x + i + 8));
+        s3 = vaddq_f32(s3, vld1q_f32(x + i + 12));
+    }
+    double s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+#endif /* HS_NEON */
+
 /* -------------------------------------------------------------- dispatch */
 
 typedef float (*pair_fn)(const float *, const float *, int64_t);
@@ -455,19 +690,34 @@ static struct {
 } g_impl = {HS_SIMD_SCALAR, dot_scalar, l2sq_scalar, dot_rows_scalar, l2sq_rows_scalar,
             tile_scalar, stream_sum_scalar, dot_i8_scalar};
 
+/* The best level this CPU runs: AVX-512F, else AVX2 + FMA, else scalar on
+ * x86; NEON on AArch64 (part of its base ISA); scalar anywhere else. */
 static int cpu_level(void) {
 #if HS_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return HS_SIMD_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return HS_SIMD_AVX2;
+#elif HS_NEON
+    return HS_SIMD_NEON;
 #endif
     return HS_SIMD_SCALAR;
 }
 
-int hs_simd_force(int level) {
+int hs_simd_available(int level) {
     int best = cpu_level();
-    if (level > best) level = best;
+    if (level == HS_SIMD_SCALAR) return 1;
+#if HS_X86
+    if (level == HS_SIMD_AVX2) return best == HS_SIMD_AVX2 || best == HS_SIMD_AVX512;
+    if (level == HS_SIMD_AVX512) return best == HS_SIMD_AVX512;
+#endif
+    return level == best;
+}
+
+int hs_simd_force(int level) {
+    /* a level this CPU lacks (AVX-512 on an AVX2 machine, NEON on x86, AVX2 on
+     * ARM, an unknown number) falls back to the best one it has */
     if (level < HS_SIMD_SCALAR) level = HS_SIMD_SCALAR;
+    if (!hs_simd_available(level)) level = cpu_level();
     g_impl.level = HS_SIMD_SCALAR;
     g_impl.dot = dot_scalar;
     g_impl.l2sq = l2sq_scalar;
@@ -495,6 +745,17 @@ int hs_simd_force(int level) {
         g_impl.tile = tile_avx512;
         g_impl.sum = stream_sum_avx512;
         g_impl.dot_i8 = dot_i8_avx512;
+    }
+#elif HS_NEON
+    if (level == HS_SIMD_NEON) {
+        g_impl.level = level;
+        g_impl.dot = dot_neon;
+        g_impl.l2sq = l2sq_neon;
+        g_impl.dot_rows = dot_rows_neon;
+        g_impl.l2sq_rows = l2sq_rows_neon;
+        g_impl.tile = tile_neon;
+        g_impl.sum = stream_sum_neon;
+        g_impl.dot_i8 = dot_i8_neon;
     }
 #endif
     return g_impl.level;

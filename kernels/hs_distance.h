@@ -1,8 +1,9 @@
 /* Distance kernels over float32 vectors with SIMD picked at run time.
  *
- * No -march=native: every ISA-specific function carries its own target
+ * No -march=native: every x86 ISA-specific function carries its own target
  * attribute and hs_distance_init() (run once, automatically) selects the best
- * one the CPU supports.
+ * one the CPU supports. On AArch64, NEON is part of the base ISA and always
+ * used (scalar stays forceable); other CPUs run the scalar code.
  */
 #ifndef HS_DISTANCE_H
 #define HS_DISTANCE_H
@@ -12,10 +13,14 @@
 #define HS_SIMD_SCALAR 0
 #define HS_SIMD_AVX2 1
 #define HS_SIMD_AVX512 2
+#define HS_SIMD_NEON 3 /* AArch64 only; not "above" AVX-512, just another family */
 
 /* Dispatch level in use (HS_SIMD_*). */
 int hs_simd_level(void);
-/* Force a lower level (for tests of the fallbacks); returns the level set. */
+/* 1 if this CPU can run the given level (scalar always). */
+int hs_simd_available(int level);
+/* Force a level (for tests of the fallbacks); one the CPU lacks falls back to
+ * the best it has. Returns the level set. */
 int hs_simd_force(int level);
 
 float hs_dot(const float *a, const float *b, int64_t d);

@@ -70,18 +70,74 @@ __attribute__((target("avx512f"))) static int64_t f64_words_avx512(const double 
     }
     return full;
 }
-static int use_avx512(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && hs_simd_level() >= HS_SIMD_AVX512;
+/* hs_simd_level() is AVX-512 only on a CPU that has it (hs_simd_force clamps),
+ * and it follows force_simd("scalar") so the tests reach the scalar loop too. */
+static int64_t i64_words_simd(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) {
+    return hs_simd_level() == HS_SIMD_AVX512 ? i64_words_avx512(c, v, cmp, full, dst) : 0;
+}
+static int64_t f64_words_simd(const double *c, double v, int cmp, int64_t full, uint64_t *dst) {
+    return hs_simd_level() == HS_SIMD_AVX512 ? f64_words_avx512(c, v, cmp, full, dst) : 0;
+}
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+/* NEON: two rows per compare; eight rows' lane masks are narrowed 64 -> 16 bits
+ * and weighted 1, 2, ..., 128 so one horizontal add gives their byte of the word. */
+static inline uint64_t neon_bits8(uint64x2_t m0, uint64x2_t m1, uint64x2_t m2, uint64x2_t m3) {
+    static const uint16_t weights[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+    uint32x4_t lo = vcombine_u32(vmovn_u64(m0), vmovn_u64(m1));
+    uint32x4_t hi = vcombine_u32(vmovn_u64(m2), vmovn_u64(m3));
+    uint16x8_t m = vcombine_u16(vmovn_u32(lo), vmovn_u32(hi));
+    return vaddvq_u16(vandq_u16(m, vld1q_u16(weights)));
+}
+static inline uint64x2_t neon_not64(uint64x2_t m) {
+    return vreinterpretq_u64_u32(vmvnq_u32(vreinterpretq_u32_u64(m)));
+}
+#define NEON_WORDS(T, LOAD, CMP)                                                   \
+    for (int64_t w = 0; w < full; w++) {                                           \
+        const T *p = c + w * 64;                                                   \
+        uint64_t bits = 0;                                                         \
+        for (int k = 0; k < 8; k++) {                                              \
+            const T *q = p + 8 * k;                                                \
+            bits |= neon_bits8(CMP(LOAD(q), vv), CMP(LOAD(q + 2), vv),             \
+                               CMP(LOAD(q + 4), vv), CMP(LOAD(q + 6), vv)) << (8 * k); \
+        }                                                                          \
+        dst[w] = bits;                                                             \
     }
-    return cached && hs_simd_level() >= HS_SIMD_AVX512;
+#define NE_S64(a, b) neon_not64(vceqq_s64(a, b))
+#define NE_F64(a, b) neon_not64(vceqq_f64(a, b)) /* true on NaN, like != */
+static int64_t i64_words_neon(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) {
+    int64x2_t vv = vdupq_n_s64(v);
+    switch (cmp) {
+    case HS_CMP_EQ: NEON_WORDS(int64_t, vld1q_s64, vceqq_s64) break;
+    case HS_CMP_NE: NEON_WORDS(int64_t, vld1q_s64, NE_S64) break;
+    case HS_CMP_LT: NEON_WORDS(int64_t, vld1q_s64, vcltq_s64) break;
+    case HS_CMP_LE: NEON_WORDS(int64_t, vld1q_s64, vcleq_s64) break;
+    case HS_CMP_GT: NEON_WORDS(int64_t, vld1q_s64, vcgtq_s64) break;
+    default: NEON_WORDS(int64_t, vld1q_s64, vcgeq_s64) break;
+    }
+    return full;
+}
+static int64_t f64_words_neon(const double *c, double v, int cmp, int64_t full, uint64_t *dst) {
+    float64x2_t vv = vdupq_n_f64(v);
+    switch (cmp) { /* ordered compares: false on NaN, like the C operators */
+    case HS_CMP_EQ: NEON_WORDS(double, vld1q_f64, vceqq_f64) break;
+    case HS_CMP_NE: NEON_WORDS(double, vld1q_f64, NE_F64) break;
+    case HS_CMP_LT: NEON_WORDS(double, vld1q_f64, vcltq_f64) break;
+    case HS_CMP_LE: NEON_WORDS(double, vld1q_f64, vcleq_f64) break;
+    case HS_CMP_GT: NEON_WORDS(double, vld1q_f64, vcgtq_f64) break;
+    default: NEON_WORDS(double, vld1q_f64, vcgeq_f64) break;
+    }
+    return full;
+}
+static int64_t i64_words_simd(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) {
+    return hs_simd_level() == HS_SIMD_NEON ? i64_words_neon(c, v, cmp, full, dst) : 0;
+}
+static int64_t f64_words_simd(const double *c, double v, int cmp, int64_t full, uint64_t *dst) {
+    return hs_simd_level() == HS_SIMD_NEON ? f64_words_neon(c, v, cmp, full, dst) : 0;
 }
 #else
-static int use_avx512(void) { return 0; }
-static int64_t i64_words_avx512(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) { return 0; }
-static int64_t f64_words_avx512(const double *c, double v, int cmp, int64_t full, uint64_t *dst) { return 0; }
+static int64_t i64_words_simd(const int64_t *c, int64_t v, int cmp, int64_t full, uint64_t *dst) { return 0; }
+static int64_t f64_words_simd(const double *c, double v, int cmp, int64_t full, uint64_t *dst) { return 0; }
 #endif
 
 static void and_present(uint64_t *dst, const uint8_t *present, int64_t n, int64_t nw) {
@@ -97,14 +153,14 @@ static int eval_leaf(const hs_filter_instr *ins, int64_t n, int64_t nw, uint64_t
     switch (ins->op) {
     case HS_F_I64: {
         int64_t v = ins->ival, w0 = 0;
-        if (use_avx512()) w0 = i64_words_avx512((const int64_t *)ins->col, v, ins->cmp, n / 64, dst);
+        w0 = i64_words_simd((const int64_t *)ins->col, v, ins->cmp, n / 64, dst);
         CMP_LOOP(int64_t, v, w0);
         break;
     }
     case HS_F_F64: {
         double v = ins->fval;
         int64_t w0 = 0;
-        if (use_avx512()) w0 = f64_words_avx512((const double *)ins->col, v, ins->cmp, n / 64, dst);
+        w0 = f64_words_simd((const double *)ins->col, v, ins->cmp, n / 64, dst);
         CMP_LOOP(double, v, w0);
         break;
     }

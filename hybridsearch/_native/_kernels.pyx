@@ -6,7 +6,7 @@ argument is a Python exception, never a crash.
 """
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t, int32_t, uint64_t, uint8_t
+from libc.stdint cimport int64_t, int32_t, int8_t, uint64_t, uint8_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from hybridsearch._native.kernels cimport *
@@ -14,7 +14,8 @@ from hybridsearch._native.kernels cimport *
 cnp.import_array()
 
 METRICS = {"ip": HS_METRIC_IP, "cosine": HS_METRIC_COSINE, "l2": HS_METRIC_L2}
-SIMD_NAMES = ("scalar", "avx2", "avx512")
+# indexed by the HS_SIMD_* numbers of kernels/hs_distance.h; "neon" exists only on AArch64
+SIMD_NAMES = ("scalar", "avx2", "avx512", "neon")
 
 # A kernel call releases the GIL only when it has enough work: handing the GIL to another
 # thread and taking it back costs several microseconds under contention (a futex wake and
@@ -49,8 +50,18 @@ def simd_level():
     return SIMD_NAMES[hs_simd_level()]
 
 
+def simd_levels():
+    """Names of every SIMD level this CPU can run, "scalar" first (force_simd accepts each)."""
+    return tuple(name for i, name in enumerate(SIMD_NAMES) if hs_simd_available(i))
+
+
 def force_simd(str name):
-    """Use a lower SIMD level (to test the fallbacks); returns the level now in use."""
+    """Use another SIMD level (to test the fallbacks); returns the level now in use.
+
+    A level this CPU lacks (avx512 on an AVX2 machine, neon on x86, avx2 on ARM) falls back
+    to the best one it has; an unknown name raises ValueError."""
+    if name not in SIMD_NAMES:
+        raise ValueError("unknown SIMD level %r (known: %s)" % (name, ", ".join(SIMD_NAMES)))
     return SIMD_NAMES[hs_simd_force(SIMD_NAMES.index(name))]
 
 
@@ -110,6 +121,22 @@ def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
             hs_l2sq_rows(&X[0, 0], d, NULL, n, 0, &q[0], &o[0])
         else:
             hs_dot_rows(&X[0, 0], d, NULL, n, 0, &q[0], &o[0])
+    return out
+
+
+def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):
+    """q . c for every int8 code row c of C (the quantized HNSW graph's traversal product)."""
+    cdef Py_ssize_t n = C.shape[0], d = C.shape[1], i
+    if q.shape[0] != d:
+        raise ValueError("query dimension does not match")
+    out = np.empty(n, dtype=np.float32)
+    if n == 0 or d == 0:
+        out[:] = 0
+        return out
+    cdef float[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = hs_dot_i8(&q[0], &C[i, 0], d)
     return out
 
 

@@ -8,6 +8,7 @@ cdef extern from "hs_common.h":
 cdef extern from "hs_distance.h":
     int hs_simd_level() nogil
     int hs_simd_force(int level) nogil
+    int hs_simd_available(int level) nogil
     float hs_dot(const float *a, const float *b, int64_t d) nogil
     float hs_l2sq(const float *a, const float *b, int64_t d) nogil
     void hs_dot_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
@@ -15,6 +16,7 @@ cdef extern from "hs_distance.h":
     void hs_l2sq_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
                       int64_t row0, const float *q, float *out) nogil
     double hs_stream_sum(const float *x, int64_t n) nogil
+    float hs_dot_i8(const float *q, const int8_t *c, int64_t d) nogil
 
 cdef extern from "hs_topk.h":
     int64_t hs_topk_f32(const float *scores, int64_t n, int64_t k, float *out_score,

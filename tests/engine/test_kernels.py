@@ -1,4 +1,6 @@
 """Native kernels against numpy in float64: every metric, odd dimensions, every SIMD level."""
+import platform
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,7 +10,7 @@ from hypothesis import strategies as st
 from hybridsearch._native import _kernels as K
 from tests.models import check_topk, exact_scores
 
-LEVELS = ("scalar", "avx2", "avx512")
+LEVELS = ("scalar", "avx2", "avx512", "neon")  # every name the kernels know (K.SIMD_NAMES)
 
 
 @pytest.fixture(params=LEVELS)
@@ -17,9 +19,31 @@ def simd(request):
     got = K.force_simd(request.param)
     if got != request.param:
         K.force_simd(best)
+        assert request.param not in K.simd_levels()
         pytest.skip(f"this CPU has no {request.param} (best: {best})")
     yield got
     K.force_simd(best)
+
+
+def test_simd_levels_and_their_fallback():
+    assert K.SIMD_NAMES == LEVELS
+    levels = K.simd_levels()
+    best = K.simd_level()
+    assert levels[0] == "scalar" and levels[-1] == best  # loaded at the best level the CPU has
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64", "i386", "i686"):
+        assert "neon" not in levels
+    if machine in ("aarch64", "arm64"):
+        assert levels == ("scalar", "neon")
+    try:
+        for name in LEVELS:  # a level the CPU lacks falls back to the best it has
+            assert K.force_simd(name) == (name if name in levels else best)
+            assert K.simd_level() == K.force_simd(name)
+        with pytest.raises(ValueError, match="unknown SIMD level"):
+            K.force_simd("sse9")
+    finally:
+        K.force_simd(best)
+    assert K.simd_level() == best
 
 
 def aux_for(X, metric):
@@ -121,12 +145,40 @@ def test_bitset_indices_and_popcount(flags, limit):
     assert K.bitset_to_indices(bits, limit).tolist() == idx[:limit].tolist()
 
 
-def test_scores_rows_and_stream_sum(rng):
-    X = rng.standard_normal((37, 97)).astype(np.float32)
-    q = rng.standard_normal(97).astype(np.float32)
-    np.testing.assert_allclose(K.scores_rows(X, q, "ip"), X.astype(np.float64) @ q, rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("d", [1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 97, 1000])
+def test_scores_rows_and_stream_sum(simd, d, rng):
+    X = rng.standard_normal((37, d)).astype(np.float32)  # 37 rows: the 4-row kernels and their tail
+    q = rng.standard_normal(d).astype(np.float32)
+    tol = 1e-5 * np.sqrt(d) * 8
+    np.testing.assert_allclose(K.scores_rows(X, q, "ip"), X.astype(np.float64) @ q, rtol=1e-4, atol=tol)
     np.testing.assert_allclose(K.scores_rows(X, q, "l2"), ((X - q).astype(np.float64) ** 2).sum(1), rtol=1e-4)
-    assert abs(K.stream_sum(X.reshape(-1)) - X.astype(np.float64).sum()) < 1e-2
+    assert abs(K.stream_sum(X.reshape(-1)) - X.astype(np.float64).sum()) < 1e-2 * max(1, d / 97)
+
+
+@pytest.mark.parametrize("d", [1, 5, 8, 15, 16, 17, 33, 100, 1000])
+def test_int8_dot_matches_numpy(simd, d, rng):
+    C = rng.integers(-128, 128, (13, d)).astype(np.int8)
+    # integer-valued queries: every partial sum is an integer below 2^24, exact in float32,
+    # so every SIMD level must return exactly the numpy result, whatever the summation order
+    qi = rng.integers(-127, 128, d).astype(np.float32)
+    assert np.array_equal(K.scores_rows_i8(C, qi), (C.astype(np.int64) @ qi.astype(np.int64)).astype(np.float32))
+    q = rng.standard_normal(d).astype(np.float32)
+    np.testing.assert_allclose(K.scores_rows_i8(C, q), C.astype(np.float64) @ q, rtol=1e-4, atol=1e-3 * np.sqrt(d))
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 200, 1000])
+def test_filter_compares_match_numpy(simd, n, rng):
+    # the int64 / float64 compare leaves have AVX-512 and NEON paths over whole 64-row words
+    i64 = rng.integers(-5, 5, n).astype(np.int64)
+    f64 = rng.integers(-5, 5, n).astype(np.float64)
+    f64[rng.random(n) < 0.1] = np.nan
+    ops = [np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal]
+    for cmp, op in enumerate(ops):
+        for col, leaf, v in ((i64, K.F_I64, 1), (f64, K.F_F64, 1.0), (f64, K.F_F64, np.nan)):
+            bits = K.filter_eval([(leaf, cmp, 0, col, None, int(v) if leaf == K.F_I64 else 0,
+                                   float(v), None, None)], n, None)
+            got = np.unpackbits(bits.view(np.uint8), bitorder="little")[:n].astype(bool)
+            assert np.array_equal(got, op(col, v)), (cmp, leaf, v)
 
 
 def test_filter_program_is_validated():
