@@ -31,7 +31,7 @@ from hybridsearch.bench.corpora import SHOP_WORDS
 from hybridsearch.bench.script import parser, start
 
 
-def _median_ms(fn, repeats: int) -> float:
+def median_ms(fn, repeats: int) -> float:
     for _ in range(2):
         fn(0)
     times = []
@@ -42,7 +42,7 @@ def _median_ms(fn, repeats: int) -> float:
     return 1000 * statistics.median(times)
 
 
-def _columns(n: int, rng) -> dict:
+def product_columns(n: int, rng) -> dict:
     return {"id": [f"p{i:07d}" for i in range(n)],
             "title": [" ".join(SHOP_WORDS[rng.integers(0, len(SHOP_WORDS), 8)]) for _ in range(n)],
             "category": [f"cat{int(c):02d}" for c in rng.integers(0, 20, n)],
@@ -50,7 +50,7 @@ def _columns(n: int, rng) -> dict:
             "in_stock": rng.random(n) < 0.8}
 
 
-def _model():
+def product_model():
     import hybridsearch as hs
 
     class Product(hs.Document):
@@ -67,7 +67,7 @@ def ours(storage: str, cols: dict, repeats: int) -> dict:
     opts = {}
     if storage.endswith("-path") or storage == "sqlite":
         opts["path"] = os.path.join(tempfile.mkdtemp(), "col.db" if storage == "sqlite" else "col")
-    da = hs.DocumentArray(_model(), storage=storage.split("-")[0], **opts)
+    da = hs.DocumentArray(product_model(), storage=storage.split("-")[0], **opts)
     t = time.perf_counter()
     da.extend_columns(cols)
     load = time.perf_counter() - t
@@ -75,11 +75,11 @@ def ours(storage: str, cols: dict, repeats: int) -> dict:
     cheap = int(np.percentile(cols["price"], 10))
     buckets = max(1, n // 10_000)
     out = {"storage": storage, "load_s": load,
-           "count": _median_ms(lambda i: da.count(filter={"category": f"cat{i % 20:02d}"}), repeats),
-           "facets": _median_ms(lambda i: da.facets("category", filter={"price": {"$lt": cheap - i % 3}}), repeats),
-           "sort": _median_ms(lambda i: da.find(filter={"price": {"$lt": cheap - i % 3}},
+           "count": median_ms(lambda i: da.count(filter={"category": f"cat{i % 20:02d}"}), repeats),
+           "facets": median_ms(lambda i: da.facets("category", filter={"price": {"$lt": cheap - i % 3}}), repeats),
+           "sort": median_ms(lambda i: da.find(filter={"price": {"$lt": cheap - i % 3}},
                                                 sort=[("price", "asc")], limit=20), repeats),
-           "update": _median_ms(lambda i: da.update_many({"bucket": i % buckets}, price=i), repeats)}
+           "update": median_ms(lambda i: da.update_many({"bucket": i % buckets}, price=i), repeats)}
     assert da.count(filter={"bucket": 0}) == min(n, 10_000)
     da.close()
     return out
@@ -111,14 +111,14 @@ def sqlite_sql(cols: dict, repeats: int) -> dict:
         db.execute("COMMIT")
 
     out = {"storage": "sqlite SQL (anchor)", "load_s": load,
-           "count": _median_ms(lambda i: db.execute("SELECT COUNT(*) FROM p WHERE category = ?",
+           "count": median_ms(lambda i: db.execute("SELECT COUNT(*) FROM p WHERE category = ?",
                                                     (f"cat{i % 20:02d}",)).fetchall(), repeats),
-           "facets": _median_ms(lambda i: db.execute(
+           "facets": median_ms(lambda i: db.execute(
                "SELECT category, COUNT(*) AS c FROM p WHERE price < ? GROUP BY category ORDER BY c DESC, category "
                "LIMIT 10", (cheap - i % 3,)).fetchall(), repeats),
-           "sort": _median_ms(lambda i: db.execute("SELECT id FROM p WHERE price < ? ORDER BY price, seq LIMIT 20",
+           "sort": median_ms(lambda i: db.execute("SELECT id FROM p WHERE price < ? ORDER BY price, seq LIMIT 20",
                                                    (cheap - i % 3,)).fetchall(), repeats),
-           "update": _median_ms(update, repeats)}
+           "update": median_ms(update, repeats)}
     db.close()
     return out
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=21)
     args = ap.parse_args(argv)
     out, facts = start("api2", args)
-    cols = _columns(args.n, np.random.default_rng(0))
+    cols = product_columns(args.n, np.random.default_rng(0))
     rows = [sqlite_sql(cols, args.repeats)] + [ours(s, cols, args.repeats) for s in args.storages.split(",")]
     target = {"count": 2.0, "facets": 10.0, "sort": 20.0, "update": 50.0}
     out.table(["storage", "load s", "count ms", "facets ms", "sort page ms", "update_many 10k ms"],

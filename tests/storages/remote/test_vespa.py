@@ -455,16 +455,16 @@ def test_vector_search_yql_and_scores(server):
 def test_text_and_hybrid_queries(server):
     da = open_da(server)
     server.queue((200, _search_response([_hit("a", 7.5, _fields("a", 1, [1, 0, 0, 0]))])))
-    res = da.find(text='nokia "3310"', limit=5)
+    res = da.find(text='nokia 3310"', limit=5)  # a quote inside a clause is literal text, no phrase
     text = 'select * from product where ({grammar: "weakAnd", defaultIndex: "default"}userInput(@userq))'
     body = server.requests[-1][2]
     assert body["yql"] == text
-    assert body["userq"] == 'nokia "3310"' and body["ranking"] == "bm25" and res.ids == ["a"]
+    assert body["userq"] == 'nokia 3310"' and body["ranking"] == "bm25" and res.ids == ["a"]
     assert res.scores.tolist() == [7.5]
     # res.total, when read: the same query asking no hits (not every match in one query)
     server.queue((200, _search_response([], 12)))
     assert res.total == 12
-    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s", "userq": 'nokia "3310"'}
+    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s", "userq": 'nokia 3310"'}
     server.queue((200, _search_response([], 3)))
     assert da.count(text="nokia", filter={"in_stock": True}) == 3
     assert server.requests[-1][2]["yql"] == text + " and in_stock = true"
