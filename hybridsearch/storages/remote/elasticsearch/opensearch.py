@@ -1,6 +1,6 @@
 """storage="opensearch": OpenSearch 2.x / 3.x with the k-NN plugin (Lucene engine) through
 `opensearch-py`. Everything but the client's dialect is the Elasticsearch storage's
-(storage.py: SearchEngineStorage, SearchEngineConfig)."""
+(storage.py: SearchEngineStorage; config.py: SearchEngineConfig)."""
 from __future__ import annotations
 
 import logging

@@ -42,9 +42,8 @@ Semantics of API.md kept here:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -53,10 +52,9 @@ from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.fusion import fuse_sum
 from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.config import integer, option, path_or_none
-from hybridsearch.storages.remote.base import (RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteConfig, RemoteStorage,
-                                               rrf, userinfo_secrets)
+from hybridsearch.storages.remote.base import RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
 from hybridsearch.storages.remote.elasticsearch import query as Q
+from hybridsearch.storages.remote.elasticsearch.config import SearchEngineConfig, secret_strings
 
 log = logging.getLogger("hybridsearch")
 
@@ -66,24 +64,6 @@ MSEARCH = 100           # searches per _msearch request
 LEXICAL = "hs_text"     # the name of the lexical clause in a hybrid query (its score comes back by name)
 FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
 FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
-
-
-def _secret_strings(options: dict) -> list:
-    """The password of basic_auth, the API key (both parts of an (id, key) pair) and the
-    credentials written into the host URLs."""
-    out = []
-    auth = options.get("basic_auth")
-    if isinstance(auth, (tuple, list)) and len(auth) == 2:
-        out.append(str(auth[1]))
-    key = options.get("api_key")
-    if isinstance(key, (tuple, list)):
-        out += [str(k) for k in key]
-    elif key:
-        out.append(str(key))
-    hosts = options.get("hosts")
-    for h in (hosts if isinstance(hosts, (list, tuple)) else [hosts]):
-        out += userinfo_secrets(h)
-    return out
 
 
 class _NoByQuery(Exception):
@@ -115,59 +95,6 @@ def _failure_reason(failures: list) -> str:
     return f"{len(failures)} failures, the first on document {first.get('id')!r}: {cause}"
 
 
-def _hosts(v):
-    if isinstance(v, str) and v:
-        return v
-    if isinstance(v, (list, tuple)) and v and all(isinstance(h, (str, dict)) for h in v):
-        return list(v)
-    raise ValueError("a URL or a list of URLs")
-
-
-def _pair_or_none(v):
-    if v is None:
-        return None
-    if isinstance(v, (tuple, list)) and len(v) == 2:
-        return tuple(v)
-    raise ValueError("a (user, password) pair or None")
-
-
-def _refresh(v):
-    if v == "wait_for" or v is True:
-        return v
-    raise ValueError("'wait_for' or True (writes must be visible on return)")
-
-
-def _index_name(v):
-    try:
-        return Q.check_index_name(v)
-    except ConfigError as e:
-        raise ValueError(str(e)) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchEngineConfig(RemoteConfig):
-    """Options of storage="elasticsearch" and "opensearch"."""
-
-    hosts: Any = option("http://127.0.0.1:9200", _hosts,
-                        "the node URL(s); a user:password@ in one is sent as basic auth, never shown",
-                        secret=True)  # only the URLs without user:password appear (stats, errors)
-    index: str = option("hybridsearch", _index_name, "the index of this collection (created from the schema "
-                        "on first open)")
-    m: int = option(16, integer(2), "links per node of the index's HNSW graph (the mapping's m)")
-    ef_construct: int = option(100, integer(1), "beam width while indexing (the mapping's ef_construction)")
-    ef: int = option(100, integer(1), "num_candidates (Elasticsearch) / ef_search (OpenSearch) of a vector "
-                     "query; find(ef=...) overrides it")
-    refresh: Any = option("wait_for", _refresh, "how a write is visible when it returns: 'wait_for' the next "
-                          "refresh, or True to force one")
-    chunk_size: int = option(500, integer(1), "documents per bulk request")
-    basic_auth: Any = option(None, _pair_or_none, "(user, password) for the node", secret=True)
-    api_key: Any = option(None, None, "an API key (string or (id, key))", secret=True)
-    client_cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
-    client_key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")
-    shards: int = option(1, integer(1), "primary shards of a new index")
-    replicas: int = option(0, integer(0), "replicas of a new index")
-
-
 class SearchEngineStorage(RemoteStorage):
     """What the Elasticsearch and OpenSearch storages share: everything but the client's dialect."""
 
@@ -177,7 +104,7 @@ class SearchEngineStorage(RemoteStorage):
 
     def __init__(self, schema, config: SearchEngineConfig) -> None:
         options = config.as_dict()
-        super().__init__(schema, config, _secret_strings(options), FieldCodec(schema))
+        super().__init__(schema, config, secret_strings(options), FieldCodec(schema))
         # the options without credentials: enough to reach an unsecured node again (e.g. a
         # second client, `_make_client(storage.options)`)
         self.options = config.as_public_dict()
