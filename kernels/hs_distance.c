@@ -18,65 +18,71 @@
 /* ---------------------------------------------------------------- scalar */
 
 static float dot_scalar(const float *a, const float *b, int64_t d) {
-    /* four partial sums: lets the compiler pipeline without -ffast-math */
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    /* eight partial sums: without -ffast-math the compiler may not reorder a
+     * sum, but it packs independent sums into SSE/NEON lanes (two registers,
+     * two chains), which keeps a scan near the memory bandwidth */
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t j = 0;
-    for (; j + 4 <= d; j += 4) {
-        s0 += a[j] * b[j];
-        s1 += a[j + 1] * b[j + 1];
-        s2 += a[j + 2] * b[j + 2];
-        s3 += a[j + 3] * b[j + 3];
-    }
-    for (; j < d; j++) s0 += a[j] * b[j];
-    return (s0 + s1) + (s2 + s3);
+    for (; j + 8 <= d; j += 8)
+        for (int t = 0; t < 8; t++) s[t] += a[j + t] * b[j + t];
+    for (; j < d; j++) s[0] += a[j] * b[j];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 static float l2sq_scalar(const float *a, const float *b, int64_t d) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t j = 0;
-    for (; j + 4 <= d; j += 4) {
-        float t0 = a[j] - b[j], t1 = a[j + 1] - b[j + 1];
-        float t2 = a[j + 2] - b[j + 2], t3 = a[j + 3] - b[j + 3];
-        s0 += t0 * t0;
-        s1 += t1 * t1;
-        s2 += t2 * t2;
-        s3 += t3 * t3;
-    }
+    for (; j + 8 <= d; j += 8)
+        for (int t = 0; t < 8; t++) {
+            float u = a[j + t] - b[j + t];
+            s[t] += u * u;
+        }
     for (; j < d; j++) {
-        float t = a[j] - b[j];
-        s0 += t * t;
+        float u = a[j] - b[j];
+        s[0] += u * u;
     }
-    return (s0 + s1) + (s2 + s3);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 static float dot_i8_scalar(const float *q, const int8_t *c, int64_t d) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t j = 0;
-    for (; j + 4 <= d; j += 4) {
-        s0 += q[j] * (float)c[j];
-        s1 += q[j + 1] * (float)c[j + 1];
-        s2 += q[j + 2] * (float)c[j + 2];
-        s3 += q[j + 3] * (float)c[j + 3];
-    }
-    for (; j < d; j++) s0 += q[j] * (float)c[j];
-    return (s0 + s1) + (s2 + s3);
+    for (; j + 8 <= d; j += 8)
+        for (int t = 0; t < 8; t++) s[t] += q[j + t] * (float)c[j + t];
+    for (; j < d; j++) s[0] += q[j] * (float)c[j];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-static void dot_rows_scalar(const float *X, int64_t d, const int64_t *rows,
-                            int64_t n, int64_t row0, const float *q, float *out) {
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r = rows ? rows[i] : row0 + i;
-        out[i] = dot_scalar(X + r * d, q, d);
-    }
+/* Row scores one row at a time: the pair kernels already keep several FMA chains
+ * in flight, so a row costs its bytes and no horizontal sum is shared. A
+ * contiguous range streams (the hardware prefetcher follows it); the rows of a
+ * gathered list are prefetched HS_PF_ROWS ahead, which no prefetcher can guess.
+ * ATTR carries the level's target attribute so SINGLE inlines into the loop. */
+#define HS_PF_ROWS 8
+static inline void prefetch_bytes(const void *x, int64_t bytes) {
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)x + o, 0, 3);
 }
-
-static void l2sq_rows_scalar(const float *X, int64_t d, const int64_t *rows,
-                             int64_t n, int64_t row0, const float *q, float *out) {
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r = rows ? rows[i] : row0 + i;
-        out[i] = l2sq_scalar(X + r * d, q, d);
+#define HS_ROWS_T(NAME, ATTR, T, CALL, F)                                           \
+    ATTR static void NAME(const T *X, int64_t d, const int64_t *rows, int64_t n,    \
+                          int64_t row0, const float *q, float *out) {              \
+        if (!rows) {                                                               \
+            const T *x = X + row0 * d;                                             \
+            for (int64_t i = 0; i < n; i++) out[i] = CALL(F, x + i * d);           \
+            return;                                                                \
+        }                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                          \
+            if (i + HS_PF_ROWS < n)                                                \
+                prefetch_bytes(X + rows[i + HS_PF_ROWS] * d, d * (int64_t)sizeof(T)); \
+            out[i] = CALL(F, X + rows[i] * d);                                     \
+        }                                                                          \
     }
-}
+#define HS_CALL_XQ(F, x) F(x, q, d)
+#define HS_CALL_QX(F, x) F(q, x, d)
+#define HS_ROWS(NAME, ATTR, SINGLE) HS_ROWS_T(NAME, ATTR, float, HS_CALL_XQ, SINGLE)
+#define HS_ROWS_I8(NAME, ATTR, SINGLE) HS_ROWS_T(NAME, ATTR, int8_t, HS_CALL_QX, SINGLE)
+HS_ROWS(dot_rows_scalar, , dot_scalar)
+HS_ROWS(l2sq_rows_scalar, , l2sq_scalar)
+HS_ROWS_I8(dot_i8_rows_scalar, , dot_i8_scalar)
 
 static void tile_scalar(const float *XT, int64_t ldx, int64_t d, const float *QP,
                         const float *mul, const float *add, const float *thr,
@@ -118,36 +124,47 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a,
-                                                         const float *b, int64_t d) {
+/* Four chains of 8 lanes: one 128-d row is four steps, and the FMA latency
+ * (4-5 cycles) is hidden behind the other chains, so a scan runs at the
+ * memory's speed, not the FMA chain's. */
+__attribute__((target("avx2,fma"))) static inline float dot_avx2(const float *a,
+                                                                const float *b, int64_t d) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
+    for (; j + 32 <= d; j += 32) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), s0);
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 16), _mm256_loadu_ps(b + j + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 24), _mm256_loadu_ps(b + j + 24), s3);
     }
     for (; j + 8 <= d; j += 8)
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), s0);
-    float s = hsum256(_mm256_add_ps(s0, s1));
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; j < d; j++) s += a[j] * b[j];
     return s;
 }
 
-__attribute__((target("avx2,fma"))) static float l2sq_avx2(const float *a,
-                                                          const float *b, int64_t d) {
+__attribute__((target("avx2,fma"))) static inline float l2sq_avx2(const float *a,
+                                                                 const float *b, int64_t d) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
+    for (; j + 32 <= d; j += 32) {
         __m256 t0 = _mm256_sub_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
         __m256 t1 = _mm256_sub_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8));
+        __m256 t2 = _mm256_sub_ps(_mm256_loadu_ps(a + j + 16), _mm256_loadu_ps(b + j + 16));
+        __m256 t3 = _mm256_sub_ps(_mm256_loadu_ps(a + j + 24), _mm256_loadu_ps(b + j + 24));
         s0 = _mm256_fmadd_ps(t0, t0, s0);
         s1 = _mm256_fmadd_ps(t1, t1, s1);
+        s2 = _mm256_fmadd_ps(t2, t2, s2);
+        s3 = _mm256_fmadd_ps(t3, t3, s3);
     }
     for (; j + 8 <= d; j += 8) {
         __m256 t0 = _mm256_sub_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
         s0 = _mm256_fmadd_ps(t0, t0, s0);
     }
-    float s = hsum256(_mm256_add_ps(s0, s1));
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; j < d; j++) {
         float t = a[j] - b[j];
         s += t * t;
@@ -156,81 +173,30 @@ __attribute__((target("avx2,fma"))) static float l2sq_avx2(const float *a,
 }
 
 /* q . c for int8 codes c: widened to float 8 (AVX2) / 16 (AVX-512) at a time. */
-__attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float *q,
-                                                            const int8_t *c, int64_t d) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+/* Widening int8 -> int32 -> float costs two instructions per 8 codes, so the
+ * int8 scan is compute-bound where the float scan is memory-bound: four chains
+ * keep the converts and FMAs of different steps overlapping. */
+#define I8X8_AVX2(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+__attribute__((target("avx2,fma"))) static inline float dot_i8_avx2(const float *q,
+                                                                   const int8_t *c, int64_t d) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= d; j += 16) {
-        __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j))));
-        __m256 c1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j + 8))));
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), c0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), c1, acc1);
+    for (; j + 32 <= d; j += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), I8X8_AVX2(c + j), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), I8X8_AVX2(c + j + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 16), I8X8_AVX2(c + j + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 24), I8X8_AVX2(c + j + 24), s3);
     }
-    for (; j + 8 <= d; j += 8) {
-        __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(c + j))));
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), c0, acc0);
-    }
-    float s = hsum256(_mm256_add_ps(acc0, acc1));
+    for (; j + 8 <= d; j += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), I8X8_AVX2(c + j), s0);
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; j < d; j++) s += q[j] * (float)c[j];
     return s;
 }
 
-/* Four rows at once: four independent FMA chains hide the FMA latency. */
-#define HS_ROWS4_AVX2(NAME, BODY)                                                  \
-    __attribute__((target("avx2,fma"))) static void NAME(                          \
-        const float *X, int64_t d, const int64_t *rows, int64_t n, int64_t row0,   \
-        const float *q, float *out) {                                              \
-        int64_t i = 0;                                                             \
-        for (; i + 4 <= n; i += 4) {                                               \
-            const float *x0 = X + (rows ? rows[i] : row0 + i) * d;                 \
-            const float *x1 = X + (rows ? rows[i + 1] : row0 + i + 1) * d;         \
-            const float *x2 = X + (rows ? rows[i + 2] : row0 + i + 2) * d;         \
-            const float *x3 = X + (rows ? rows[i + 3] : row0 + i + 3) * d;         \
-            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();             \
-            __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();             \
-            int64_t j = 0;                                                         \
-            for (; j + 8 <= d; j += 8) {                                           \
-                __m256 qv = _mm256_loadu_ps(q + j);                                \
-                BODY                                                               \
-            }                                                                      \
-            float r0 = hsum256(a0), r1 = hsum256(a1), r2 = hsum256(a2),            \
-                  r3 = hsum256(a3);                                                \
-            for (; j < d; j++) {                                                   \
-                SCALAR_TAIL                                                        \
-            }                                                                      \
-            out[i] = r0; out[i + 1] = r1; out[i + 2] = r2; out[i + 3] = r3;        \
-        }                                                                          \
-        for (; i < n; i++) {                                                       \
-            const float *x = X + (rows ? rows[i] : row0 + i) * d;                  \
-            out[i] = SINGLE(x, q, d);                                              \
-        }                                                                          \
-    }
-
-#define BODY_DOT                                                                  \
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + j), qv, a0);                         \
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + j), qv, a1);                         \
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + j), qv, a2);                         \
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + j), qv, a3);
-#define BODY_L2                                                                   \
-    { __m256 t0 = _mm256_sub_ps(_mm256_loadu_ps(x0 + j), qv);                      \
-      __m256 t1 = _mm256_sub_ps(_mm256_loadu_ps(x1 + j), qv);                      \
-      __m256 t2 = _mm256_sub_ps(_mm256_loadu_ps(x2 + j), qv);                      \
-      __m256 t3 = _mm256_sub_ps(_mm256_loadu_ps(x3 + j), qv);                      \
-      a0 = _mm256_fmadd_ps(t0, t0, a0); a1 = _mm256_fmadd_ps(t1, t1, a1);          \
-      a2 = _mm256_fmadd_ps(t2, t2, a2); a3 = _mm256_fmadd_ps(t3, t3, a3); }
-
-#define SCALAR_TAIL r0 += x0[j] * q[j]; r1 += x1[j] * q[j]; r2 += x2[j] * q[j]; r3 += x3[j] * q[j];
-#define SINGLE dot_avx2
-HS_ROWS4_AVX2(dot_rows_avx2, BODY_DOT)
-#undef SCALAR_TAIL
-#undef SINGLE
-#define SCALAR_TAIL                                                                \
-    { float t0 = x0[j] - q[j], t1 = x1[j] - q[j], t2 = x2[j] - q[j], t3 = x3[j] - q[j]; \
-      r0 += t0 * t0; r1 += t1 * t1; r2 += t2 * t2; r3 += t3 * t3; }
-#define SINGLE l2sq_avx2
-HS_ROWS4_AVX2(l2sq_rows_avx2, BODY_L2)
-#undef SCALAR_TAIL
-#undef SINGLE
+HS_ROWS(dot_rows_avx2, __attribute__((target("avx2,fma"))), dot_avx2)
+HS_ROWS(l2sq_rows_avx2, __attribute__((target("avx2,fma"))), l2sq_avx2)
+HS_ROWS_I8(dot_i8_rows_avx2, __attribute__((target("avx2,fma"))), dot_i8_avx2)
 
 __attribute__((target("avx2,fma"))) static void tile_avx2(
     const float *XT, int64_t ldx, int64_t d, const float *QP, const float *mul,
@@ -286,7 +252,7 @@ __attribute__((target("avx2,fma"))) static double stream_sum_avx2(const float *x
 
 /* --------------------------------------------------------------- AVX-512 */
 
-__attribute__((target("avx512f"))) static float dot_avx512(const float *a,
+__attribute__((target("avx512f"))) static inline float dot_avx512(const float *a,
                                                           const float *b, int64_t d) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int64_t j = 0;
@@ -316,15 +282,20 @@ __attribute__((target("avx512f"))) static float dot_avx512(const float *a,
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-__attribute__((target("avx512f"))) static float l2sq_avx512(const float *a,
-                                                           const float *b, int64_t d) {
+__attribute__((target("avx512f"))) static inline float l2sq_avx512(const float *a,
+                                                                  const float *b, int64_t d) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
     int64_t j = 0;
-    for (; j + 32 <= d; j += 32) {
+    for (; j + 64 <= d; j += 64) {
         __m512 t0 = _mm512_sub_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j));
         __m512 t1 = _mm512_sub_ps(_mm512_loadu_ps(a + j + 16), _mm512_loadu_ps(b + j + 16));
+        __m512 t2 = _mm512_sub_ps(_mm512_loadu_ps(a + j + 32), _mm512_loadu_ps(b + j + 32));
+        __m512 t3 = _mm512_sub_ps(_mm512_loadu_ps(a + j + 48), _mm512_loadu_ps(b + j + 48));
         s0 = _mm512_fmadd_ps(t0, t0, s0);
         s1 = _mm512_fmadd_ps(t1, t1, s1);
+        s2 = _mm512_fmadd_ps(t2, t2, s2);
+        s3 = _mm512_fmadd_ps(t3, t3, s3);
     }
     for (; j + 16 <= d; j += 16) {
         __m512 t0 = _mm512_sub_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j));
@@ -335,64 +306,30 @@ __attribute__((target("avx512f"))) static float l2sq_avx512(const float *a,
         __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + j), _mm512_maskz_loadu_ps(m, b + j));
         s1 = _mm512_fmadd_ps(t, t, s1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
-__attribute__((target("avx512f"))) static float dot_i8_avx512(const float *q,
-                                                           const int8_t *c, int64_t d) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#define I8X16_512(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+__attribute__((target("avx512f"))) static inline float dot_i8_avx512(const float *q,
+                                                                    const int8_t *c, int64_t d) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
     int64_t j = 0;
-    for (; j + 32 <= d; j += 32) {
-        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j))));
-        __m512 c1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j + 16))));
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), c0, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), c1, acc1);
+    for (; j + 64 <= d; j += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), I8X16_512(c + j), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), I8X16_512(c + j + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 32), I8X16_512(c + j + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 48), I8X16_512(c + j + 48), s3);
     }
-    for (; j + 16 <= d; j += 16) {
-        __m512 c0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + j))));
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), c0, acc0);
-    }
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    for (; j + 16 <= d; j += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), I8X16_512(c + j), s0);
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
     for (; j < d; j++) s += q[j] * (float)c[j];
     return s;
 }
 
-#define HS_ROWS4_AVX512(NAME, STEP, SINGLE)                                        \
-    __attribute__((target("avx512f"))) static void NAME(                           \
-        const float *X, int64_t d, const int64_t *rows, int64_t n, int64_t row0,   \
-        const float *q, float *out) {                                              \
-        int64_t i = 0;                                                             \
-        for (; i + 4 <= n; i += 4) {                                               \
-            const float *x0 = X + (rows ? rows[i] : row0 + i) * d;                 \
-            const float *x1 = X + (rows ? rows[i + 1] : row0 + i + 1) * d;         \
-            const float *x2 = X + (rows ? rows[i + 2] : row0 + i + 2) * d;         \
-            const float *x3 = X + (rows ? rows[i + 3] : row0 + i + 3) * d;         \
-            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();             \
-            __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();             \
-            for (int64_t j = 0; j < d; j += 16) {                                  \
-                __mmask16 m = (d - j >= 16) ? (__mmask16)0xFFFF                    \
-                                            : (__mmask16)((1u << (d - j)) - 1u);   \
-                __m512 qv = _mm512_maskz_loadu_ps(m, q + j);                       \
-                STEP(a0, x0); STEP(a1, x1); STEP(a2, x2); STEP(a3, x3);            \
-            }                                                                      \
-            out[i] = _mm512_reduce_add_ps(a0);                                     \
-            out[i + 1] = _mm512_reduce_add_ps(a1);                                 \
-            out[i + 2] = _mm512_reduce_add_ps(a2);                                 \
-            out[i + 3] = _mm512_reduce_add_ps(a3);                                 \
-        }                                                                          \
-        for (; i < n; i++) {                                                       \
-            const float *x = X + (rows ? rows[i] : row0 + i) * d;                  \
-            out[i] = SINGLE(x, q, d);                                              \
-        }                                                                          \
-    }
-#define STEP_DOT(acc, x) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, (x) + j), qv, acc)
-#define STEP_L2(acc, x)                                                            \
-    do {                                                                           \
-        __m512 t_ = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, (x) + j), qv);           \
-        acc = _mm512_fmadd_ps(t_, t_, acc);                                        \
-    } while (0)
-HS_ROWS4_AVX512(dot_rows_avx512, STEP_DOT, dot_avx512)
-HS_ROWS4_AVX512(l2sq_rows_avx512, STEP_L2, l2sq_avx512)
+HS_ROWS(dot_rows_avx512, __attribute__((target("avx512f"))), dot_avx512)
+HS_ROWS(l2sq_rows_avx512, __attribute__((target("avx512f"))), l2sq_avx512)
+HS_ROWS_I8(dot_i8_rows_avx512, __attribute__((target("avx512f"))), dot_i8_avx512)
 
 __attribute__((target("avx512f"))) static void tile_avx512(
     const float *XT, int64_t ldx, int64_t d, const float *QP, const float *mul,
@@ -449,7 +386,7 @@ __attribute__((target("avx512f"))) static double stream_sum_avx512(const float *
  * four independent float32x4 FMA chains, enough to cover the FMA latency of
  * current cores (4 cycles, 2-4 pipes). */
 
-static float dot_neon(const float *a, const float *b, int64_t d) {
+static inline float dot_neon(const float *a, const float *b, int64_t d) {
     float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
     int64_t j = 0;
     if (d >= 32) {
@@ -481,7 +418,7 @@ static float dot_neon(const float *a, const float *b, int64_t d) {
     return s;
 }
 
-static float l2sq_neon(const float *a, const float *b, int64_t d) {
+static inline float l2sq_neon(const float *a, const float *b, int64_t d) {
     float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
     int64_t j = 0;
     for (; j + 16 <= d; j += 16) {
@@ -516,7 +453,7 @@ static inline float32x4_t i8_lo_hi(int8x16_t c) { return vcvtq_f32_s32(vmovl_hig
 static inline float32x4_t i8_hi_lo(int8x16_t c) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_high_s8(c)))); }
 static inline float32x4_t i8_hi_hi(int8x16_t c) { return vcvtq_f32_s32(vmovl_high_s16(vmovl_high_s8(c))); }
 
-static float dot_i8_neon(const float *q, const int8_t *c, int64_t d) {
+static inline float dot_i8_neon(const float *q, const int8_t *c, int64_t d) {
     float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0), s2 = vdupq_n_f32(0), s3 = vdupq_n_f32(0);
     int64_t j = 0;
     for (; j + 16 <= d; j += 16) {
@@ -537,63 +474,9 @@ static float dot_i8_neon(const float *q, const int8_t *c, int64_t d) {
     return s;
 }
 
-/* Four rows at once, two float32x4 per row per step: eight FMA chains, the
- * query loaded once for the four rows. */
-#define HS_ROWS4_NEON(NAME, STEP, TAIL, SINGLE)                                    \
-    static void NAME(const float *X, int64_t d, const int64_t *rows, int64_t n,    \
-                     int64_t row0, const float *q, float *out) {                   \
-        int64_t i = 0;                                                             \
-        for (; i + 4 <= n; i += 4) {                                               \
-            const float *x0 = X + (rows ? rows[i] : row0 + i) * d;                 \
-            const float *x1 = X + (rows ? rows[i + 1] : row0 + i + 1) * d;         \
-            const float *x2 = X + (rows ? rows[i + 2] : row0 + i + 2) * d;         \
-            const float *x3 = X + (rows ? rows[i + 3] : row0 + i + 3) * d;         \
-            float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);                  \
-            float32x4_t a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);                  \
-            float32x4_t b0 = vdupq_n_f32(0), b1 = vdupq_n_f32(0);                  \
-            float32x4_t b2 = vdupq_n_f32(0), b3 = vdupq_n_f32(0);                  \
-            int64_t j = 0;                                                         \
-            for (; j + 8 <= d; j += 8) {                                           \
-                float32x4_t qa = vld1q_f32(q + j), qb = vld1q_f32(q + j + 4);      \
-                STEP(a0, x0, qa, 0); STEP(a1, x1, qa, 0);                          \
-                STEP(a2, x2, qa, 0); STEP(a3, x3, qa, 0);                          \
-                STEP(b0, x0, qb, 4); STEP(b1, x1, qb, 4);                          \
-                STEP(b2, x2, qb, 4); STEP(b3, x3, qb, 4);                          \
-            }                                                                      \
-            if (j + 4 <= d) {                                                      \
-                float32x4_t qa = vld1q_f32(q + j);                                 \
-                STEP(a0, x0, qa, 0); STEP(a1, x1, qa, 0);                          \
-                STEP(a2, x2, qa, 0); STEP(a3, x3, qa, 0);                          \
-                j += 4;                                                            \
-            }                                                                      \
-            float r0 = vaddvq_f32(vaddq_f32(a0, b0));                              \
-            float r1 = vaddvq_f32(vaddq_f32(a1, b1));                              \
-            float r2 = vaddvq_f32(vaddq_f32(a2, b2));                              \
-            float r3 = vaddvq_f32(vaddq_f32(a3, b3));                              \
-            for (; j < d; j++) {                                                   \
-                TAIL(r0, x0); TAIL(r1, x1); TAIL(r2, x2); TAIL(r3, x3);            \
-            }                                                                      \
-            out[i] = r0; out[i + 1] = r1; out[i + 2] = r2; out[i + 3] = r3;        \
-        }                                                                          \
-        for (; i < n; i++) {                                                       \
-            const float *x = X + (rows ? rows[i] : row0 + i) * d;                  \
-            out[i] = SINGLE(x, q, d);                                              \
-        }                                                                          \
-    }
-#define NSTEP_DOT(acc, x, qv, o) acc = vfmaq_f32(acc, vld1q_f32((x) + j + (o)), qv)
-#define NSTEP_L2(acc, x, qv, o)                                                    \
-    do {                                                                           \
-        float32x4_t t_ = vsubq_f32(vld1q_f32((x) + j + (o)), qv);                  \
-        acc = vfmaq_f32(acc, t_, t_);                                              \
-    } while (0)
-#define NTAIL_DOT(r, x) r += (x)[j] * q[j]
-#define NTAIL_L2(r, x)                                                             \
-    do {                                                                           \
-        float t_ = (x)[j] - q[j];                                                  \
-        r += t_ * t_;                                                              \
-    } while (0)
-HS_ROWS4_NEON(dot_rows_neon, NSTEP_DOT, NTAIL_DOT, dot_neon)
-HS_ROWS4_NEON(l2sq_rows_neon, NSTEP_L2, NTAIL_L2, l2sq_neon)
+HS_ROWS(dot_rows_neon, , dot_neon)
+HS_ROWS(l2sq_rows_neon, , l2sq_neon)
+HS_ROWS_I8(dot_i8_rows_neon, , dot_i8_neon)
 
 /* 8 queries x 32 rows, done as four passes of 8 rows: 16 float32x4
  * accumulators (8 queries x 2), 2 row loads per dimension, and the query
@@ -679,6 +562,8 @@ typedef void (*tile_fn)(const float *, int64_t, int64_t, const float *, const fl
                         const float *, const float *, float *, uint32_t *);
 typedef double (*sum_fn)(const float *, int64_t);
 typedef float (*i8_fn)(const float *, const int8_t *, int64_t);
+typedef void (*i8_rows_fn)(const int8_t *, int64_t, const int64_t *, int64_t, int64_t,
+                           const float *, float *);
 
 static struct {
     int level;
@@ -687,8 +572,9 @@ static struct {
     tile_fn tile;
     sum_fn sum;
     i8_fn dot_i8;
+    i8_rows_fn dot_i8_rows;
 } g_impl = {HS_SIMD_SCALAR, dot_scalar, l2sq_scalar, dot_rows_scalar, l2sq_rows_scalar,
-            tile_scalar, stream_sum_scalar, dot_i8_scalar};
+            tile_scalar, stream_sum_scalar, dot_i8_scalar, dot_i8_rows_scalar};
 
 /* The best level this CPU runs: AVX-512F, else AVX2 + FMA, else scalar on
  * x86; NEON on AArch64 (part of its base ISA); scalar anywhere else. */
@@ -726,6 +612,7 @@ int hs_simd_force(int level) {
     g_impl.tile = tile_scalar;
     g_impl.sum = stream_sum_scalar;
     g_impl.dot_i8 = dot_i8_scalar;
+    g_impl.dot_i8_rows = dot_i8_rows_scalar;
 #if HS_X86
     if (level == HS_SIMD_AVX2) {
         g_impl.level = level;
@@ -736,6 +623,7 @@ int hs_simd_force(int level) {
         g_impl.tile = tile_avx2;
         g_impl.sum = stream_sum_avx2;
         g_impl.dot_i8 = dot_i8_avx2;
+        g_impl.dot_i8_rows = dot_i8_rows_avx2;
     } else if (level == HS_SIMD_AVX512) {
         g_impl.level = level;
         g_impl.dot = dot_avx512;
@@ -745,6 +633,7 @@ int hs_simd_force(int level) {
         g_impl.tile = tile_avx512;
         g_impl.sum = stream_sum_avx512;
         g_impl.dot_i8 = dot_i8_avx512;
+        g_impl.dot_i8_rows = dot_i8_rows_avx512;
     }
 #elif HS_NEON
     if (level == HS_SIMD_NEON) {
@@ -756,6 +645,7 @@ int hs_simd_force(int level) {
         g_impl.tile = tile_neon;
         g_impl.sum = stream_sum_neon;
         g_impl.dot_i8 = dot_i8_neon;
+        g_impl.dot_i8_rows = dot_i8_rows_neon;
     }
 #endif
     return g_impl.level;
@@ -784,3 +674,7 @@ float hs_dot_i8(const float *q, const int8_t *c, int64_t d) { return g_impl.dot_
 hs_pair_fn hs_dot_impl(void) { return g_impl.dot; }
 hs_pair_fn hs_l2sq_impl(void) { return g_impl.l2sq; }
 hs_i8_fn hs_dot_i8_impl(void) { return g_impl.dot_i8; }
+void hs_dot_i8_rows(const int8_t *C, int64_t d, const int64_t *rows, int64_t n, int64_t row0,
+                    const float *q, float *out) {
+    g_impl.dot_i8_rows(C, d, rows, n, row0, q, out);
+}

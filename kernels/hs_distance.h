@@ -41,6 +41,11 @@ void hs_dot_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
 void hs_l2sq_rows(const float *X, int64_t d, const int64_t *rows, int64_t n,
                   int64_t row0, const float *q, float *out);
 
+/* out[i] = dot(q, code_i) for n int8 code rows of C (row stride d), rows as above:
+ * the scan of a quantized block (a quarter of the float32 bytes). */
+void hs_dot_i8_rows(const int8_t *C, int64_t d, const int64_t *rows, int64_t n,
+                    int64_t row0, const float *q, float *out);
+
 /* Register-blocked scoring of 8 queries against 32 packed rows.
  * XT is d x ldx (column t of XT is one row), QP is 8 x d (padded with zeros).
  * out is 8 x 32 row-major: out[i*32+t] = dot(QP[i], XT[:, t]) * mul[t] + add[t],

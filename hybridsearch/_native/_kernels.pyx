@@ -126,7 +126,7 @@ def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
 
 def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):
     """q . c for every int8 code row c of C (the quantized HNSW graph's traversal product)."""
-    cdef Py_ssize_t n = C.shape[0], d = C.shape[1], i
+    cdef Py_ssize_t n = C.shape[0], d = C.shape[1]
     if q.shape[0] != d:
         raise ValueError("query dimension does not match")
     out = np.empty(n, dtype=np.float32)
@@ -135,8 +135,7 @@ def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):
         return out
     cdef float[::1] o = out
     with nogil:
-        for i in range(n):
-            o[i] = hs_dot_i8(&q[0], &C[i, 0], d)
+        hs_dot_i8_rows(&C[0, 0], d, NULL, n, 0, &q[0], &o[0])
     return out
 
 

@@ -17,6 +17,8 @@ cdef extern from "hs_distance.h":
                       int64_t row0, const float *q, float *out) nogil
     double hs_stream_sum(const float *x, int64_t n) nogil
     float hs_dot_i8(const float *q, const int8_t *c, int64_t d) nogil
+    void hs_dot_i8_rows(const int8_t *C, int64_t d, const int64_t *rows, int64_t n,
+                        int64_t row0, const float *q, float *out) nogil
 
 cdef extern from "hs_topk.h":
     int64_t hs_topk_f32(const float *scores, int64_t n, int64_t k, float *out_score,

@@ -155,6 +155,34 @@ static void check_dot_i8(int64_t d) {
     free(c - 1);
 }
 
+/* hs_dot_i8_rows over a range and a gathered list (repeats, more rows than the
+ * prefetch distance) against the naive product: exact on small integers */
+static void check_i8_rows(int64_t d, int64_t n) {
+    int64_t nrows = n + 5;
+    int8_t *C = (int8_t *)malloc((size_t)(nrows * d) + 1);
+    float *q = falloc(d), *out = falloc(n + 1);
+    int64_t *rows = (int64_t *)malloc((size_t)(n + 1) * sizeof(int64_t));
+    for (int64_t j = 0; j < nrows * d; j++) C[j] = (int8_t)rint_in(-128, 127);
+    int lim = (int)((1 << 24) / (128 * d));
+    fill_int(q, d, lim > 127 ? 127 : (lim < 1 ? 1 : lim));
+    for (int64_t i = 0; i < n; i++) rows[i] = rint_in(0, nrows - 1);
+    int64_t row0 = rint_in(0, 5);
+    for (int indexed = 0; indexed < 2; indexed++) {
+        out[n] = 12345.0f;
+        hs_dot_i8_rows(C, d, indexed ? rows : NULL, n, row0, q, out);
+        CHECK(out[n] == 12345.0f, "dot_i8_rows wrote past n=%lld", (long long)n);
+        for (int64_t i = 0; i < n; i++) {
+            double ref = ref_dot_i8(q, C + (indexed ? rows[i] : row0 + i) * d, d, NULL);
+            CHECK((double)out[i] == ref, "dot_i8_rows d=%lld n=%lld row %lld (%s): %.1f != %.1f",
+                  (long long)d, (long long)n, (long long)i, indexed ? "indexed" : "range", out[i], ref);
+        }
+    }
+    free(C);
+    ffree(q);
+    ffree(out);
+    free(rows);
+}
+
 static void check_rows(int64_t d, int64_t n) {
     int64_t nrows = n + 5;
     float *X = falloc(nrows * d), *q = falloc(d), *out = falloc(n + 1);
@@ -452,6 +480,10 @@ static void run_level(void) {
          * inputs on every architecture */
         int64_t d = rint_in(1, 200), n = rint_in(0, 13);
         check_rows(d, n);
+    }
+    for (int it = 0; it < 40; it++) {
+        int64_t d = rint_in(1, 300), n = rint_in(0, 40);
+        check_i8_rows(d, n);
     }
     for (int i = 0; i < NSIZES; i++)
         if (SIZES[i] <= 1024) check_tile(SIZES[i]);
