@@ -327,8 +327,6 @@ __attribute__((target("avx512f"))) static inline float dot_i8_avx512(const float
     return s;
 }
 
-HS_ROWS(dot_rows_avx512, __attribute__((target("avx512f"))), dot_avx512)
-HS_ROWS(l2sq_rows_avx512, __attribute__((target("avx512f"))), l2sq_avx512)
 HS_ROWS_I8(dot_i8_rows_avx512, __attribute__((target("avx512f"))), dot_i8_avx512)
 
 __attribute__((target("avx512f"))) static void tile_avx512(
@@ -628,8 +626,12 @@ int hs_simd_force(int level) {
         g_impl.level = level;
         g_impl.dot = dot_avx512;
         g_impl.l2sq = l2sq_avx512;
-        g_impl.dot_rows = dot_rows_avx512;
-        g_impl.l2sq_rows = l2sq_rows_avx512;
+        /* a single-query scan is memory-bound: 512-bit rows gain nothing over 256-bit
+         * ones and pay a longer horizontal sum per row (measured on Zen 4: 29 vs 36
+         * GB/s at 1M x 128, benchmarks/bench_scan.py), and on Intel they can lower the
+         * clock; batches (the tile) and int8 rows keep 512 bits, which they use */
+        g_impl.dot_rows = dot_rows_avx2;
+        g_impl.l2sq_rows = l2sq_rows_avx2;
         g_impl.tile = tile_avx512;
         g_impl.sum = stream_sum_avx512;
         g_impl.dot_i8 = dot_i8_avx512;

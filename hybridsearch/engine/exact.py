@@ -51,3 +51,34 @@ def exact_topk(X: np.ndarray, Q: np.ndarray, k: int, metric: str,
 def simd_level() -> str:
     """The SIMD level the kernels dispatch to on this CPU (e.g. "avx2", "avx512", "neon", "scalar")."""
     return K.simd_level()
+
+
+def simd_levels() -> tuple:
+    """Every SIMD level this CPU can run, "scalar" first (each is accepted by force_simd)."""
+    return K.simd_levels()
+
+
+def force_simd(name: str) -> str:
+    """Switches every kernel to the SIMD level `name` for this process (benchmarks and tests of
+    the fallbacks); a level this CPU lacks falls back to its best. Returns the level in use."""
+    return K.force_simd(name)
+
+
+def stream_sum(x: np.ndarray) -> float:
+    """Sum of a float32 array read by a streaming C loop with several accumulators: timed over a
+    block larger than the caches, the machine's single-thread read bandwidth (the bound of a scan)."""
+    return K.stream_sum(np.ascontiguousarray(x, dtype=np.float32).reshape(-1))
+
+
+class Int8Scan:
+    """Exact top-k over int8 codes (a quarter of the float32 bytes): q . c for every code row in
+    one native pass, then the top k; the ranking of a uniformly scaled code block."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        if codes.dtype != np.int8 or codes.ndim != 2:
+            raise ValueError("codes must be a 2-d int8 array")
+        self.codes = np.ascontiguousarray(codes)
+
+    def search(self, q: np.ndarray, k: int) -> tuple:
+        """(scores, rows) of the k best rows for one float32 query, best first."""
+        return K.topk(K.scores_rows_i8(self.codes, np.ascontiguousarray(q, dtype=np.float32)), k)

@@ -6,7 +6,7 @@ from hybridsearch.bench import corpora as C
 from hybridsearch.bench import vectors as V
 from hybridsearch.bench.adapters.anchors import installed
 from hybridsearch.bench.adapters.base import GraphConfig
-from hybridsearch.bench.workloads import ann, exact, lexical
+from hybridsearch.bench.workloads import ann, exact, lexical, scan
 from hybridsearch.bench.workloads.contention import contention
 from hybridsearch.bench.workloads.relevance import relevance
 from hybridsearch.bench.workloads.storage_tasks import storage_tasks
@@ -60,6 +60,22 @@ def test_exact_against_numpy(monkeypatch):
     assert r["overlap_vs_numpy"]["single"] >= 0.99 and r["overlap_vs_numpy"]["batch"] >= 0.99
     assert set(r["metrics"]) == {"ip", "l2", "cosine"} and r["metrics"]["ip"]["single"]["ours"] > 0
     assert r["bandwidth"]["gbps"] > 0 and r["api"]["ids_equal"] >= 0.99
+
+
+def test_scan_at_one_level_against_numpy():
+    from hybridsearch.engine.exact import simd_level
+    best = simd_level()
+    try:
+        r = scan.run("scalar", 4000, 24, queries=4, repeats=1)
+    finally:
+        scan.force_simd(best)
+    assert r["level"] == "scalar" and r["bandwidth"]["gbps"] > 0
+    assert set(r["workloads"]) == {"float32 ip", "float32 l2", "int8 ip"}
+    for name, w in r["workloads"].items():
+        # the int8 codes rank as their float products: ids agree with numpy's over the codes
+        assert w["overlap_vs_numpy"] >= 0.99, name
+        assert w["ours"]["gbps"] > 0 and 0 < w["ours"]["of_bandwidth"]
+    assert r["workloads"]["int8 ip"]["bytes"] * 4 == r["workloads"]["float32 ip"]["bytes"]
 
 
 @pytest.fixture(scope="module")

@@ -166,6 +166,17 @@ def test_int8_dot_matches_numpy(simd, d, rng):
     np.testing.assert_allclose(K.scores_rows_i8(C, q), C.astype(np.float64) @ q, rtol=1e-4, atol=1e-3 * np.sqrt(d))
 
 
+def test_int8_scan_top_k_matches_numpy(simd, rng):
+    from hybridsearch.engine.exact import Int8Scan
+    C = rng.integers(-127, 128, (3001, 70)).astype(np.int8)
+    q = rng.integers(-50, 51, 70).astype(np.float32)  # integer query: every score exact
+    scores, rows = Int8Scan(C).search(q, 10)
+    ref = C.astype(np.int64) @ q.astype(np.int64)
+    check_topk(rows.tolist(), scores, list(range(len(C))), ref.astype(np.float64), 10)
+    with pytest.raises(ValueError, match="int8"):
+        Int8Scan(C.astype(np.int16))
+
+
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 200, 1000])
 def test_filter_compares_match_numpy(simd, n, rng):
     # the int64 / float64 compare leaves have AVX-512 and NEON paths over whole 64-row words

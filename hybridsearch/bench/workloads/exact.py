@@ -17,7 +17,8 @@ from hybridsearch.bench.adapters.ours import (
     model,
 )
 from hybridsearch.bench.metrics import mean_overlap
-from hybridsearch.bench.timing import median_seconds, round_robin
+from hybridsearch.bench.timing import round_robin
+from hybridsearch.bench.workloads.scan import bandwidth as scan_bandwidth
 
 K = 10
 N_SINGLE = 30           # single queries timed
@@ -64,10 +65,9 @@ def _workloads(fns: dict, Q: np.ndarray, Qwarm: np.ndarray, repeats: int) -> dic
 
 
 def bandwidth(X: np.ndarray, repeats: int = 7) -> dict:
-    """Single-thread read GB/s over X (numpy's add.reduce, median of warm runs) and the time it
+    """Single-thread read GB/s over X (the streaming C loop of scan.bandwidth) and the time it
     allows for one scan: the bound a single query cannot beat."""
-    flat = X.reshape(-1)
-    gbps = X.nbytes / median_seconds(lambda: np.add.reduce(flat), repeats) / 1e9
+    gbps = scan_bandwidth(X, repeats)["gbps"]
     return {"gbps": gbps, "bound_s": X.nbytes / gbps / 1e9}
 
 
