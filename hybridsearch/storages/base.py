@@ -154,7 +154,9 @@ class Storage(ABC):
 
     def update_where(self, node: Node, values: dict) -> int:
         """Sets the (validated) values on every document matching `node`; returns how many.
-        This fallback updates the ids the filter finds one by one."""
+        This fallback updates the ids the filter finds one by one: one write per document, so
+        not atomic. API.md promises one atomic write, so a storage overrides it (the columnar
+        ones under their writer lock, annlite with one intent, sqlite with one transaction)."""
         ids = self.search_filter(node, None)[0]
         done = 0
         for id_ in ids:

@@ -23,6 +23,8 @@ class ColumnarStorage(Storage):
     store = None
     lock = None
     text = None  # a lexical.TextIndex where the storage keeps one
+    # why find(text=...) is refused when the storage keeps no TextIndex at all (UnsupportedError)
+    no_text_reason = "this storage keeps no lexical index"
     # "syntax": phrases, +/-, prefix* (query/text.py); "operator": operator="and"
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
 
@@ -127,6 +129,33 @@ class ColumnarStorage(Storage):
             rows = st.rows_in_order(st.filter_bits(node), None if limit is None else min(limit, st.n_live))
             return st.ids.get_many(rows), None
 
+    # ------------------------------------------------------ writes by condition
+    # The matching rows are chosen and written under one hold of the writer lock: a reader sees
+    # every matching document changed or none. Storages with files override these with their one
+    # durable write (JournaledStorage: one log record; sqlite: one transaction).
+    def delete_where(self, node: Node) -> int:
+        with self.lock.write():
+            st = self.store
+            ids = st.ids.get_many(st.slots_matching(node))
+            return self._apply_delete(ids) if ids else 0
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """Every matching slot takes the values at once (ColumnStore.set_fields: one vectorised
+        store per column)."""
+        with self.lock.write():
+            slots = self.store.slots_matching(node)
+            if len(slots) and values:
+                self._apply_update(slots, values)
+            return len(slots)
+
+    def _apply_delete(self, ids: list) -> int:
+        """Deletes the ids that exist, returns how many; the caller holds the write lock."""
+        raise NotImplementedError
+
+    def _apply_update(self, slots, values: dict) -> None:
+        """Sets the same values on one slot or an array of them; the caller holds the write lock."""
+        raise NotImplementedError
+
     # -------------------------------------------------------------- hits
     def _hits(self, rows, scores) -> tuple:
         """(ids, scores, docs) of one result row (slots padded with -1 at the end)."""
@@ -175,7 +204,8 @@ class ColumnarStorage(Storage):
     def _no_text(self) -> UnsupportedError:
         return UnsupportedError(
             f"storage {self.name!r} has no text search here: the schema has no hs.Text field"
-            if self.text is not None else f"text search is not available on storage {self.name!r}")
+            if self.text is not None else f"text search is not available on storage {self.name!r}: "
+                                          f"{self.no_text_reason}")
 
     def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,

@@ -46,6 +46,8 @@ class HnswlibStorage(ColumnarStorage):
 
     name = "hnswlib"
     Config = HnswlibConfig
+    no_text_reason = ("hnswlib has no lexical index, it searches vectors only (use memory, hnsw or "
+                      "sqlite for text and hybrid search)")
 
     def __init__(self, schema, config: HnswlibConfig) -> None:
         super().__init__(schema, config)
@@ -129,28 +131,43 @@ class HnswlibStorage(ColumnarStorage):
 
     def delete(self, ids: list) -> int:
         with self.lock.write():
-            slots = self.store.delete(ids)
-            if self.index is not None:
-                self._drop(slots.tolist())
-            return len(slots)
+            return self._apply_delete(ids)
 
     def update_fields(self, id: str, values: dict) -> None:
         with self.lock.write():
-            st = self.store
             slot = self._slot_to_update(id, values)
-            if slot is None:
-                return
-            vec_changed = False
-            if self.vec_name in values:
-                v = values[self.vec_name]
-                vec_changed = not (v is not None and self.indexed[slot]
-                                   and np.array_equal(st.vectors[slot], v))
-            st.set_fields(slot, values)
-            if vec_changed:  # only a vector change touches the index
-                if values[self.vec_name] is None:
-                    self._drop([slot])
-                else:
-                    self._add(st.vectors[slot:slot + 1], np.array([slot], dtype=np.int64))
+            if slot is not None:
+                self._apply_update(slot, values)
+
+    # delete_where / update_where (ColumnarStorage) call these under the write lock
+    def _apply_delete(self, ids: list) -> int:
+        slots = self.store.delete(ids)
+        if self.index is not None:
+            self._drop(slots.tolist())
+        return len(slots)
+
+    def _apply_update(self, slots, values: dict) -> None:
+        """The same values on one slot or an array of them, one store per column; only the
+        points whose vector changes touch the index."""
+        st = self.store
+        slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
+        moved = self._vector_changes(slots, values)
+        st.set_fields(slots, values)
+        if len(moved) and values[self.vec_name] is None:
+            self._drop(moved.tolist())
+        elif len(moved):
+            self._add(st.vectors[moved], moved)
+
+    def _vector_changes(self, slots: np.ndarray, values: dict) -> np.ndarray:
+        """The slots whose point an update moves or removes (none unless it sets the vector)."""
+        if self.index is None or self.vec_name not in values:
+            return slots[:0]
+        v = values[self.vec_name]
+        if v is None:
+            return slots
+        # an indexed point already at this vector keeps its place in the graph
+        same = self.indexed[slots] & (self.store.vectors[slots] == np.asarray(v, dtype=np.float32)).all(axis=1)
+        return slots[~same]
 
     # -------------------------------------------------------------- reads
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 from typing import Optional
 
 import numpy as np
@@ -37,6 +39,8 @@ from hybridsearch.storages.local.sqlite.sql import to_sql
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
               Kind.FLOAT: float, Kind.VECTOR: bytes}
 _META = "hs_meta"
+
+log = logging.getLogger("hybridsearch")
 
 
 def _identifier(v):
@@ -76,6 +80,7 @@ class SqliteStorage(MemoryStorage):
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
+        self.write_transactions = 0  # committed by this handle (the writes hold the write lock)
         self._count_lock = threading.Lock()
         # one writer per table: a second opener (here or in another process) would keep a RAM
         # mirror of its own and the two would drift apart. The lock is a file of its own, as
@@ -88,6 +93,7 @@ class SqliteStorage(MemoryStorage):
         else:
             self._lock_fd = lock_exclusive(f"{self.path}-{self.table_name}.hslock",
                                            f"table {self.table_name!r} of {self.path}")
+        started = time.perf_counter()
         try:
             self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             if not self.read_only:
@@ -96,6 +102,9 @@ class SqliteStorage(MemoryStorage):
             self.db = sqlite_utils.Database(self.conn)
             self._create_or_check()
             self._load()
+            log.info("sqlite storage opened table %r of %s%s: %d documents loaded in %.3f s", self.table_name,
+                     self.path, " read-only" if self.read_only else "", self.store.n_live,
+                     time.perf_counter() - started)
         except BaseException as e:
             self.close()
             if isinstance(e, sqlite3.Error):
@@ -182,6 +191,7 @@ class SqliteStorage(MemoryStorage):
             with self.conn:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self.conn.executemany(sql, rows)
+            self.write_transactions += 1
         except sqlite3.Error as e:
             raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
                                "the collection is unchanged") from None
@@ -286,9 +296,12 @@ class SqliteStorage(MemoryStorage):
     def stats(self) -> dict:
         """Adds "sql_filter_queries": how many SQL WHERE queries this handle has run to answer
         filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
-        vector, text or hybrid search, two for a hybrid one)."""
+        vector, text or hybrid search, two for a hybrid one); "write_transactions": the write
+        transactions this handle committed to the file, one per write call (an update_many or a
+        delete by filter is one however many rows it changes)."""
         with self._count_lock:
-            return {**super().stats(), "sql_filter_queries": self.sql_filter_queries}
+            return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
+                    "write_transactions": self.write_transactions}
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
@@ -306,5 +319,6 @@ class SqliteStorage(MemoryStorage):
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+                log.info("sqlite storage closed table %r of %s", self.table_name, self.path)
             unlock(self._lock_fd)  # after the connection: its POSIX locks are not ours to drop
             self._lock_fd = None
