@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from hybridsearch.errors import ConfigError
+from hybridsearch.storages.remote.elasticsearch.lexical import named
 from hybridsearch.storages.remote.elasticsearch.storage import LEXICAL, SearchEngineStorage
 
 log = logging.getLogger("hybridsearch")
@@ -86,7 +87,7 @@ class OpenSearchStorage(SearchEngineStorage):
         return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
-        lexical = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields", "_name": LEXICAL}}
+        lexical = named(self._lexical_clause(text), LEXICAL)
         return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
                                                  "filter": [flt] if flt else [], "minimum_should_match": 1}}}
 

@@ -50,9 +50,10 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.query.fusion import fuse_sum
+from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.storages.base import exact_scores, rank_exactly
 from hybridsearch.storages.remote.base import RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
+from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
 from hybridsearch.storages.remote.elasticsearch.config import SearchEngineConfig, secret_strings
 
@@ -101,6 +102,8 @@ class SearchEngineStorage(RemoteStorage):
     Config = SearchEngineConfig
     # BM25 as the engine reports it, times this, is Lucene's BM25 (API.md, and our own engine)
     bm25_scale = 1.0
+    # API.md section 8 and the text query syntax run on the engine (lexical.py); linear fusion here
+    query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
 
     def __init__(self, schema, config: SearchEngineConfig) -> None:
         options = config.as_dict()
@@ -606,25 +609,35 @@ class SearchEngineStorage(RemoteStorage):
         return out
 
     # ------------------------------------------------------------------ text
-    def _lexical_query(self, text: str, flt: Optional[dict]) -> dict:
-        """The query of a text find: every document holding a query term in one of the text
-        fields (the terms are OR-ed), scored by the best field's BM25, and matching `flt`. Counts,
-        facets and sorted finds with text use this same query, so they agree with find(text=)."""
-        match = {"multi_match": {"query": text, "fields": self.texts, "type": "best_fields"}}
-        return {"bool": {"must": [match], "filter": [flt] if flt else []}}
+    def _lexical_clause(self, text) -> dict:
+        """The scoring part of a text find (lexical.text_clause): `multi_match` `best_fields` for
+        plain words, the per-field clauses of the query syntax otherwise; `text` is a string or a
+        TextQuery (field weights, operator)."""
+        return L.text_clause(text, self.texts, 1.0 / self.bm25_scale)
 
-    def _lexical_body(self, text: str, size: int, flt: Optional[dict]) -> dict:
+    def _lexical_query(self, text, flt: Optional[dict]) -> dict:
+        """The query of a text find: the documents the text query matches (a plain one: holding
+        a query term in a searched field), scored by the best field's BM25, and matching `flt`.
+        Counts, facets and sorted finds with text use this same query, so they agree with
+        find(text=)."""
+        return {"bool": {"must": [self._lexical_clause(text)], "filter": [flt] if flt else []}}
+
+    def _lexical_body(self, text, size: int, flt: Optional[dict]) -> dict:
         return {"size": size, "query": self._lexical_query(text, flt)}
 
-    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+    def _bm25(self, hits: list) -> np.ndarray:
+        """The hits' engine scores as Lucene's BM25 (float64)."""
+        return np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale
+
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
         self.need_texts()
         flt = self._filter_clause(node)
         if q is None:
             hits = self._search(self._lexical_body(text, k, flt))
             docs = self._docs(hits)
-            scores = np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale
-            return [d.id for d in docs], scores.astype(np.float32), docs
+            return [d.id for d in docs], self._bm25(hits).astype(np.float32), docs
         q = q[0]
         pool = min(max(candidates, k), MAX_CANDIDATES)
         ef = min(max(ef or self.ef, pool), MAX_CANDIDATES)
@@ -636,11 +649,20 @@ class SearchEngineStorage(RemoteStorage):
             missing = [i for i in chosen if i not in by_id]
             by_id.update(self._mget(missing) if missing else {})
             return chosen, scores, [self.codec.document(by_id[i], i) for i in chosen]
-        hits, bm25 = (self._hybrid_exact if exact else self._hybrid_engine)(text, q, pool, ef, flt)
+        if exact:
+            hits, bm25 = self._hybrid_exact(text, q, min(candidates, MAX_CANDIDATES), flt)
+        elif fusion == "linear":
+            hits, bm25 = self._hybrid_lists(text, q, pool, min(candidates, MAX_CANDIDATES), ef, flt)
+        else:
+            hits, bm25 = self._hybrid_engine(text, q, pool, ef, flt)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
-        order, scores = fuse_sum(np.arange(len(hits)), bm25,
-                                 exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric), k)
+        vec = exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric)
+        slots = np.arange(len(hits))
+        if fusion == "linear":  # the one implementation of API.md section 8 (query/fusion.py)
+            order, scores = fuse_linear(slots, bm25, vec, k, *(weights or (0.5, 0.5)))
+        else:
+            order, scores = fuse_sum(slots, bm25, vec, k)
         docs = self._docs([hits[i] for i in order])
         return [d.id for d in docs], scores, docs
 
@@ -661,14 +683,28 @@ class SearchEngineStorage(RemoteStorage):
                                    "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
         return hits, np.array([float(m.get(LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
 
-    def _hybrid_exact(self, text, q, pool, ef, flt) -> tuple:
-        """exact=True: the lexical top-`pool` and the exact vector top-`pool` (every matching
-        vector scored here) -> (hits, BM25 of each hit)."""
-        lex = self._search(self._lexical_body(text, pool, flt))
+    def _hybrid_lists(self, text, q, pool, n, ef, flt) -> tuple:
+        """fusion="linear": the lexical top-`pool` and the engine's vector top-`n`, both in one
+        _msearch -> (their union's hits, BM25 of each hit). Each part's best candidate is in its
+        own list, so the min-max scales are the candidates' up to lexical matches ranked below
+        `pool` (exact=True takes every one)."""
+        lex, vec = self._msearch([self._lexical_body(text, pool, flt), self._knn_body(q, n, ef, flt)],
+                                 "run a hybrid query")
+        return self._union(lex, vec)
+
+    def _hybrid_exact(self, text, q, n, flt) -> tuple:
+        """exact=True: every lexical match and the exact vector top-`n` (every matching vector
+        scored here), the candidates API.md gives "sum" and "linear" -> (hits, BM25 of each hit)."""
+        lex = self._paged(self._lexical_query(text, flt), Q.sort_clauses([], True), None, True, scores=True)[0]
+        return self._union(lex, self._exact_hits(q, n, flt))
+
+    def _union(self, lex: list, vec: list) -> tuple:
+        """The lexical hits then the vector hits not among them -> (hits, BM25 of each: 0 for a
+        hit only the vector list holds)."""
         by_id = {h["_id"]: h for h in lex}
-        for h in self._exact_hits(q, pool, flt):
+        for h in vec:
             by_id.setdefault(h["_id"], h)
-        bm = {h["_id"]: float(h["_score"]) * self.bm25_scale for h in lex}
+        bm = dict(zip([h["_id"] for h in lex], self._bm25(lex).tolist()))
         hits = list(by_id.values())
         return hits, np.array([bm.get(h["_id"], 0.0) for h in hits], dtype=np.float64)
 
@@ -716,11 +752,10 @@ class ElasticsearchStorage(SearchEngineStorage):
         return {"size": k, "knn": self._knn(q, k, ef, flt)}
 
     def _hybrid_body(self, text, q, size, ef, flt) -> dict:
-        body = self._lexical_body(text, size, flt)
-        body["query"]["bool"] = {"should": body["query"]["bool"]["must"], "filter": body["query"]["bool"]["filter"]}
-        body["query"]["bool"]["should"][0]["multi_match"]["_name"] = LEXICAL
-        body["knn"] = self._knn(q, size, ef, flt)
-        return body
+        # the lexical clause is optional here: the top-level knn adds the vector hits to its matches
+        lexical = L.named(self._lexical_clause(text), LEXICAL)
+        return {"size": size, "query": {"bool": {"should": [lexical], "filter": [flt] if flt else []}},
+                "knn": self._knn(q, size, ef, flt)}
 
     def _with_params(self, body: dict) -> dict:
         # the 8.x client takes the body's fields as arguments; `body=` beside query parameters
