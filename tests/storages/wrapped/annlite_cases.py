@@ -8,6 +8,7 @@ DocumentArray's validation, is tests/engine/annlite_storage_cases.py; its filter
 checked in tests/engine/test_query.py."""
 import base64
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -233,8 +234,13 @@ def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
     with pytest.raises(hs.BackendError, match="simulated RocksDB error.*unchanged"):
         da.delete(["i1", "i2", "i3"])
     assert _state(da) == before and len(da) == 12
+    _annlite_fails_once(monkeypatch, "delete", first_ids=2)
+    with pytest.raises(hs.BackendError, match="unchanged"):
+        da.delete(filter={"group": "b"})
+    assert _state(da) == before and len(da) == 12
     # the deletes of an upsert or update succeed, its insert fails (the undo reopens AnnLite)
-    for write in (lambda: da.update("i4", price=99.0), lambda: da.extend(items(3, 5, rng) + items(50, 52, rng))):
+    for write in (lambda: da.update("i4", price=99.0), lambda: da.extend(items(3, 5, rng) + items(50, 52, rng)),
+                  lambda: da.update_many({"group": "a"}, price=99.0)):
         _annlite_fails_once(monkeypatch, "index")
         with pytest.raises(hs.BackendError, match="unchanged"):
             write()
@@ -263,14 +269,43 @@ def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
     third.close()
 
 
+def test_writes_by_condition_are_one_intent_each_and_match_the_model(tmp_path):
+    rng = np.random.default_rng(9)
+    path = tmp_path / "c"
+    da = open_da(path)
+    docs = items(0, 30, rng)
+    da.extend(docs)
+    model = {d["id"]: Item(**d) for d in docs}
+    writes = da.stats()["intent_writes"]
+    hit = [i for i, d in model.items() if d.group == "a" and d.ok]
+    assert da.update_many({"group": "a", "ok": True}, price=5.5, order=None) == len(hit) > 1
+    for i in hit:
+        model[i] = model[i].model_copy(update={"price": 5.5, "order": None})
+    assert da.stats()["intent_writes"] == writes + 1  # one durable write, not one per document
+    gone = [i for i, d in model.items() if d.price == 5.5 or d.order == 9]
+    assert da.delete(filter={"$or": [{"price": 5.5}, {"order": 9}]}) == len(gone) > 1
+    for i in gone:
+        del model[i]
+    assert da.stats()["intent_writes"] == writes + 2
+    assert da.update_many({"group": "zzz"}, price=1.0) == 0 and da.delete(filter={"group": "zzz"}) == 0
+    assert da.stats()["intent_writes"] == writes + 2  # nothing matched: nothing written
+    state = [d.model_dump_json() for d in model.values()]  # insertion order kept
+    assert _state(da) == state
+    da.close()
+    again = open_da(path)
+    assert _state(again) == state and again.find(filter={"order": {"$exists": False}}, limit=None).ids == [
+        i for i, d in model.items() if d.order is None]
+    again.close()
+
+
 def _entry(doc, seq):
     return {"seq": seq, "doc": doc.model_dump_json(exclude={"v"}),
             "vector": base64.b64encode(np.asarray(doc.v, dtype="<f4").tobytes()).decode("ascii")}
 
 
-def test_an_intent_left_by_a_crash_is_completed_on_open(tmp_path):
+def test_an_intent_left_by_a_crash_is_completed_on_open(tmp_path, caplog):
     """The documented format, written by hand: the crash came after the intent and after part of
-    AnnLite's work (i1 is already deleted), before the rest."""
+    AnnLite's work (i1 is already deleted), before the rest. The recovery is logged."""
     rng = np.random.default_rng(4)
     path = tmp_path / "c"
     da = open_da(path)
@@ -283,8 +318,14 @@ def test_an_intent_left_by_a_crash_is_completed_on_open(tmp_path):
               "insert": [_entry(i3, 4), _entry(new, 11)]}
     (path / INTENT).write_text(json.dumps(intent))
     (path / (INTENT + ".tmp")).write_text("{half a write")  # an intent never renamed: ignored and removed
-    for _ in range(2):  # and the second open has nothing left to do
-        da = open_da(path)
+    for n in range(2):  # and the second open has nothing left to do
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hybridsearch"):
+            da = open_da(path)
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warned == ([f"{path}: completed an interrupted write recorded in {path / INTENT} (3 ids "
+                           "deleted, 2 documents inserted)"] if n == 0 else []), warned
+        assert f"annlite storage opened {path}: 9 documents" in caplog.text
         assert [d.id for d in da] == ["i0", "i3", "i4", "i5", "i6", "i7", "i8", "i9", "n1"]
         assert da["i3"].price == 99.0 and da.find(filter={"group": "z"}).ids == ["i3"]
         assert np.array_equal(da["n1"].v, new.v.astype(np.float32)) and da["n1"].order == 7
@@ -335,6 +376,9 @@ def delete_one_then_die(self, ids, *a, **kw):
 if {where!r} == "insert":   # the deletes of an upsert are done, its insert is not
     annlite.AnnLite.index = kill
     da.extend(items(2, 6, np.random.default_rng(7)) + items(20, 22, np.random.default_rng(7)))
+elif {where!r} == "update_many":  # every matching document deleted, none re-inserted
+    annlite.AnnLite.index = kill
+    da.update_many({{"group": "a"}}, price=77.0, order=-1)
 else:                       # one of three deletes is done
     annlite.AnnLite.delete = delete_one_then_die
     da.delete(["i1", "i4", "i7"])
@@ -342,7 +386,7 @@ print("not killed")
 """
 
 
-@pytest.mark.parametrize("where", ["insert", "delete"])
+@pytest.mark.parametrize("where", ["insert", "delete", "update_many"])
 def test_a_kill_inside_annlite_is_completed_on_reopen(tmp_path, where):
     path = tmp_path / "c"
     da = open_da(path)
@@ -358,6 +402,11 @@ def test_a_kill_inside_annlite_is_completed_on_reopen(tmp_path, where):
         fresh = {r["id"]: Item(**r) for r in items(2, 6, np.random.default_rng(7)) + items(20, 22, np.random.default_rng(7))}
         for i, d in fresh.items():
             assert da[i].model_dump_json() == d.model_dump_json()
+    elif where == "update_many":
+        expected = [f"i{i}" for i in range(10)]
+        assert {d.id: (d.price, d.order) for d in da if d.group == "a"} == {
+            f"i{i}": (77.0, -1) for i in range(0, 10, 3)}
+        assert [d.price for d in da if d.group != "a"] == [i / 4 for i in range(10) if i % 3]
     else:
         expected = ["i0", "i2", "i3", "i5", "i6", "i8", "i9"]
     assert [d.id for d in da] == expected and len(da) == len(expected)
@@ -379,17 +428,25 @@ n = 0
 while True:
     n += 1
     r = rng.random()
-    if r < 0.35:
+    if r < 0.3:
         op = {{"op": "delete", "ids": rng.sample(pool, rng.randint(2, 5))}}
-    elif r < 0.8:
+    elif r < 0.7:
         op = {{"op": "upsert", "ids": rng.sample(pool, rng.randint(1, 4)), "n": n}}
-    else:
+    elif r < 0.8:
         op = {{"op": "update", "id": rng.choice(pool), "n": n}}
+    elif r < 0.93:
+        op = {{"op": "update_many", "below": rng.randint(1, 4), "n": n}}
+    else:
+        op = {{"op": "delete_where", "price": float(rng.randint(0, 3))}}
     print("begin " + json.dumps(op), flush=True)
     if op["op"] == "delete":
         da.delete(op["ids"])
     elif op["op"] == "upsert":
         da.extend([{{"id": i, "order": n, "price": float(j), "v": crash_vector(i, n)}} for j, i in enumerate(op["ids"])])
+    elif op["op"] == "update_many":
+        da.update_many({{"price": {{"$lt": op["below"]}}}}, order=n)
+    elif op["op"] == "delete_where":
+        da.delete(filter={{"price": op["price"]}})
     elif op["id"] in da:
         da.update(op["id"], order=n, v=crash_vector(op["id"], n))
     print("done", flush=True)
@@ -408,13 +465,20 @@ def _crash_apply(model: dict, op: dict) -> dict:
     elif op["op"] == "upsert":
         for j, i in enumerate(op["ids"]):
             model[i] = (op["n"], float(j), crash_vector(i, op["n"]))
+    elif op["op"] == "update_many":
+        for i, (_, price, v) in model.items():
+            if price < op["below"]:
+                model[i] = (op["n"], price, v)
+    elif op["op"] == "delete_where":
+        model = {i: m for i, m in model.items() if m[1] != op["price"]}
     elif op["id"] in model:
         model[op["id"]] = (op["n"], model[op["id"]][1], crash_vector(op["id"], op["n"]))
     return model
 
 
 def test_kill_9_during_writes_leaves_every_write_whole(tmp_path):
-    """SIGKILL at random moments of a delete/upsert/update loop: after reopening, the collection is
+    """SIGKILL at random moments of a delete/upsert/update/update_many/delete(filter=) loop: after
+    reopening, the collection is
     the acknowledged writes, plus possibly the one in flight applied entirely, never half of it."""
     path = tmp_path / "c"
     open_da(path).close()

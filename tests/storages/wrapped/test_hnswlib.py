@@ -3,6 +3,7 @@
 Through the public API: the index's side (elements, capacity, current ef) is read from
 da.stats(); which hnswlib calls a write makes, and hnswlib failing, are observed and caused
 on the hnswlib.Index class itself (the wrapped library's own methods), never on our objects."""
+import threading
 from typing import Optional
 
 import numpy as np
@@ -201,6 +202,53 @@ def test_non_vector_update_and_unchanged_upsert_leave_the_index_alone(arrays, rn
     assert da.find(vector=X[3], filter={"group": 7}, limit=1).ids == ["v3"]
     da.update("v5", v=X[6])
     assert calls == ["add_items"]
+
+
+# ------------------------------------------------------ writes by condition
+def test_update_many_moves_the_matching_vectors_with_one_add_items(arrays, rng, monkeypatch):
+    X = _clustered(rng, 600, 8)
+    da = arrays(_schema(8), metric="l2", **OPTS)
+    _fill(da, X, group=np.arange(600) % 4)
+    moved = {f"v{i}" for i in range(1, 600, 4)}
+    calls = _record_hnswlib_calls(monkeypatch)
+    assert da.update_many({"group": 1}, group=5) == 150 and calls == []  # scalars only: no index call
+    far = np.full(8, 50.0, dtype=np.float32)
+    assert da.update_many({"group": 5}, v=far) == 150
+    assert calls == ["add_items"]  # every moved point in one call, not one per document
+    assert da.update_many({"group": 5}, v=far) == 150 and calls == ["add_items"]  # already there
+    res = da.find(vector=far, limit=10)
+    assert set(res.ids) <= moved and np.allclose(res.scores, 0.0, atol=1e-4)
+    assert da.find(vector=X[0], limit=1).ids == ["v0"]
+    assert {d.id for d in da if np.array_equal(d.v, far)} == moved and da.stats()["indexed"] == 600
+    calls.clear()
+    assert da.delete(filter={"group": 5}) == 150
+    assert calls == ["mark_deleted"] * 150 and da.stats()["indexed"] == 450 and len(da) == 450
+    assert not set(da.find(vector=far, limit=50).ids) & moved
+
+
+def test_readers_see_an_update_many_whole_or_not_at_all(arrays, rng):
+    da = arrays(_schema(8), **OPTS)
+    _fill(da, _clustered(rng, 3000, 8))  # every group 0
+    stop, reads, torn = threading.Event(), [0], []
+
+    def reader():
+        while not stop.is_set():
+            facets = da.facets("group", limit=10)
+            reads[0] += 1
+            if len(facets) != 1 or facets[0][1] != 3000:  # documents of two updates at once
+                torn.append(facets)
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        for g in range(1, 25):
+            assert da.update_many({}, group=g) == 3000
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+    assert reads[0] > 10 and torn == [], torn[:3]
 
 
 def test_optional_vectors_are_kept_out_of_the_index(arrays, rng):

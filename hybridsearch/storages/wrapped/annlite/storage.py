@@ -38,7 +38,7 @@ upsert or `update()` is delete + insert (one batch per replaced id, then one
 for all inserted documents). A kill between them used to leave a
 write half applied (a replaced document deleted and not re-inserted).
 
-Writes (upsert, delete, update) are now all-or-nothing through a redo
+Writes (upsert, delete, update, and by filter) are now all-or-nothing through a redo
 ("intent") file, `hybridsearch-annlite.intent.json`:
 
     {"format": "hybridsearch-annlite-intent", "version": 1,
@@ -74,8 +74,8 @@ handle and after a reopen. If that restore fails too, or a KeyboardInterrupt
 with `hs.BackendError`; close and reopen it, and the intent on disk (the write,
 or its undo) is completed then.
 
-Not guaranteed: atomicity is per call (an `extend` is one write; a loop of
-`update()`s is many); power loss is covered only as far as fsync reaches the
+Not guaranteed: atomicity is per call (an `extend`, an `update_many` or a
+`delete(filter=)` is one write; a loop of `update()`s is many); power loss is covered only as far as fsync reaches the
 disk and RocksDB keeps its own promise for synced batches (the tests kill the
 process, they do not cut power); a half-applied write left by a crash under an
 earlier version of this wrapper (no intent file) is not detected; a document
@@ -177,6 +177,7 @@ class AnnliteStorage(Storage):
         self.lock = threading.RLock()
         self.index = None
         self.broken: Optional[str] = None  # why this handle refuses every call (see the module docstring)
+        self.intent_writes = 0  # durable writes (intent files) made by this handle, for stats()
         self._tmp = None
         path = config.path
         if path is None:
@@ -422,6 +423,7 @@ class AnnliteStorage(Storage):
         # 3. the intent, durable before AnnLite is called
         try:
             write_durably(self.intent_path, payload)
+            self.intent_writes += 1
         except Exception as e:
             try:  # nothing has been applied: the intent must not survive to be redone
                 if os.path.exists(self.intent_path):
@@ -456,6 +458,7 @@ class AnnliteStorage(Storage):
             self._close_index()
             self._open_index()  # AnnLite's in-memory tables may be half updated: rebuild them from RocksDB
             write_durably(self.intent_path, self._intent_bytes(touched, before))
+            self.intent_writes += 1
             self._apply(touched, before)
             self._remove_intent(sync=False)
         except BaseException as e:
@@ -607,12 +610,15 @@ class AnnliteStorage(Storage):
         """Adds "folder" (the collection's folder: a temporary one, removed on close, when
         path=None) and what AnnLite's HNSW index was built with and searches with now:
         "index_m" (its max_connection), "index_ef_construct", "index_ef" (the ef of the last
-        search, or the option's)."""
+        search, or the option's), and "intent_writes": the intent files this handle wrote, one
+        per write call (an update_many or a delete by filter is one however many documents it
+        changes), one more for each undo."""
         with self.lock:
             self._usable()
             index = self.index.vec_index(0)
             return {**super().stats(), "folder": self.path, "index_m": int(index.max_connection),
-                    "index_ef_construct": int(index.ef_construction), "index_ef": int(index.ef_search)}
+                    "index_ef_construct": int(index.ef_construction), "index_ef": int(index.ef_search),
+                    "intent_writes": self.intent_writes}
 
     def search_text(self, *args, **kwargs):
         raise UnsupportedError("text search is not available on storage 'annlite': AnnLite has no lexical "
