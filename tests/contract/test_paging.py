@@ -1,5 +1,6 @@
 """API.md section 7 on every storage: offset pages, res.total and count(), against a Python model
 of the collection (insertion order, the filter as a predicate, a text match as a shared word)."""
+import logging
 from typing import Optional
 
 import numpy as np
@@ -144,13 +145,18 @@ def test_update_many_validates_before_writing_and_delete_takes_one_form(filled):
 DURABLE_WRITES = {"memory": "fsyncs", "hnsw": "fsyncs", "sqlite": "write_transactions"}
 
 
-def test_writes_by_condition_survive_reopening(tmp_path):
+def test_writes_by_condition_survive_reopening(tmp_path, caplog):
     for storage, key in DURABLE_WRITES.items():
         path = tmp_path / (storage + (".db" if storage == "sqlite" else ""))
-        da = hs.DocumentArray(Item, storage=storage, path=path)
-        da.extend(_docs(30, seed=2))
-        da.close()  # a mapped snapshot, then the writes go to the log
-        da = hs.DocumentArray(Item, storage=storage, path=path)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hybridsearch"):
+            da = hs.DocumentArray(Item, storage=storage, path=path)
+            da.extend(_docs(30, seed=2))
+            da.close()  # a mapped snapshot, then the writes go to the log
+            da = hs.DocumentArray(Item, storage=storage, path=path)
+        # every storage with files logs its opening and closing
+        assert f"{storage} storage opened" in caplog.text and f"{storage} storage closed" in caplog.text
+        assert str(path) in caplog.text and "30 documents" in caplog.text, caplog.text
         n = da.update_many({"cat": "c2"}, price=99, title="green chair")
         d = da.delete(filter={"cat": "c0"})
         writes = da.stats()[key]
