@@ -23,3 +23,8 @@ class UnsupportedError(HybridSearchError, NotImplementedError):
 
 class BackendError(HybridSearchError, RuntimeError):
     """A storage failed: an unreachable or erroring engine, or a corrupt file."""
+
+
+def missing_extra(what: str, package: str, extra: str) -> UnsupportedError:
+    """The error of an optional feature whose package is not installed, naming the pip line."""
+    return UnsupportedError(f'{what} needs {package} (not installed here): pip install "hybridsearch[{extra}]"')

@@ -18,7 +18,7 @@ from hybridsearch.batch import Batch
 from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Kind, Schema, check_storable, field_adapter,
                                    is_valid_unicode)
 from hybridsearch.engine.idmap import hash_ids
-from hybridsearch.errors import SchemaError
+from hybridsearch.errors import SchemaError, missing_extra
 
 _INT64 = np.iinfo(np.int64)
 
@@ -346,7 +346,7 @@ def to_pandas(columns: dict):
     try:
         import pandas as pd
     except ImportError:
-        raise ImportError("to_pandas needs pandas: pip install 'hybridsearch[pandas]'") from None
+        raise missing_extra("to_pandas", "pandas", "pandas") from None
     data = {k: (list(v) if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in columns.items()}
     return pd.DataFrame(data)
 
@@ -356,7 +356,7 @@ def to_arrow(columns: dict, schema: Schema):
     try:
         import pyarrow as pa
     except ImportError:
-        raise ImportError("to_arrow needs pyarrow: pip install 'hybridsearch[arrow]'") from None
+        raise missing_extra("to_arrow", "pyarrow", "arrow") from None
     arrays, names = [], []
     for name, col in columns.items():
         spec = schema.fields[name]

@@ -22,6 +22,7 @@ from hybridsearch.bench.child import in_child
 from hybridsearch.bench.machine import machine_facts
 from hybridsearch.bench.plots import plots
 from hybridsearch.bench.tables import markdown_table
+from hybridsearch.errors import missing_extra
 from hybridsearch.bench.workloads.ann import RAW_MODULES, group
 from hybridsearch.bench.workloads.ecommerce import (
     add_overlaps,
@@ -194,6 +195,11 @@ def sweep_report(path: str, out: Path) -> None:
     print("\n".join(lines))
 
 
+# what the harness itself imports (the compared libraries are optional: rows for those missing
+# are skipped, saying so)
+BENCH_NEEDS = ("rich", "matplotlib", "threadpoolctl")
+
+
 def main(argv=None) -> int:
     """The command line: `bench [options]` or `bench sweep-report JSON --out DIR`."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -217,6 +223,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=None, help="cache folder for generated data and ground truth")
     ap.add_argument("--data", default=None, help="a BEIR-style folder for the relevance table (default: nave-kjv)")
     a = ap.parse_args(argv)
+    missing = [m for m in BENCH_NEEDS if not installed(m)]
+    if missing:
+        print(f"hybridsearch bench: {str(missing_extra('the benchmark harness', ', '.join(missing), 'bench'))}",
+              file=sys.stderr)
+        return 2
     out = Path(a.out)
     results = run(a)
     R.write(results, out)
