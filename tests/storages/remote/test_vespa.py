@@ -60,16 +60,27 @@ def test_schema_equals_pyvespas_rendering(metric, distance, sim):
               vp.Field(name="embedding", type="tensor<float>(x[4])", indexing=["attribute", "index", "summary"],
                        ann=vp.HNSW(distance_metric=distance, max_links_per_node=16,
                                    neighbors_to_explore_at_insert=200))]
-    bm25 = "max(bm25(title), bm25(description))"
+    words = [vp.Field(name=f"hs_words_{t}", type="array<string>", is_document_field=False, attribute=fast,
+                      indexing=[f"input {t}", "trim", 'split " +"', "attribute"]) for t in ("title", "description")]
+    score = ("max(query(w_title) * (bm25(title) + matchCount(hs_words_title)), "
+             "query(w_description) * (bm25(description) + matchCount(hs_words_description)))")
+    text_score = [vp.Function(name="text_score", expression=score)]
+    w = [("query(w_title)", "double", "1.0"), ("query(w_description)", "double", "1.0")]
     q = [("query(q)", "tensor<float>(x[4])")]
     theirs = vp.Schema(name="product", document=vp.Document(fields=fields),
                        fieldsets=[vp.FieldSet(name="default", fields=["title", "description"])],
-                       rank_profiles=[vp.RankProfile(name="bm25", first_phase=bm25),
+                       rank_profiles=[vp.RankProfile(name="bm25", inputs=w, functions=text_score,
+                                                     first_phase="text_score"),
                                       vp.RankProfile(name="closeness", inputs=q, first_phase=sim),
-                                      vp.RankProfile(name="hybrid", inputs=q, first_phase=f"{bm25} + {sim}")])
+                                      vp.RankProfile(name="hybrid", inputs=q + w, functions=text_score,
+                                                     first_phase=f"text_score + {sim}",
+                                                     match_features=["text_score"])])
+    for f in words:
+        theirs.add_fields(f)
     assert ours.split() == theirs.schema_to_text.split()
     app = vp.ApplicationPackage(name="hybridsearch", schema=[theirs],
-                                query_profile=vp.QueryProfile(fields=[vp.QueryField(name="maxHits", value=5000)]))
+                                query_profile=vp.QueryProfile(fields=[vp.QueryField(name="maxHits", value=5000),
+                                                                   vp.QueryField(name="maxOffset", value=2 ** 31 - 1)]))
     assert A.services_xml("product").split() == app.services_to_text.split()
     files = A.application_files(schema_of(Product), "product", metric, 16, 200, max_hits=5000)
     assert files["search/query-profiles/default.xml"].split() == app.query_profile_to_text.split()
@@ -302,7 +313,9 @@ def test_query_terms_equal_pyvespas_querybuilder():
     # pyvespa's builder does not escape strings, so only benign values are compared here;
     # hostile strings are covered by the tokeniser tests above
     qb = pytest.importorskip("vespa.querybuilder", reason="pyvespa is in the [test] extra")
-    from hybridsearch.storages.remote.vespa.yql import nearest_neighbor, select, user_input
+    from hybridsearch.storages.remote.vespa.lexical import condition
+    from hybridsearch.storages.remote.vespa.yql import nearest_neighbor, range_buckets, range_grouping, select
+    from hybridsearch.storages.remote.vespa.yql import value_grouping
 
     def same(ours, theirs):
         theirs = theirs.build() if hasattr(theirs, "build") and not hasattr(theirs, "from_") else str(theirs)
@@ -310,8 +323,6 @@ def test_query_terms_equal_pyvespas_querybuilder():
 
     nn = qb.nearestNeighbor("embedding", "q", {"targetHits": 10, "hnsw.exploreAdditionalHits": 90})
     same(nearest_neighbor("embedding", 10, 100), nn)
-    ui = qb.userInput("@userq", {"grammar": "weakAnd", "defaultIndex": "default"})
-    same(user_input("weakAnd"), ui)
     f = qb.QueryField
     cond = YqlFilter(S).compile(parse_filter({"category": "Books", "price": {"$gte": 3}, "rating": {"$lt": 2.5}}, S))
     theirs = f("category").contains("Books") & (f("price") >= 3) & (f("rating") < 2.5)
@@ -319,9 +330,21 @@ def test_query_terms_equal_pyvespas_querybuilder():
     same(select("item", cond), qb.select("*").from_("item").where(type(theirs)(f"({theirs.build()})")))
     same(select("item", YqlFilter(S).compile(parse_filter({"in_stock": True}, S)), order_by_seq=True),
          qb.select("*").from_("item").where(f("in_stock") == qb.QueryField("true")).order_by("hs_seq", ascending=True))
-    same(select("item", f"{nearest_neighbor('vec', 5, 5)} or {user_input('weakAnd')}"),
-         qb.select("*").from_("item").where(
-             qb.nearestNeighbor("vec", "q", {"targetHits": 5, "hnsw.exploreAdditionalHits": 0}) | ui))
+    # text terms (pyvespa writes annotations with quoted keys; Vespa's parser takes both)
+    unquote = lambda c: re.sub(r'"(targetHits)"', r"\1", c.build())
+    same(condition("nokia 3310", ["title"], grammar="weakAnd"),
+         unquote(qb.weakAnd(f("title").contains("nokia"), f("title").contains("3310"), annotations={"targetHits": 100})))
+    same(condition('"new york"', ["title"]), f("title").contains(qb.phrase("new", "york")))
+    same(condition("piz*", ["title"]), f("hs_words_title").contains("piz", annotations={"prefix": True}))
+    same(condition("+pizza york", ["title"]), qb.rank(f("title").contains("pizza"), f("title").contains("york")))
+    # grouping
+    G = qb.Grouping
+    same(value_grouping("category", 11), G.all(G.group("category"), G.max(11), G.order(-G.count()),
+                                               G.each(G.output(G.count()))))
+    buckets = range_buckets(S.fields["price"].kind, [(0, 100), (500, None)])
+    same(range_grouping("price", buckets), G.all(*[
+        G.all(G.group(G.predefined("price", [b])), G.as_(G.each(G.output(G.count())), label))
+        for label, b in [("r0", "bucket(0,100)"), ("r1", "bucket(500,inf)")]]))
 
 
 # -------------------------------------------------------------- HTTP exchange
@@ -456,23 +479,26 @@ def test_text_and_hybrid_queries(server):
     da = open_da(server)
     server.queue((200, _search_response([_hit("a", 7.5, _fields("a", 1, [1, 0, 0, 0]))])))
     res = da.find(text='nokia 3310"', limit=5)  # a quote inside a clause is literal text, no phrase
-    text = 'select * from product where ({grammar: "weakAnd", defaultIndex: "default"}userInput(@userq))'
+    text = ('select * from product where ({targetHits: 100}weakAnd(title contains "nokia", title contains "3310", '
+            'description contains "nokia", description contains "3310"))')
     body = server.requests[-1][2]
-    assert body["yql"] == text
-    assert body["userq"] == 'nokia 3310"' and body["ranking"] == "bm25" and res.ids == ["a"]
-    assert res.scores.tolist() == [7.5]
+    assert body == {"yql": text, "hits": 5, "ranking": "bm25", "timeout": "30.0s"}
+    assert res.ids == ["a"] and res.scores.tolist() == [7.5]
     # res.total, when read: the same query asking no hits (not every match in one query)
     server.queue((200, _search_response([], 12)))
     assert res.total == 12
-    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s", "userq": 'nokia 3310"'}
+    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s"}
     server.queue((200, _search_response([], 3)))
     assert da.count(text="nokia", filter={"in_stock": True}) == 3
-    assert server.requests[-1][2]["yql"] == text + " and in_stock = true"
+    assert server.requests[-1][2]["yql"] == ('select * from product where ({targetHits: 100}weakAnd(title contains '
+                                             '"nokia", description contains "nokia")) and in_stock = true')
     server.queue((200, _search_response([_hit("a", 8.1, _fields("a", 1, [1, 0, 0, 0]))])))
     da.find(text="nokia", vector=[1, 0, 0, 0], limit=3, candidates=20)
     body = server.requests[-1][2]
-    assert body["ranking"] == "hybrid" and body["hits"] == 3 and body["userq"] == "nokia"
-    assert "nearestNeighbor(embedding, q)) or ({grammar" in body["yql"]
+    assert body["ranking"] == "hybrid" and body["hits"] == 3 and "userq" not in body
+    assert body["yql"] == ('select * from product where (({targetHits: 20, hnsw.exploreAdditionalHits: 80}'
+                           'nearestNeighbor(embedding, q)) or ({targetHits: 100}weakAnd(title contains "nokia", '
+                           'description contains "nokia")))')
 
 
 def test_filter_only_pages_in_insertion_order(server):

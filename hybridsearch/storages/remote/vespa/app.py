@@ -1,10 +1,18 @@
 """The Vespa application package of a collection: a `.sd` schema and `services.xml` (pure text).
 
 The layout follows Vespa's e-commerce hybrid-search benchmark: text fields indexed with
-BM25 enabled (and in the `default` fieldset, so `userInput` searches them), filterable
-fields as fast-search attributes, the vector as an HNSW-indexed tensor attribute, and
-three rank profiles: `bm25` (the best text field's BM25), `closeness` (the vector
-similarity) and `hybrid` (their sum); a default query profile raises `maxHits`.
+BM25 enabled (and in the `default` fieldset), filterable fields as fast-search attributes,
+the vector as an HNSW-indexed tensor attribute, and three rank profiles: `bm25` (the best
+text field's weighted score, `text_score`), `closeness` (the vector similarity) and
+`hybrid` (their sum, with `text_score` returned as a match feature for linear fusion); a
+default query profile raises `maxHits` and `maxOffset`.
+
+Each text field has a weight input `query(w_<field>)` (default 1: `text_fields` sets it)
+and a synthetic `hs_words_<field>` array attribute holding its space-separated words:
+Vespa matches prefixes only in attributes, never in the BM25 index of a string field
+(Vespa's text-matching guide), so a `pre*` clause searches that array. A field's score is
+its weight times (its BM25 + the number of prefix clauses matching its words: a prefix
+scores a constant 1, as Lucene's constant-score prefix query).
 Scores are written so they mean what API.md says: cosine similarity (`cos` of the
 angular distance), inner product (minus the dotproduct distance) and -euclidean distance.
 """
@@ -20,6 +28,9 @@ from hybridsearch.errors import ConfigError
 from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 
 DISTANCE = {"cosine": "angular", "ip": "dotproduct", "l2": "euclidean"}
+CONTENT_CLUSTER = "hybridsearch_content"  # the content cluster services_xml() declares
+TEXT_SCORE = "text_score"  # the rank profiles' function of the weighted best text field
+MAX_OFFSET = 2 ** 31 - 1   # maxOffset of the query profile: sorted finds page with `offset`
 _TYPES = {Kind.INT: "long", Kind.FLOAT: "double", Kind.BOOL: "bool", Kind.KEYWORD: "string"}
 # Vespa reserves these as field names (and every name must be a plain identifier)
 _RESERVED = {"id", "documentid", "sddocname", "relevance", "summaryfeatures", "rankfeatures", "select",
@@ -42,9 +53,20 @@ def similarity(metric: str, field: str) -> str:
     return f"-distance(field, {field})"  # dotproduct distance is -(q . x); euclidean is the distance
 
 
+def words_field(text_field: str) -> str:
+    """The synthetic array attribute holding a text field's words (for prefix clauses)."""
+    return f"hs_words_{text_field}"
+
+
+def weight_input(text_field: str) -> str:
+    """The query input weighting a text field's score (text_fields=)."""
+    return f"query(w_{text_field})"
+
+
 def bm25_expression(texts: list) -> str:
-    """The best text field's BM25 (max over the fields, as multi_match best_fields)."""
-    terms = [f"bm25({t})" for t in texts]
+    """The best text field's score (max over the fields, as multi_match best_fields): each
+    field's weight times its BM25 plus its prefix clauses that match (1 each)."""
+    terms = [f"{weight_input(t)} * (bm25({t}) + matchCount({words_field(t)}))" for t in texts]
     expr = terms[0]
     for t in terms[1:]:
         expr = f"max({expr}, {t})"
@@ -52,17 +74,16 @@ def bm25_expression(texts: list) -> str:
 
 
 def _field(name: str, type_: str, indexing: str, body: list) -> list:
-    lines = [f"        field {name} type {type_} {{", f"            indexing: {indexing}"]
-    lines += [f"            {b}" for b in body]
-    return lines + ["        }"]
+    """One field's lines, indented as inside its block."""
+    lines = [f"field {name} type {type_} {{", f"    indexing: {indexing}"]
+    lines += [f"    {b}" for b in body]
+    return lines + ["}"]
 
 
-def schema_sd(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int) -> str:
-    """The `.sd` text of the collection's schema."""
-    check_name(doctype, "document type")
+def _document_fields(schema: Schema, metric: str, m: int, ef_construct: int) -> tuple:
+    """(lines of the document's fields, names of its text fields)."""
     fast = ["attribute {", "    fast-search", "}"]
-    lines = [f"schema {doctype} {{", f"    document {doctype} {{"]
-    lines += _field(ID_FIELD, "string", "attribute | summary", fast + ["match {", "    word", "    cased", "}"])
+    lines = _field(ID_FIELD, "string", "attribute | summary", fast + ["match {", "    word", "    cased", "}"])
     lines += _field(SEQ_FIELD, "long", "attribute | summary", fast)
     lines += _field(PRESENT_FIELD, "array<string>", "attribute | summary", fast)
     lines += _field(EXTRA_FIELD, "string", "summary", [])
@@ -83,24 +104,53 @@ def schema_sd(schema: Schema, doctype: str, metric: str, m: int, ef_construct: i
                             ["attribute {", f"    distance-metric: {DISTANCE[metric]}", "}",
                              "index {", "    hnsw {", f"        max-links-per-node: {m}",
                              f"        neighbors-to-explore-at-insert: {ef_construct}", "    }", "}"])
-    lines.append("    }")
+    return lines, texts
+
+
+def _words_fields(texts: list) -> list:
+    """The synthetic word arrays (outside the document: derived at indexing), split on spaces
+    as Vespa's text-matching guide does for prefix search on terms."""
+    lines = []
+    for t in texts:
+        lines += [f"    {line}" for line in _field(words_field(t), "array<string>",
+                                                     f'input {t} | trim | split " +" | attribute',
+                                                     ["attribute {", "    fast-search", "}"])]
+    return lines
+
+
+def _profile(name: str, expression: str, inputs: list, text_score: str = None, match_text: bool = False) -> list:
+    """One rank profile: its inputs, the text_score function (when given), the first phase."""
+    out = [f"    rank-profile {name} {{"]
+    if inputs:
+        out += ["        inputs {"] + [f"            {i}" for i in inputs] + ["        }"]
+    if text_score is not None:
+        out += [f"        function {TEXT_SCORE}() {{", "            expression {", f"                {text_score}",
+                "            }", "        }"]
+    out += ["        first-phase {", "            expression {", f"                {expression}",
+            "            }", "        }"]
+    if match_text:  # linear fusion reads the text part of each hit beside its vector
+        out += ["        match-features {", f"            {TEXT_SCORE}", "        }"]
+    return out + ["    }"]
+
+
+def schema_sd(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int) -> str:
+    """The `.sd` text of the collection's schema."""
+    check_name(doctype, "document type")
+    fields, texts = _document_fields(schema, metric, m, ef_construct)
+    lines = [f"schema {doctype} {{", f"    document {doctype} {{"] + [f"        {f}" for f in fields] + ["    }"]
+    lines += _words_fields(texts)
     if texts:
         lines += ["    fieldset default {", f"        fields: {', '.join(texts)}", "    }"]
     vec = schema.vector
-
-    def profile(name: str, expression: str, with_input: bool) -> list:
-        out = [f"    rank-profile {name} {{"]
-        if with_input:
-            out += ["        inputs {", f"            query(q) tensor<float>(x[{vec.dim}])", "        }"]
-        return out + ["        first-phase {", "            expression {", f"                {expression}",
-                      "            }", "        }", "    }"]
-
+    weights = [f"{weight_input(t)} double: 1.0" for t in texts]
+    q = [f"query(q) tensor<float>(x[{vec.dim}])"] if vec is not None else []
     if texts:
-        lines += profile("bm25", bm25_expression(texts), False)
+        lines += _profile("bm25", TEXT_SCORE, weights, bm25_expression(texts))
     if vec is not None:
-        lines += profile("closeness", similarity(metric, vec.name), True)
+        lines += _profile("closeness", similarity(metric, vec.name), q)
     if texts and vec is not None:
-        lines += profile("hybrid", f"{bm25_expression(texts)} + {similarity(metric, vec.name)}", True)
+        lines += _profile("hybrid", f"{TEXT_SCORE} + {similarity(metric, vec.name)}", q + weights,
+                          bm25_expression(texts), match_text=True)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -116,7 +166,7 @@ def services_xml(doctype: str, app: str = "hybridsearch") -> str:
         "        <document-api></document-api>",
         "        <document-processing></document-processing>",
         "    </container>",
-        f'    <content id={quoteattr(app + "_content")} version="1.0">',
+        f'    <content id={quoteattr(CONTENT_CLUSTER)} version="1.0">',
         "        <redundancy>1</redundancy>",
         "        <documents>",
         f'            <document type={quoteattr(doctype)} mode="index"></document>',
@@ -131,11 +181,13 @@ def services_xml(doctype: str, app: str = "hybridsearch") -> str:
 
 def query_profile_xml(max_hits: int) -> str:
     """search/query-profiles/default.xml: raises `maxHits` (Vespa refuses more than 400 hits per
-    query by default, and a vector query asks for `limit` or `candidates` hits)."""
+    query by default, and a vector query asks for `limit` or `candidates` hits) and `maxOffset`
+    (default 1000: a sorted find longer than max_hits pages on with `offset`)."""
     if isinstance(max_hits, bool) or not isinstance(max_hits, int) or max_hits < 1:
         raise ConfigError(f"max_hits must be an integer >= 1, got {max_hits!r}")
     return "\n".join(['<query-profile id="default" type="root">',
                       f'    <field name="maxHits">{max_hits}</field>',
+                      f'    <field name="maxOffset">{MAX_OFFSET}</field>',
                       "</query-profile>"]) + "\n"
 
 

@@ -12,9 +12,15 @@ return); a failed document in a batch rolls the batch back like the Elasticsearc
 storage does. Searches go through /search/ with YQL and the rank profiles `bm25`,
 `closeness` and `hybrid`; vector scores are recomputed from the hits' vectors (as
 API.md defines them) and filter-only results come in insertion order (`hs_seq`).
+Text queries are compiled to YQL terms (lexical.py), never parsed by Vespa's userInput.
 Iteration visits the document type through /document/v1 (continuation tokens), sorted
 here by insertion number; `len()` is a match-all query's totalCount when coverage is
 full, else a visit. Queries ask for at most `max_hits` hits (the package's maxHits).
+
+API.md sections 7 and 8 run on Vespa: counts are totalCount, sorted finds use the
+`sorting` parameter, facets are grouping, writes by condition are /document/v1
+selection updates and deletes (selection.py), linear fusion is computed here from the
+hybrid profile's text_score and the exact vector scores of one query's candidates.
 What every remote storage shares (retries, redaction, rollback, document <-> fields,
 exact rescoring) lives in ../base.py.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import urllib.parse
 from typing import Iterator, Optional
 
@@ -29,14 +36,20 @@ import numpy as np
 
 from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
-from hybridsearch.query.filters import MatchAll, Node
+from hybridsearch.document import Kind
+from hybridsearch.query.filters import And, Exists, MatchAll, Node
+from hybridsearch.query.fusion import fuse_linear
+from hybridsearch.storages.base import exact_scores
 from hybridsearch.storages.config import integer, one_of, option, path_or_none
-from hybridsearch.storages.remote.base import (ID_FIELD, SEQ_FIELD, FieldCodec, RemoteConfig, RemoteStorage, rrf,
-                                               split_userinfo)
+from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, FieldCodec, RemoteConfig,
+                                               RemoteStorage, rrf, split_userinfo)
 from hybridsearch.storages.remote.vespa import app as A
+from hybridsearch.storages.remote.vespa import lexical as L
 from hybridsearch.storages.remote.vespa import yql as Y
+from hybridsearch.storages.remote.vespa.selection import NotSelectable, Selection
 
-PAGE = 400  # documents per page when listing or visiting
+PAGE = 400  # documents per chunk when visiting
+log = logging.getLogger("hybridsearch")
 
 
 def application_package(model, doctype: Optional[str] = None, metric: str = "cosine", m: int = 16,
@@ -122,6 +135,7 @@ class VespaStorage(RemoteStorage):
     name = "vespa"
     engine = "Vespa"
     Config = VespaConfig
+    query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
 
     def __init__(self, schema, config: VespaConfig) -> None:
         import requests
@@ -137,6 +151,7 @@ class VespaStorage(RemoteStorage):
         self.grammar = config.text_grammar
         self.max_hits, self.cluster = config.max_hits, config.cluster
         self.yql = Y.YqlFilter(schema)
+        self.selection = Selection(schema, self.doctype)
         self.session = requests.Session()
         if config.cert:
             self.session.cert = (config.cert, config.key) if config.key else config.cert
@@ -290,16 +305,20 @@ class VespaStorage(RemoteStorage):
                                      f"order by {SEQ_FIELD} desc limit 1", "hits": 1}, "read the insertion sequence")
         return int(hits[0]["fields"][SEQ_FIELD]) if hits else 0
 
-    def _total(self, cond: str, what: str, params: Optional[dict] = None) -> Optional[int]:
-        """totalCount of a query asking no hits, or None unless every node answered (coverage
-        full): a partial count is never reported."""
-        body = {"yql": Y.select(self.doctype, cond), "hits": 0, "timeout": f"{self.timeout}s", **(params or {})}
-        _, data = self._http("POST", "/search/", what, body=body)
-        root = data.get("root", {})
+    @staticmethod
+    def _full_total(root: dict) -> Optional[int]:
+        """totalCount of an answer when every node answered (coverage full), else None: a
+        partial count is never reported."""
         coverage = root.get("coverage", {})
         if not root.get("errors") and coverage.get("full") is True and not coverage.get("degraded"):
             return int(root.get("fields", {}).get("totalCount", 0))
         return None
+
+    def _total(self, cond: str, what: str, params: Optional[dict] = None) -> Optional[int]:
+        """totalCount of a query asking no hits, or None unless coverage is full."""
+        body = {"yql": Y.select(self.doctype, cond), "hits": 0, "timeout": f"{self.timeout}s", **(params or {})}
+        _, data = self._http("POST", "/search/", what, body=body)
+        return self._full_total(data.get("root", {}))
 
     def count(self) -> int:
         """totalCount of a match-all query when every node answered (coverage full); otherwise
@@ -307,18 +326,29 @@ class VespaStorage(RemoteStorage):
         total = self._total("true", "count documents")
         return total if total is not None else sum(1 for _ in self._visit("[id]"))
 
-    def count_matches(self, node: Optional[Node], text) -> int:
-        """totalCount of the query a filter-only or text find runs (the same YQL, the text as
-        `userq`), asking no hits; with partial coverage, the generic count of the matches. (The
-        generic count alone would ask for every match in one query, beyond max_hits on a large
-        collection.)"""
+    def _text(self, text, target: Optional[int] = None) -> tuple:
+        """(YQL condition, request parameters) of a text query: its terms (lexical.py) and the
+        weights of the fields it searches."""
+        self.need_texts()
+        raw, fields, operator = L.parts(text, self.texts)
+        cond = L.condition(raw, [f for f, _ in fields], operator, self.grammar, target)
+        return cond, L.weights(fields)
+
+    def _match(self, node: Optional[Node], text, target: Optional[int] = None) -> tuple:
+        """(YQL condition, parameters) of the documents a count, facet or sorted find covers:
+        those matching `node` and, with `text`, those the text query matches."""
         where = self._where(node)
         if text is None:
-            total = self._total(where or "true", "count matches")
-        else:
-            self.need_texts()
-            ui = Y.user_input(self.grammar)
-            total = self._total(ui if where is None else f"{ui} and {where}", "count text matches", {"userq": text})
+            return where or "true", {}
+        cond, params = self._text(text, target)
+        return (cond if where is None else f"{cond} and {where}"), params
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        """totalCount of the query a filter-only or text find runs, asking no hits; with
+        partial coverage, the generic count of the matches. (The generic count alone would ask
+        for every match in one query, beyond max_hits on a large collection.)"""
+        cond, params = self._match(node, text)
+        total = self._total(cond, "count text matches" if text is not None else "count matches", params)
         return total if total is not None else super().count_matches(node, text)
 
     def contains(self, id: str) -> bool:
@@ -332,10 +362,10 @@ class VespaStorage(RemoteStorage):
         return out
 
     def _scan(self, where: str, limit: Optional[int]) -> list:
-        """Matching hits in insertion order, paged on hs_seq (no deep offsets)."""
+        """Matching hits in insertion order, max_hits a page, paged on hs_seq (no deep offsets)."""
         hits, last = [], None
         while limit is None or len(hits) < limit:
-            size = PAGE if limit is None else min(PAGE, limit - len(hits))
+            size = self.max_hits if limit is None else min(self.max_hits, limit - len(hits))
             cond = where if last is None else f"({where}) and {SEQ_FIELD} > {Y.number_literal(last)}"
             page = self._search({"yql": Y.select(self.doctype, cond, order_by_seq=True), "hits": size},
                                 "list documents")
@@ -363,6 +393,160 @@ class VespaStorage(RemoteStorage):
         docs = self._docs(self._scan(self.yql.compile(node), limit))
         return [d.id for d in docs], docs
 
+    # ------------------------------------------- API.md section 7, on Vespa
+    def search_sorted(self, node: Optional[Node], text, keys: list, limit: Optional[int]) -> tuple:
+        """Vespa sorts (yql.sort_spec: the keys, missing values last, then BM25 with text, then
+        insertion order) in one query of up to max_hits hits; a longer result pages on with
+        `offset`. totalCount of the first answer is the total (sorting.degrading off: Vespa
+        would otherwise count approximately when the first key is a fast-search number). Keys
+        Vespa cannot order as API.md does (sort_spec) take the generic path."""
+        spec = Y.sort_spec(self.schema, keys, text is not None)
+        if spec is None:
+            return super().search_sorted(node, text, keys, limit)
+        cond, params = self._match(node, text)
+        body = {"yql": Y.select(self.doctype, cond), "ranking": "bm25" if text is not None else "unranked",
+                "sorting": spec, "sorting.degrading": False, **params}
+        hits, total = [], None
+        while limit is None or len(hits) < limit:
+            size = self.max_hits if limit is None else min(self.max_hits, limit - len(hits))
+            page = {"hits": size, "offset": len(hits)} if hits else {"hits": size}
+            root = self._query({**body, **page}, "run a sorted query")
+            if not hits:
+                total = self._full_total(root)
+            got = root.get("children", [])
+            hits += got
+            if len(got) < size:
+                break
+        docs = self._docs(hits)
+        scores = np.array([h.get("relevance", 0.0) if text is not None else 0.0 for h in hits], dtype=np.float32)
+        if total is None:
+            total = self.count_matches(node, text)
+        return [d.id for d in docs], scores, docs, total
+
+    def _grouping(self, cond: str, params: dict, grouping: str, what: str) -> Optional[dict]:
+        """label or group-list id -> its groups, from one grouping query asking no hits; None
+        unless every node answered (a partial count is never reported)."""
+        root = self._query({"yql": f"{Y.select(self.doctype, cond)} | {grouping}", "hits": 0, **params}, what)
+        if self._full_total(root) is None:
+            return None
+        lists = {}
+        for group in root.get("children", []):
+            if not str(group.get("id", "")).startswith("group:root"):
+                continue
+            for gl in group.get("children", []):
+                lists[gl.get("label", gl.get("id"))] = gl.get("children", [])
+        return lists
+
+    def _facet_match(self, field: str, node: Optional[Node], text) -> tuple:
+        """`_match` restricted to documents holding the field when it is optional: Vespa groups
+        a missing value as the attribute's "undefined" one ("" for a string, false for a
+        bool), which a stored value can share."""
+        spec = self.schema.fields[field]
+        if spec.optional:
+            node = Exists(field) if node is None else And((node, Exists(field)))
+        return self._match(node, text)
+
+    def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
+        """Vespa grouping: `limit` (and one more) most frequent values by count, or one
+        predefined bucket per range, in one query. When the last value kept ties with the
+        first left out, the query is asked again with twice as many groups, so that ties are
+        broken by value here. With partial coverage, the generic count of the matches."""
+        kind = self.schema.fields[field].kind
+        cond, params = self._facet_match(field, node, text)
+        if ranges is not None:
+            buckets = Y.range_buckets(kind, ranges)
+            lists = {} if all(b is None for _, b in buckets) else self._grouping(
+                cond, params, Y.range_grouping(field, buckets), "count facet ranges")
+            if lists is None:
+                return super().facets(field, node, text, limit, ranges)
+            return [((lo, hi), sum(int(g.get("fields", {}).get("count()", 0)) for g in lists.get(label, [])))
+                    for (lo, hi), (label, _) in zip(ranges, buckets)]
+        if limit == 0:
+            return []
+        n = limit + 1
+        while True:
+            lists = self._grouping(cond, params, Y.value_grouping(field, n), "count facet values")
+            if lists is None:
+                return super().facets(field, node, text, limit, ranges)
+            groups = next(iter(lists.values()), [])
+            pairs = sorted(((_group_value(kind, g), int(g.get("fields", {}).get("count()", 0))) for g in groups),
+                           key=lambda p: (-p[1], p[0]))
+            # complete when Vespa had no more groups, or the count at the cut is above every
+            # count left out (the (n)th, the smallest returned, bounds them)
+            if len(groups) < n or pairs[limit - 1][1] > pairs[-1][1]:
+                return pairs[:limit]
+            n *= 2
+
+    # --------------------------------------------- writes by condition
+    def _by_selection(self, method: str, selection: str, body: Optional[dict], what: str, done: str) -> int:
+        """A /document/v1 delete or update where `selection` is true, chunk after chunk
+        (continuation tokens) -> the documents it changed (documentCount of each chunk)."""
+        params = {"selection": selection, "cluster": self.cluster or A.CONTENT_CLUSTER,
+                  "timeChunk": f"{max(1.0, self.timeout / 2)}s", "timeout": f"{self.timeout}s"}
+        path = f"/document/v1/{self.namespace}/{self.doctype}/docid"
+        n, continuation = 0, None
+        while True:
+            try:
+                _, data = self._http(method, path, what, body=body,
+                                     params={**params, "continuation": continuation} if continuation else params)
+            except BackendError as e:
+                raise BackendError(f"{e}; {n} documents were {done} before it stopped, and Vespa has no "
+                                   "multi-document transaction to undo that") from None
+            n += int(data.get("documentCount", 0))
+            continuation = data.get("continuation")
+            if not continuation:
+                return n
+
+    def _selection(self, node: Node) -> Optional[str]:
+        """The node as a document selection, or None (logged) when the language cannot say it."""
+        try:
+            return self.selection.compile(node)
+        except NotSelectable as e:
+            log.info("Vespa at %s: the filter is not a document selection (%s); the matching ids are found "
+                     "by a query and written one request each", self.where(), e)
+            return None
+
+    def delete_where(self, node: Node) -> int:
+        """A /document/v1 delete where the filter's selection is true, run by Vespa; a filter
+        the selection language cannot say deletes the ids a query finds instead."""
+        sel = self._selection(node)
+        if sel is None:
+            return super().delete_where(node)
+        return self._by_selection("DELETE", sel, None, "delete documents by condition", "deleted")
+
+    def _assignments(self, values: dict) -> Optional[dict]:
+        """The update of every matching document, or None when it depends on the document:
+        unindexed fields live in one JSON string per document, and an optional field set on
+        some documents and cleared on others would both add to and remove from hs_present."""
+        if set(values) & set(self.codec.extra):
+            return None
+        fields = {}
+        for name, v in values.items():
+            spec = self.schema.fields[name]
+            fields[name] = {"assign": self.codec.encode_vector(v) if spec.kind is Kind.VECTOR and v is not None else v}
+        optional = [n for n in values if self.schema.fields[n].optional]
+        added = [n for n in optional if values[n] is not None]
+        removed = [n for n in optional if values[n] is None]
+        if added and removed:
+            return None
+        if added or removed:
+            # add may repeat a name already there: hs_present is only ever searched with contains
+            fields[PRESENT_FIELD] = {"add": added} if added else {"remove": removed}
+        return {"fields": fields}
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """A /document/v1 update where the filter's selection is true (assign of each value),
+        run by Vespa -> the documents it updated. An update that differs per document
+        (`_assignments`) or a filter the selection language cannot say updates the ids a
+        query finds, one request each."""
+        if not values:
+            return self.count_matches(node, None)
+        update = self._assignments(values)
+        sel = self._selection(node) if update is not None else None
+        if sel is None:
+            return super().update_where(node, values)
+        return self._by_selection("PUT", sel, update, "update documents by condition", "updated")
+
     # ------------------------------------------------------------ vectors
     def _where(self, node: Optional[Node]) -> Optional[str]:
         return None if node is None or isinstance(node, MatchAll) else self.yql.compile(node)
@@ -383,17 +567,16 @@ class VespaStorage(RemoteStorage):
                 for q in queries]
 
     # --------------------------------------------------------------- text
-    def search_text(self, text: str, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None) -> tuple:
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
         self.need_texts()
         where = self._where(node)
-        ui = Y.user_input(self.grammar)
 
         def lexical(n: int) -> list:
-            cond = ui if where is None else f"{ui} and {where}"
+            cond, params = self._match(node, text, n)
             return self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(n), "ranking": "bm25",
-                                 "userq": text},
-                                "run a text query")
+                                 **params}, "run a text query")
 
         if q is None:
             hits = lexical(k)
@@ -410,14 +593,58 @@ class VespaStorage(RemoteStorage):
                                  k, rrf_k)
             docs = [self.codec.document(by_id[i]) for i in chosen]
             return chosen, scores, docs
+        if fusion == "linear":
+            return self._linear(text, q, k, where, pool, ef, exact, weights or (0.5, 0.5))
         # the `hybrid` profile ranks by BM25 + similarity, as API.md's "sum"
-        nn = Y.nearest_neighbor(self.vec.name, pool, ef)
-        cond = f"({nn} or {ui})" + ("" if where is None else f" and {where}")
-        hits = self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "hybrid",
-                             "userq": text,
-                             "input.query(q)": [float(x) for x in q]}, "run a hybrid query")
+        hits = self._search(self._hybrid_body(text, q, k, where, pool, ef, exact), "run a hybrid query")
         docs = self._docs(hits)
         return [d.id for d in docs], np.array([h["relevance"] for h in hits], dtype=np.float32), docs
 
+    def _hybrid_body(self, text, q: np.ndarray, hits: int, where: Optional[str], pool: int, ef: int,
+                     exact: bool) -> dict:
+        """One query over the vector top-`pool` or the text matches, ranked by `hybrid`."""
+        tcond, params = self._text(text, hits)
+        nn = Y.nearest_neighbor(self.vec.name, pool, ef, approximate=not exact)
+        cond = f"({nn} or {tcond})" + ("" if where is None else f" and {where}")
+        return {"yql": Y.select(self.doctype, cond), "hits": self._hits(hits), "ranking": "hybrid",
+                "input.query(q)": [float(x) for x in q], **params}
+
+    def _linear(self, text, q: np.ndarray, k: int, where: Optional[str], pool: int, ef: int, exact: bool,
+                weights: tuple) -> tuple:
+        """fusion="linear" (API.md section 8) over the candidates of "sum": one query returns the
+        vector top-`pool` and every text match with its text score (the hybrid profile's
+        match feature); the vector parts are scored exactly from the hits' vectors, the pool
+        kept is the `pool` best of them, and query/fusion.py's fuse_linear mixes the parts.
+        Every candidate must come back in that one answer: more than max_hits of them raise
+        UnsupportedError, since the normalisation needs them all."""
+        hits = self._search(self._hybrid_body(text, q, self.max_hits, where, pool, ef, exact),
+                            "run a linear fusion query")
+        if len(hits) >= self.max_hits:
+            raise UnsupportedError(f"storage 'vespa' returns at most max_hits={self.max_hits} hits per query and "
+                                   "fusion=\"linear\" normalises over every candidate (the text matches and the "
+                                   "vector top candidates), which may be more: narrow the query with a filter, or "
+                                   "deploy and open the collection with a larger max_hits")
+        # ties go to insertion order, as the embedded storages' slots
+        hits.sort(key=lambda h: int(h["fields"][SEQ_FIELD]))
+        records = [h["fields"] for h in hits]
+        bm25 = np.array([float(r.get("matchfeatures", {}).get(A.TEXT_SCORE, 0.0)) for r in records])
+        vec = exact_scores(self.vectors(records), q, self.metric) if records else np.empty(0)
+        top = set(np.argsort(-vec, kind="stable")[:pool].tolist())
+        cand = np.array([i for i in range(len(records)) if bm25[i] > 0 or i in top], dtype=np.int64)
+        slots, scores = fuse_linear(cand, bm25[cand], vec[cand], k, *weights)
+        docs = [self.codec.document(records[s]) for s in slots.tolist()]
+        return [d.id for d in docs], scores, docs
+
     def close(self) -> None:
         self.session.close()
+
+
+def _group_value(kind, group: dict):
+    """A value group's value as the field's type: Vespa renders it as a string ("12",
+    "Books", "true"; a bool may come as 1 / 0)."""
+    v = group.get("value")
+    if kind is Kind.BOOL:
+        return v is True or str(v).lower() in ("true", "1")
+    if kind is Kind.INT:
+        return int(v)
+    return v

@@ -6,13 +6,16 @@ escaped (and control characters as \\uXXXX), integers plain within 32 bits and w
 Python's repr, booleans as true / false. A comparison whose argument the attribute cannot
 hold exactly is rewritten to one it can (price > 2.5 on a long -> price >= 3; an integer
 no double equals, on a double -> the nearest double with the bound adjusted), so Vespa
-never rounds the argument; bounds beyond every stored value are decided here. Query text never enters the YQL: it travels as a request parameter
-that `userInput(@userq)` refers to. Field names come from the schema and are checked
-identifiers (app.check_name).
+never rounds the argument; bounds beyond every stored value are decided here. Query text
+is compiled to terms by lexical.py. Field names come from the schema and are checked
+identifiers (app.check_name). Also here: the `sorting` parameter of sorted finds and the
+grouping expressions of facets.
 
 Semantics kept: a comparison is false where the field has no value and a negation
 matches documents without one (Vespa's `!` over an attribute search does exactly
-that); `$exists` reads the `hs_present` array (required fields always exist).
+that); `$exists` reads the `hs_present` array (required fields always exist). A bool
+attribute is one bit per document, so a document without the value reads as false:
+`= false` on an optional bool also asks `hs_present`.
 Vespa has no range comparison on strings: `$gt`/`$lt`... on a keyword field raise
 UnsupportedError naming the operator. Every negation is written `true and !(...)`
 because Vespa needs a positive term beside a negative one.
@@ -24,7 +27,7 @@ import math
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
-from hybridsearch.storages.remote.base import ID_FIELD, PRESENT_FIELD
+from hybridsearch.storages.remote.base import ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 
 _OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _INT32, _INT64 = 2 ** 31, 2 ** 63
@@ -120,6 +123,8 @@ class YqlFilter:
                                        f"{node.field!r}: YQL has no range comparison for strings")
             return f"{name} contains {string_literal(v)}"
         if isinstance(v, bool):
+            if v is False and spec is not None and spec.optional:
+                return f"({self._exists(node.field)} and {name} = false)"
             return f"{name} = {number_literal(v)}"
         kind = spec.kind if spec is not None else None
         if kind is Kind.FLOAT and not isinstance(v, float):
@@ -176,6 +181,67 @@ def nearest_neighbor(field: str, k: int, ef: int, approximate: bool = True) -> s
     return f"({{{exact}targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, q))"
 
 
-def user_input(grammar: str) -> str:
-    """The text term; the text itself is the request parameter `userq`."""
-    return f'({{grammar: {string_literal(grammar)}, defaultIndex: "default"}}userInput(@userq))'
+# ------------------------------------------------------------------ sorting
+def sort_spec(schema: Schema, keys: list, text: bool) -> "str | None":
+    """The `sorting` parameter of a sorted find (Vespa's sorting language), or None when a key
+    cannot be sorted natively as API.md orders it. YQL's `order by` has no missing-value
+    policy, the `sorting` parameter has: `missing(f,last)` puts documents without a value
+    last in both directions. Keywords sort with `raw` (UTF-8 bytes: Unicode code point
+    order; Vespa's default is locale-aware UCA). Ties: BM25 descending with text, then the
+    insertion number. None for an optional bool (one bit per document: a missing value
+    reads as false) and an optional keyword (Vespa's missing string is "", which a stored
+    "" would then share)."""
+    parts = []
+    for field, direction in keys:
+        spec = schema.fields[field]
+        name = ID_FIELD if field == "id" else field
+        kind = Kind.KEYWORD if field == "id" else spec.kind
+        if spec.optional and kind in (Kind.BOOL, Kind.KEYWORD):
+            return None
+        sign = "+" if direction == "asc" else "-"
+        expr = f"raw({name})" if kind is Kind.KEYWORD else name
+        # a required keyword's "" sorts first ascending and last descending by Vespa's
+        # default policy, which is where code point order puts it
+        parts.append(f"{sign}missing({expr},last)" if spec.optional else sign + expr)
+    if text:
+        parts.append("-[relevance]")
+    return " ".join(parts + [f"+{SEQ_FIELD}"])
+
+
+# ----------------------------------------------------------------- grouping
+def value_grouping(field: str, max_groups: int) -> str:
+    """The `max_groups` most frequent values of `field` with their counts (one grouping)."""
+    return f"all(group({field}) max({int(max_groups)}) order(-count()) each(output(count())))"
+
+
+def _bound(v, integer: bool, low: bool) -> str:
+    """A bucket bound as a grouping literal: None is -inf / inf; on a long attribute the
+    bound moves onto the integers (x >= 2.5 is x >= 3, x < 2.5 is x < 3)."""
+    if v is None:
+        return "-inf" if low else "inf"
+    if integer:
+        v = math.ceil(v)
+        if not -_INT64 <= v < _INT64:
+            return ("-inf" if v < 0 else "inf")
+        return str(int(v))
+    return repr(float(v))
+
+
+def range_buckets(kind, ranges: list) -> list:
+    """(label, bucket text or None: empty) per range; lo inclusive, hi exclusive as Vespa's
+    `bucket(lo, hi)`."""
+    out = []
+    integer = kind is Kind.INT
+    for n, (lo, hi) in enumerate(ranges):
+        a, b = _bound(lo, integer, True), _bound(hi, integer, False)
+        empty = lo is not None and hi is not None and (float(a) >= float(b))
+        out.append((f"r{n}", None if empty else f"bucket({a}, {b})"))
+    return out
+
+
+def range_grouping(field: str, buckets: list) -> str:
+    """One predefined-bucket grouping per range, side by side and labelled r<n>: the ranges
+    may overlap or come in any order, which one `predefined` list may not."""
+    parts = [f"all(group(predefined({field}, {bucket})) each(output(count())) as({label}))"
+             for label, bucket in buckets if bucket is not None]
+    return "all(" + " ".join(parts) + ")"

@@ -1,0 +1,123 @@
+"""Filter AST -> a Vespa document selection (the language of /document/v1 `selection=`),
+for deletes and updates by condition run by Vespa itself (pure text).
+
+Fields are read as `<doctype>.<field>` (the id as `<doctype>.hs_id`). The selection
+language compares a missing field with anything but `==` / `!=` as *invalid*, which a
+`not` keeps invalid (Vespa's document selector reference): every comparison on an
+optional field is therefore written `(f != null and f <op> v)`, false where the field has
+no value, so a negation matches documents without it, as on every storage.
+
+What the language cannot say exactly raises NotSelectable (the storage then deletes or
+updates the ids a query finds): strings outside printable ASCII (the language reads
+strings as ASCII), a comparison on an hs.Text field (a filter on text means its words,
+a selection would compare the whole string), bool fields (the reference gives no bool
+value to compare with), and numbers no 64-bit attribute or double can hold.
+"""
+from __future__ import annotations
+
+import math
+
+from hybridsearch.document import Kind, Schema
+from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
+from hybridsearch.storages.remote.base import ID_FIELD
+
+_OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_INT64 = 2 ** 63
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+
+
+class NotSelectable(Exception):
+    """The filter has a part a document selection cannot express exactly (the message says which)."""
+
+
+def string_literal(s: str) -> str:
+    """A selection string literal holding exactly s (printable ASCII; escapes for the rest of ASCII)."""
+    out = []
+    for ch in s:
+        if ord(ch) > 0x7e:
+            raise NotSelectable(f"the string {s!r} is not ASCII, and the selection language reads strings as ASCII")
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def number_literal(v) -> str:
+    """An integer as written; a float with its decimal point (the examples of the reference:
+    `543.34e4`, `-534E-3`)."""
+    if isinstance(v, int):
+        return str(v)
+    text = repr(float(v)).replace("e+", "e")
+    mantissa, _, exp = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + ("e" + exp if exp else "")
+
+
+class Selection:
+    """Compiles filter ASTs of one schema to document selections over `doctype`."""
+
+    def __init__(self, schema: Schema, doctype: str) -> None:
+        self.schema, self.doctype = schema, doctype
+
+    def _ref(self, field: str) -> str:
+        return f"{self.doctype}.{ID_FIELD if field == 'id' else field}"
+
+    def _value(self, field: str, op: str, v) -> tuple:
+        """(op, literal) meaning `field op v` exactly, or (None, None): no value can satisfy it."""
+        spec = self.schema.fields.get(field)
+        kind = Kind.KEYWORD if field == "id" else spec.kind
+        if kind is Kind.TEXT:
+            raise NotSelectable(f"{field!r} is an hs.Text field: a filter on it means its words")
+        if kind is Kind.BOOL or isinstance(v, bool):
+            raise NotSelectable(f"{field!r} is a bool field, and the selection language has no bool value")
+        if isinstance(v, str):
+            return op, string_literal(v)  # bytewise order: Unicode code point order for ASCII
+        if isinstance(v, float) and not math.isfinite(v):
+            raise NotSelectable(f"{v!r} has no literal in the selection language")
+        if kind is Kind.INT:
+            if isinstance(v, float) and v != math.floor(v):
+                if op == "$eq":
+                    return None, None
+                op, v = ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
+            v = int(v)
+            if not -_INT64 <= v < _INT64:
+                raise NotSelectable(f"{v} is beyond the 64-bit range of {field!r}")
+            return op, number_literal(v)
+        if isinstance(v, int) and float(v) != v:
+            raise NotSelectable(f"{v} has no exact double for the float field {field!r}")
+        return op, number_literal(float(v))
+
+    def _compare(self, field: str, op: str, v) -> str:
+        op, lit = self._value(field, op, v)
+        if op is None:
+            return "false"
+        cmp = f"{self._ref(field)} {_OPS[op]} {lit}"
+        spec = self.schema.fields.get(field)
+        if spec is not None and spec.optional:
+            return f"({self._ref(field)} != null and {cmp})"
+        return cmp
+
+    def compile(self, node: Node) -> str:
+        """The selection meaning the same as `node`; NotSelectable when it cannot be said."""
+        if isinstance(node, MatchAll):
+            return "true"
+        if isinstance(node, Compare):
+            return self._compare(node.field, node.op, node.value)
+        if isinstance(node, In):
+            parts = [p for p in (self._compare(node.field, "$eq", v) for v in node.values) if p != "false"]
+            return "false" if not parts else parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+        if isinstance(node, Exists):
+            spec = self.schema.fields.get(node.field)
+            return f"{self._ref(node.field)} != null" if spec is not None and spec.optional else "true"
+        if isinstance(node, Not):
+            return f"(not {self.compile(node.child)})"
+        if isinstance(node, (And, Or)):
+            if not node.children:
+                return "true" if isinstance(node, And) else "false"
+            joiner = " and " if isinstance(node, And) else " or "
+            return "(" + joiner.join(self.compile(c) for c in node.children) + ")"
+        raise NotSelectable(f"the filter node {node!r}")
