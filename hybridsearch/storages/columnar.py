@@ -223,7 +223,11 @@ class ColumnarStorage(Storage):
                 slots, scores = self.text.search(text, k, bits)
                 return self._hits(slots, scores)
             vscores, vrows = self._vectors(q, max(candidates, 1), node, exact, ef)
-            vrows = vrows[0][vrows[0] >= 0]
+            found = vrows[0] >= 0
+            vrows = vrows[0][found]
+            # no document outside the vector list scores above its last hit (the list is the top
+            # `candidates`; holding fewer, it holds every document the filter lets through)
+            vfloor = float(vscores[0][found][-1]) if len(vrows) == max(candidates, 1) else -np.inf
             if fusion == "rrf":
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
@@ -232,20 +236,23 @@ class ColumnarStorage(Storage):
                 slots, scores = fuse_linear(cand, self.text.scores(text, cand), self.store.vector_scores(q[0], cand),
                                             k, *(weights or (0.5, 0.5)))
             else:
-                slots, scores = self._hybrid_sum(text, q[0], vrows, k, bits)
+                slots, scores = self._hybrid_sum(text, q[0], vrows, vfloor, k, bits)
             return self._hits(slots, scores)
 
-    def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, k: int, bits) -> tuple:
+    def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, vfloor: float, k: int, bits) -> tuple:
         """Top-k of BM25 + vector score over the vector top list and every lexical match.
 
-        Scoring every lexical match is exact but slow when a common word matches most
-        of the collection. When the vector score has a known ceiling (cosine <= 1,
-        l2 <= 0), lexical matches are taken best-first in growing blocks until the
-        next one could not reach the k-th fused score even with that ceiling."""
-        ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric)
+        Scoring every lexical match is exact but slow when a common word matches most of the
+        collection. A lexical match outside the vector list has a vector score of at most
+        `vfloor` (the list's last score; the metric's ceiling, cosine <= 1 or l2 <= 0, when
+        lower), so lexical matches are taken best-first in growing blocks until the next one
+        could not reach the k-th fused score even with that bound. On an approximate graph the
+        list is the graph's, as for a vector find."""
+        ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric, np.inf)
+        bound = min(vfloor, ceiling)
         want = max(4 * k, 64)
         while True:
-            if ceiling is None:
+            if not np.isfinite(bound) and bound > 0:
                 lex = self.text.matches(text, bits)
                 last_bm25, complete = 0.0, True
             else:
@@ -254,8 +261,8 @@ class ColumnarStorage(Storage):
                 last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
             cand = np.union1d(vrows, lex)
             slots, scores = fuse_sum(cand, self.text.scores(text, cand), self.store.vector_scores(q, cand), k)
-            # a document outside `lex` has BM25 <= last_bm25: it cannot beat the k-th
-            if complete or (len(scores) >= k and last_bm25 + ceiling < float(scores[-1]) - 1e-6):
+            # a document outside `lex` has BM25 <= last_bm25 and, outside vrows, a vector score <= bound
+            if complete or (len(scores) >= k and last_bm25 + bound < float(scores[-1]) - 1e-6):
                 return slots, scores
             want *= 4
 
