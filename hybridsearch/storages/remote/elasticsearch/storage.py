@@ -639,20 +639,21 @@ class SearchEngineStorage(RemoteStorage):
             docs = self._docs(hits)
             return [d.id for d in docs], self._bm25(hits).astype(np.float32), docs
         q = q[0]
+        n = min(candidates, MAX_CANDIDATES)  # API.md: the vector top-`candidates` (and rrf's lexical list)
         pool = min(max(candidates, k), MAX_CANDIDATES)
         ef = min(max(ef or self.ef, pool), MAX_CANDIDATES)
         if fusion == "rrf":
-            lex = self._search(self._lexical_body(text, pool, flt))
-            vec = self._exact_hits(q, pool, flt) if exact else self._knn_search(q, pool, ef, flt)
+            lex = self._search(self._lexical_body(text, n, flt))
+            vec = self._exact_hits(q, n, flt) if exact else self._knn_search(q, n, ef, flt)
             chosen, scores = rrf([h["_id"] for h in lex], [h["_id"] for h in vec], k, rrf_k)
             by_id = {h["_id"]: h["_source"] for h in lex}
             missing = [i for i in chosen if i not in by_id]
             by_id.update(self._mget(missing) if missing else {})
             return chosen, scores, [self.codec.document(by_id[i], i) for i in chosen]
         if exact:
-            hits, bm25 = self._hybrid_exact(text, q, min(candidates, MAX_CANDIDATES), flt)
+            hits, bm25 = self._hybrid_exact(text, q, n, flt)
         elif fusion == "linear":
-            hits, bm25 = self._hybrid_lists(text, q, pool, min(candidates, MAX_CANDIDATES), ef, flt)
+            hits, bm25 = self._hybrid_lists(text, q, pool, n, ef, flt)
         else:
             hits, bm25 = self._hybrid_engine(text, q, pool, ef, flt)
         if not hits:
