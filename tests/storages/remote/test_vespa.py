@@ -10,11 +10,13 @@
 import json
 import re
 import threading
+import unicodedata
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Optional
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
@@ -651,6 +653,491 @@ def test_credentials_in_the_url_become_basic_auth_and_are_never_shown(server):
         da.find(vector=[1, 0, 0, 0])
     assert "s>cret-pw" not in str(err.value) and "status 500" in str(err.value)
     assert server.headers[-1]["Authorization"] == "Basic " + base64.b64encode(b"reader:s>cret-pw").decode()
+
+
+# -------------------------------------------------- API.md sections 7 and 8
+class Shelf(hs.Document):
+    """Optional fields of every kind a sort, facet or update treats apart."""
+
+    title: hs.Text
+    category: hs.Keyword
+    brand: Optional[hs.Keyword] = None
+    discount: Optional[int] = None
+    on_sale: Optional[bool] = None
+    notes: dict = {}
+    embedding: hs.Vector[4]
+
+
+def open_shelf(server, **kw):
+    server.queue((200, _search_response([], 0)))
+    da = hs.DocumentArray(Shelf, storage="vespa", url=server.url, doctype="shelf", **kw)
+    server.requests.pop(0)
+    return da
+
+
+def _query(path):
+    from urllib.parse import parse_qs, urlsplit
+    url = urlsplit(path)
+    return url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
+
+
+def test_sorted_find_is_one_sorted_query_with_its_total(server):
+    da = open_da(server)
+    server.queue((200, _search_response([_hit("d2", 0.0, _fields("d2", 2, [1, 0, 0, 0], price=3)),
+                                         _hit("d7", 0.0, _fields("d7", 7, [1, 0, 0, 0], price=5))], 9)))
+    res = da.find(filter={"category": "c"}, sort=[("price", "asc"), ("rating", "desc")], limit=1, offset=1)
+    assert server.requests[-1][2] == {"yql": 'select * from product where category contains "c"', "hits": 2,
+                                      "ranking": "unranked", "sorting": "+price -rating +hs_seq",
+                                      "sorting.degrading": False, "timeout": "30.0s"}
+    assert res.ids == ["d7"] and res.total == 9 and len(server.requests) == 1  # the total came with the hits
+    # with text: ties by BM25 then insertion; hit scores are the BM25 (relevance); the id as raw bytes
+    server.queue((200, _search_response([_hit("b", 2.5, _fields("b", 4, [1, 0, 0, 0])),
+                                         _hit("a", 7.0, _fields("a", 1, [1, 0, 0, 0]))], 2)))
+    res = da.find(text="usb", sort=[("id", "desc")], limit=5)
+    body = server.requests[-1][2]
+    assert body["sorting"] == "-raw(hs_id) -[relevance] +hs_seq" and body["ranking"] == "bm25"
+    assert body["yql"] == ('select * from product where ({targetHits: 100}weakAnd(title contains "usb", '
+                           'description contains "usb"))')
+    assert res.ids == ["b", "a"] and res.scores.tolist() == [2.5, 7.0] and res.total == 2
+
+
+def test_a_sorted_find_longer_than_max_hits_pages_with_offset(server):
+    da = open_da(server, max_hits=2)
+    server.queue((200, _search_response([_hit(i, 0.0, _fields(i, n, [1, 0, 0, 0])) for n, i in ((1, "a"), (2, "b"))], 5)),
+                 (200, _search_response([_hit(i, 0.0, _fields(i, n, [1, 0, 0, 0])) for n, i in ((3, "c"), (4, "d"))], 5)),
+                 (200, _search_response([_hit("e", 0.0, _fields("e", 5, [1, 0, 0, 0]))], 5)))
+    res = da.find(filter={"in_stock": True}, sort=[("price", "desc")], limit=None)
+    assert res.ids == ["a", "b", "c", "d", "e"] and res.total == 5
+    pages = [(b["hits"], b.get("offset")) for _, _, b in server.requests]
+    assert pages == [(2, None), (2, 2), (2, 4)]
+
+
+def test_missing_values_sort_last_or_take_the_generic_path(server):
+    da = open_shelf(server)
+    server.queue((200, _search_response([], 0)))
+    da.find(filter={"category": "c"}, sort=[("discount", "asc")])
+    assert server.requests[-1][2]["sorting"] == "+missing(discount,last) +hs_seq"
+    # an optional keyword ("" is Vespa's missing string) or bool (one bit): the generic sort,
+    # which lists the matches in insertion order and visits the ids
+    server.queue((200, _search_response([], 0)), (200, _visit_response([])))
+    assert da.find(filter={"category": "c"}, sort=[("brand", "asc")]).ids == []
+    (_, _, listing), (method, path, _) = server.requests[-2:]
+    assert "sorting" not in listing and listing["yql"].endswith("order by hs_seq asc")
+    assert method == "GET" and path.startswith("/document/v1/hybridsearch/shelf/docid?")
+
+
+def test_sort_specs():
+    from hybridsearch.storages.remote.vespa.yql import sort_spec
+    shelf, product = schema_of(Shelf), schema_of(Product)
+    assert sort_spec(product, [("category", "asc"), ("in_stock", "desc")], False) == \
+        "+raw(category) -in_stock +hs_seq"
+    assert sort_spec(shelf, [("discount", "desc"), ("id", "asc")], True) == \
+        "-missing(discount,last) +raw(hs_id) -[relevance] +hs_seq"
+    assert sort_spec(shelf, [("on_sale", "asc")], False) is None
+    assert sort_spec(shelf, [("discount", "asc"), ("brand", "asc")], False) is None
+
+
+def _grouping_response(lists, total=10, full=True):
+    """The shape of a grouping answer: root -> group:root:0 -> one grouplist per grouping
+    (its label) -> groups with their value (or bucket limits) and count()."""
+    out = _search_response([], total)
+    out["root"]["coverage"]["full"] = full
+    out["root"]["children"] = [{"id": "group:root:0", "relevance": 1.0, "continuation": {"this": ""},
+                                "children": [{"id": f"grouplist:{label}", "relevance": 1.0, "label": label,
+                                              "children": groups} for label, groups in lists.items()]}]
+    return out
+
+
+def _group(kind, value, count):
+    return {"id": f"group:{kind}:{value}", "relevance": 1.0, "value": str(value), "fields": {"count()": count}}
+
+
+def _bucket(lo, hi, count):
+    return {"id": f"group:long_bucket:{lo}:{hi}", "relevance": 1.0, "limits": {"from": str(lo), "to": str(hi)},
+            "fields": {"count()": count}}
+
+
+def test_facets_are_one_grouping_query(server):
+    da = open_da(server)
+    server.queue((200, _grouping_response({"category": [_group("string", "Books", 5), _group("string", "Toys", 3),
+                                                        _group("string", "Games", 2)]})))
+    assert da.facets("category", filter={"in_stock": True}, limit=2) == [("Books", 5), ("Toys", 3)]
+    assert server.requests[-1][2] == {
+        "yql": "select * from product where in_stock = true | "
+               "all(group(category) max(3) order(-count()) each(output(count())))",
+        "hits": 0, "timeout": "30.0s"}
+    server.queue((200, _grouping_response({"price": [_group("long", 12, 4), _group("long", -3, 1)]})))
+    assert da.facets("price", text="usb", limit=5) == [(12, 4), (-3, 1)]
+    assert server.requests[-1][2]["yql"] == (
+        'select * from product where ({targetHits: 100}weakAnd(title contains "usb", description contains "usb")) '
+        "| all(group(price) max(6) order(-count()) each(output(count())))")
+
+
+def test_facet_ties_at_the_cut_are_asked_again_and_broken_by_value(server):
+    da = open_da(server)
+    server.queue((200, _grouping_response({"category": [_group("string", "Books", 5), _group("string", "Toys", 3),
+                                                        _group("string", "Games", 3)]})),
+                 (200, _grouping_response({"category": [_group("string", "Books", 5), _group("string", "Toys", 3),
+                                                        _group("string", "Games", 3), _group("string", "Art", 3)]})))
+    assert da.facets("category", limit=2) == [("Books", 5), ("Art", 3)]
+    assert [b["yql"].split("| ")[1] for _, _, b in server.requests] == [
+        "all(group(category) max(3) order(-count()) each(output(count())))",
+        "all(group(category) max(6) order(-count()) each(output(count())))"]
+
+
+def test_facets_of_an_optional_field_count_documents_holding_it(server):
+    da = open_shelf(server)
+    server.queue((200, _grouping_response({"on_sale": [_group("bool", "true", 2), _group("bool", "false", 1)]})))
+    assert da.facets("on_sale", filter={"category": "c"}) == [(True, 2), (False, 1)]
+    assert server.requests[-1][2]["yql"] == (
+        'select * from shelf where (category contains "c" and hs_present contains "on_sale") | '
+        "all(group(on_sale) max(11) order(-count()) each(output(count())))")
+
+
+def test_range_facets_are_labelled_buckets_in_one_query(server):
+    da = open_da(server)
+    server.queue((200, _grouping_response({"r0": [_bucket(0, 100, 31)], "r1": [],
+                                           "r2": [_bucket(500, "9223372036854775807", 3)]})))
+    got = da.facets("price", ranges=[(0, 100), (100, 500.5), (500, None), (7, 7)], filter={"category": "c"})
+    assert got == [((0, 100), 31), ((100, 500.5), 0), ((500, None), 3), ((7, 7), 0)]
+    assert server.requests[-1][2]["yql"] == (
+        'select * from product where category contains "c" | all('
+        "all(group(predefined(price, bucket(0, 100))) each(output(count())) as(r0)) "
+        "all(group(predefined(price, bucket(100, 501))) each(output(count())) as(r1)) "  # x < 500.5 is x < 501
+        "all(group(predefined(price, bucket(500, inf))) each(output(count())) as(r2)))")  # (7, 7) is empty: not asked
+    server.queue((200, _grouping_response({"r0": []})))
+    assert da.facets("rating", ranges=[(None, 2.5)]) == [((None, 2.5), 0)]
+    assert "bucket(-inf, 2.5)" in server.requests[-1][2]["yql"]
+    n = len(server.requests)
+    assert da.facets("price", ranges=[(5, 5)]) == [((5, 5), 0)] and len(server.requests) == n  # nothing to ask
+
+
+def test_partial_coverage_facets_take_the_generic_count(server):
+    da = open_da(server)
+    server.queue((200, _grouping_response({"category": [_group("string", "Books", 5)]}, full=False)),
+                 (200, _search_response([_hit("a", 0.0, _fields("a", 1, [1, 0, 0, 0], category="Toys"))])))
+    assert da.facets("category") == [("Toys", 1)]  # the generic path listed the one match
+
+
+def _chunk(count, continuation=None):
+    """The answer of one chunk of a /document/v1 delete or update by selection."""
+    out = {"pathId": "/document/v1/hybridsearch/product/docid", "documentCount": count}
+    if continuation:
+        out["continuation"] = continuation
+    return out
+
+
+def test_delete_by_filter_is_a_selection_delete_run_by_vespa(server):
+    da = open_da(server)
+    server.queue((200, _chunk(2, "AAAB")), (200, _chunk(1)))
+    assert da.delete(filter={"category": 'a"b', "price": {"$lt": 10.5}}) == 3
+    (m1, p1, b1), (m2, p2, _) = server.requests
+    path, params = _query(p1)
+    assert (m1, path, b1) == ("DELETE", "/document/v1/hybridsearch/product/docid", None)
+    assert params == {"selection": '(product.category == "a\\"b" and product.price <= 10)',
+                      "cluster": "hybridsearch_content", "timeChunk": "15.0s", "timeout": "30.0s"}
+    assert m2 == "DELETE" and _query(p2)[1] == dict(params, continuation="AAAB")
+
+
+def test_a_selection_delete_that_stops_says_what_it_did(server):
+    da = open_da(server, cluster="content_b", max_retries=0)
+    server.queue((200, _chunk(2, "AAAB")), (500, {"message": "node down"}))
+    with pytest.raises(hs.BackendError, match="status 500.*node down.*2 documents were deleted before it stopped"):
+        da.delete(filter={"price": 1})
+    assert _query(server.requests[0][1])[1]["cluster"] == "content_b"
+
+
+def test_a_filter_without_selection_deletes_the_ids_a_query_finds(server):
+    da = open_da(server)
+    server.queue((200, _search_response([_hit("a", 0.0, _fields("a", 1, [1, 0, 0, 0]))])),
+                 (200, {"fields": _fields("a", 1, [1, 0, 0, 0])}), (200, {}))
+    assert da.delete(filter={"in_stock": False}) == 1  # bool: no selection value for it
+    assert [r[:2] for r in server.requests[1:]] == [("GET", doc_path("hybridsearch", "product", "a")),
+                                                    ("DELETE", doc_path("hybridsearch", "product", "a"))]
+    assert server.requests[0][2]["yql"] == "select * from product where in_stock = false order by hs_seq asc"
+
+
+def test_update_many_is_a_selection_update_run_by_vespa(server):
+    da = open_shelf(server)
+    server.queue((200, {"pathId": "/document/v1/hybridsearch/shelf/docid", "documentCount": 4}))
+    assert da.update_many({"category": "c"}, discount=5) == 4
+    method, path, body = server.requests[-1]
+    assert method == "PUT" and _query(path) == ("/document/v1/hybridsearch/shelf/docid", {
+        "selection": 'shelf.category == "c"', "cluster": "hybridsearch_content", "timeChunk": "15.0s",
+        "timeout": "30.0s"})
+    assert body == {"fields": {"discount": {"assign": 5}, "hs_present": {"add": ["discount"]}}}
+    server.queue((200, {"documentCount": 2}))
+    assert da.update_many({"discount": {"$gte": 2}}, discount=None, embedding=[0, 1, 0, 0]) == 2
+    method, path, body = server.requests[-1]
+    assert _query(path)[1]["selection"] == "(shelf.discount != null and shelf.discount >= 2)"
+    assert body == {"fields": {"discount": {"assign": None}, "embedding": {"assign": {"values": [0.0, 1.0, 0.0, 0.0]}},
+                               "hs_present": {"remove": ["discount"]}}}
+
+
+def test_update_many_of_unindexed_fields_rewrites_each_match(server):
+    da = open_shelf(server)
+    old = {"hs_id": "a", "hs_seq": 1, "hs_present": [], "title": "t", "category": "c",
+           "embedding": {"values": [1, 0, 0, 0]}, "hs_extra": '{"notes": {}}'}
+    server.queue((200, _search_response([_hit("a", 0.0, old)])), (200, {"fields": old}), (200, {}))
+    assert da.update_many({"category": "c"}, notes={"k": 1}) == 1  # one JSON string per document
+    assert [r[0] for r in server.requests] == ["POST", "GET", "PUT"]
+    assert server.requests[-1][2]["fields"]["hs_extra"] == {"assign": '{"notes":{"k":1}}'}
+
+
+def _linear_hits():
+    """A hybrid-profile answer: relevance order, each hit with its text_score match feature."""
+    rows = [("b", 2, [1, 1, 1, 0], 4.0), ("c", 3, [1, 1, 0, 0], 2.0), ("a", 1, [1, 0, 0, 0], 0.0),
+            ("d", 4, [0, 0, 1, 0], 0.0)]
+    return [_hit(i, 9.0, dict(_fields(i, seq, v), matchfeatures={"text_score": t})) for i, seq, v, t in rows]
+
+
+def test_linear_fusion_is_computed_here_over_one_querys_candidates(server):
+    da = open_da(server)
+    server.queue((200, _search_response(_linear_hits())))
+    res = da.find(text="usb", vector=[1, 0, 0, 0], fusion="linear", weights={"text": 0.3, "vector": 0.7},
+                  candidates=2, limit=2)
+    body = server.requests[-1][2]
+    assert body == {"yql": 'select * from product where (({targetHits: 2, hnsw.exploreAdditionalHits: 98}'
+                           'nearestNeighbor(embedding, q)) or ({targetHits: 10000}weakAnd(title contains "usb", '
+                           'description contains "usb")))',
+                    "hits": 10000, "ranking": "hybrid", "input.query(q)": [1.0, 0.0, 0.0, 0.0], "timeout": "30.0s"}
+    # candidates: the text matches b, c and the 2 best vectors a (1.0), c (0.707); d (0.0) is
+    # neither, so the vector part's minimum is b's 0.577: min-max over a, b, c gives text 0, 1,
+    # 0.5 and vector 1, 0, (0.707 - 0.577) / (1 - 0.577) -> a 0.7, b 0.3, c 0.365 (with d
+    # counted, b would rise to 0.704 and come first)
+    c = 0.3 * 0.5 + 0.7 * (np.sqrt(0.5) - np.sqrt(1 / 3)) / (1 - np.sqrt(1 / 3))
+    assert res.ids == ["a", "c"]
+    np.testing.assert_allclose(res.scores, [0.7, c], rtol=1e-6)
+
+
+def test_linear_fusion_with_more_candidates_than_max_hits_is_unsupported(server):
+    da = open_da(server, max_hits=4)
+    server.queue((200, _search_response(_linear_hits())))
+    with pytest.raises(hs.UnsupportedError, match="max_hits=4.*normalises over every candidate"):
+        da.find(text="usb", vector=[1, 0, 0, 0], fusion="linear", candidates=2, limit=2)
+
+
+def test_text_fields_weight_and_restrict_the_searched_fields(server):
+    da = open_da(server)
+    server.queue((200, _search_response([], 0)))
+    da.find(text="+usb -cable", text_fields={"title": 2.0}, limit=3)
+    body = server.requests[-1][2]
+    assert body["yql"] == 'select * from product where title contains "usb" and !(title contains "cable")'
+    assert body["input.query(w_title)"] == 2.0 and "input.query(w_description)" not in body
+    server.queue((200, _search_response([], 0)))
+    da.count(text="usb", text_fields={"title": 1.0, "description": 0.5})
+    assert server.requests[-1][2]["input.query(w_description)"] == 0.5
+
+
+@pytest.mark.parametrize("text,words", [("a*", ["a"]), ('red "phone', ["red", "phone"]), ("field:x", ["field", "x"]),
+                                        ("wi-fi", ["wi", "fi"]), ('x") or true or ("', ["x", "or", "true", "or"]),
+                                        ("usb\\c ok{", ["usb", "c", "ok"])])
+def test_literal_text_is_words_never_vespa_syntax(server, text, words):
+    # the audit's cases: what our syntax reads as literal words reaches Vespa as word terms
+    da = open_da(server)
+    server.queue((200, _search_response([], 0)))
+    da.find(text=text, text_fields={"title": 1.0})
+    yql = server.requests[-1][2]["yql"]
+    assert "userInput" not in yql and "userq" not in server.requests[-1][2]
+    assert yql == ("select * from product where ({targetHits: 100}weakAnd("
+                   + ", ".join(f'title contains "{w}"' for w in words) + "))")
+
+
+def test_text_syntax_compiles_per_field():
+    from hybridsearch.storages.remote.vespa.lexical import condition
+    f = ["title", "notes"]
+    assert condition('"new york" -crust', f) == (
+        '(title contains phrase("new", "york") or notes contains phrase("new", "york")) and '
+        '!(title contains "crust" or notes contains "crust")')
+    assert condition("+pizza +crust", f) == ('((title contains "pizza" and title contains "crust") or '
+                                             '(notes contains "pizza" and notes contains "crust"))')
+    assert condition("new york", f, operator="and") == condition("+new +york", f)
+    assert condition("new york", f, grammar="all") == condition("+new +york", f)
+    assert condition("+runn* pasta", ["title"]) == \
+        'rank(hs_words_title contains ({prefix: true}"runn"), title contains "pasta")'
+    assert condition('"one"', ["title"]) == 'title contains "one"'  # a phrase of one word is the word
+    for nothing in ("-red", "", "+ - ", '""', "*"):
+        assert condition(nothing, f) == "false"
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_any_text_becomes_word_literals_only(text):
+    from hybridsearch.engine.analysis import TextAnalyzer
+    from hybridsearch.storages.remote.vespa.lexical import condition
+    from hybridsearch.query.text import parse_text
+    yql = condition(text, ["title"], grammar="any")
+    allowed = set(TextAnalyzer(None, False).words(text)) | {c.text for c in parse_text(text) if c.kind == "prefix"}
+    literals = [json.loads(m) for m in re.findall(r'"(?:[^"\\]|\\.)*"', yql)]
+    assert set(literals) <= allowed
+    assert all(w and all(ch.isalnum() or unicodedata.category(ch)[0] == "M" or ch in "\u200c\u200d" for ch in w)
+               for w in literals)
+    # what is left once the literals are out is the compiler's own structure
+    skeleton = re.sub(r'"(?:[^"\\]|\\.)*"', "S", yql)
+    assert re.fullmatch(r'[a-z_ ()!,:{}S]*|false', skeleton.replace("phrase", "").replace("hs_words_title", "")
+                        .replace("prefix: true", "")), skeleton
+
+
+def test_optional_bool_false_asks_hs_present():
+    # a bool attribute is one bit: a document without the value reads as false in Vespa
+    s = schema_of(Shelf)
+    c = YqlFilter(s).compile
+    assert c(parse_filter({"on_sale": False}, s)) == '(hs_present contains "on_sale" and on_sale = false)'
+    assert c(parse_filter({"on_sale": True}, s)) == "on_sale = true"
+    docs = [{"on_sale": None, "hs_present": []}, {"on_sale": False, "hs_present": ["on_sale"]},
+            {"on_sale": True, "hs_present": ["on_sale"]}]
+    as_vespa = [dict(d, on_sale=bool(d["on_sale"])) for d in docs]  # the bit of a missing bool is 0
+    for flt, want in (({"on_sale": False}, [1]), ({"on_sale": {"$ne": False}}, [0, 2]), ({"on_sale": True}, [2])):
+        pred = YqlEval(c(parse_filter(flt, s))).parse()
+        assert [i for i, d in enumerate(as_vespa) if pred(d)] == want, flt
+
+
+# --------------------------------------------------- document selections
+_SEL_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)'
+                        r'|(?P<op>==|!=|<=|>=|<|>|\(|\))|(?P<word>[A-Za-z_][A-Za-z_0-9.]*))')
+_INVALID = object()
+_NULL = object()
+
+
+def _sel_string(lit):
+    body, out, i = lit[1:-1], [], 0
+    while i < len(body):
+        if body[i] == "\\":
+            nxt = body[i + 1]
+            if nxt == "x":
+                out.append(chr(int(body[i + 2:i + 4], 16)))
+                i += 4
+                continue
+            out.append({"n": "\n", "r": "\r", "t": "\t", "f": "\f"}.get(nxt, nxt))
+            i += 2
+            continue
+        assert 0x20 <= ord(body[i]) <= 0x7e, "unescaped character outside printable ASCII"
+        out.append(body[i])
+        i += 1
+    return "".join(out)
+
+
+class SelectionEval:
+    """Evaluates the document-selection subset the compiler writes with the language's
+    three-valued logic (Vespa's reference): ordering comparisons with null are invalid,
+    `and` / `or` / `not` propagate invalid, an invalid root does not match."""
+
+    def __init__(self, text, doctype):
+        pos, self.t, self.i, self.doctype = 0, [], 0, doctype
+        while pos < len(text):
+            m = _SEL_TOKEN.match(text, pos)
+            assert m and m.end() > pos, f"cannot tokenise {text[pos:]!r}"
+            pos = m.end()
+            self.t.append((m.lastgroup, m.group(m.lastgroup)))
+
+    def take(self):
+        self.i += 1
+        return self.t[self.i - 1]
+
+    def peek(self):
+        return self.t[self.i] if self.i < len(self.t) else (None, None)
+
+    def parse(self):
+        node = self.disj()
+        assert self.i == len(self.t)
+        return lambda d: node(d) is True
+
+    def chain(self, word, operand, combine):
+        parts = [operand()]
+        while self.peek() == ("word", word):
+            self.take()
+            parts.append(operand())
+        return lambda d: combine([p(d) for p in parts])
+
+    @staticmethod
+    def _and(vs):
+        return False if False in vs else _INVALID if _INVALID in vs else True
+
+    @staticmethod
+    def _or(vs):
+        return True if True in vs else _INVALID if _INVALID in vs else False
+
+    def disj(self):
+        return self.chain("or", self.conj, self._or)
+
+    def conj(self):
+        return self.chain("and", self.unary, self._and)
+
+    def unary(self):
+        kind, val = self.take()
+        if (kind, val) == ("word", "not"):
+            inner = self.unary()
+            return lambda d: (lambda v: _INVALID if v is _INVALID else not v)(inner(d))
+        if (kind, val) == ("op", "("):
+            inner = self.disj()
+            assert self.take() == ("op", ")")
+            return inner
+        if (kind, val) in (("word", "true"), ("word", "false")):
+            return lambda d, v=(val == "true"): v
+        left = self.value(kind, val)
+        _, op = self.take()
+        right = self.value(*self.take())
+        return lambda d: self.compare(left(d), op, right(d))
+
+    def value(self, kind, val):
+        if kind == "str":
+            s = _sel_string(val)
+            return lambda d: s
+        if kind == "num":
+            n = float(val) if any(c in val for c in ".eE") else int(val)
+            return lambda d: n
+        if val == "null":
+            return lambda d: _NULL
+        doctype, field = val.split(".")
+        assert doctype == self.doctype
+        return lambda d: _NULL if d.get(field) is None else d[field]
+
+    @staticmethod
+    def compare(a, op, b):
+        if op in ("==", "!="):
+            same = (a is _NULL and b is _NULL) or (a is not _NULL and b is not _NULL
+                                                   and isinstance(a, str) == isinstance(b, str) and a == b)
+            return same if op == "==" else not same
+        if a is _NULL or b is _NULL or isinstance(a, str) != isinstance(b, str):
+            return _INVALID
+        if isinstance(a, str):
+            a, b = a.encode(), b.encode()  # bytewise, as the reference says
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+@given(docs=st.lists(doc_strategy, min_size=1, max_size=15),
+       flt=filters.filter(lambda f: "in_stock" not in repr(f)))  # bools have no selection (tested below)
+@example(docs=[{"category": "a", "brand": None, "price": 0, "discount": None, "rating": 0.0, "in_stock": True}],
+         flt={"$not": {"discount": {"$lt": 3}}})  # a missing value fails a comparison, so matches its negation
+@settings(max_examples=300, deadline=None)
+def test_selection_means_what_the_filter_means(docs, flt):
+    from hybridsearch.storages.remote.vespa.selection import NotSelectable, Selection
+    rows = [Item(**dict(d, id=f"d{i}", vec=[1.0, 0.0])).model_dump() for i, d in enumerate(docs)]
+    try:
+        sel = Selection(S, "item").compile(parse_filter(flt, S))
+    except NotSelectable as e:
+        raise AssertionError(f"{flt} has a selection: {e}") from None
+    pred = SelectionEval(sel, "item").parse()
+    stored = [dict(r, hs_id=r["id"]) for r in rows]
+    assert [r["id"] for r in stored if pred(r)] == [r["id"] for r in rows if matches(r, flt)], sel
+
+
+def test_selection_literals_and_refusals():
+    from hybridsearch.storages.remote.vespa.selection import NotSelectable, Selection, number_literal, string_literal
+    c = Selection(S, "item").compile
+    assert number_literal(1e20) == "1.0e20" and number_literal(-2.5e-7) == "-2.5e-07" and number_literal(3.0) == "3.0"
+    assert string_literal('a"b\\c\nd\x01') == '"a\\"b\\\\c\\nd\\x01"'
+    assert c(parse_filter({"price": 2.5}, S)) == "false"
+    assert c(parse_filter({"discount": {"$gt": 2.5}}, S)) == "(item.discount != null and item.discount >= 3)"
+    assert c(parse_filter({"id": {"$gte": "d3"}}, S)) == 'item.hs_id >= "d3"'
+    # bounds moved onto values the field holds, or decided here
+    assert c(parse_filter({"rating": {"$gt": 2 ** 63 - 1}}, S)) == "item.rating >= 9.223372036854776e18"
+    assert c(parse_filter({"price": {"$lt": 2 ** 70}}, S)) == "true"
+    assert c(parse_filter({"discount": {"$gt": -float("inf")}}, S)) == "item.discount != null"
+    assert c(parse_filter({"rating": float("inf")}, S)) == "false"
+    for flt, why in (({"category": "café"}, "not ASCII"), ({"in_stock": True}, "bool")):
+        with pytest.raises(NotSelectable, match=why):
+            c(parse_filter(flt, S))
 
 
 # ------------------------------------------------------------------ a real node

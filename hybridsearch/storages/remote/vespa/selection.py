@@ -7,11 +7,12 @@ language compares a missing field with anything but `==` / `!=` as *invalid*, wh
 optional field is therefore written `(f != null and f <op> v)`, false where the field has
 no value, so a negation matches documents without it, as on every storage.
 
+Numbers are moved onto values the field can hold, as in yql.py (price > 2.5 on a long is
+price >= 3); a bound beyond every stored value (beyond 64 bits, infinite) is decided here.
+
 What the language cannot say exactly raises NotSelectable (the storage then deletes or
 updates the ids a query finds): strings outside printable ASCII (the language reads
-strings as ASCII), a comparison on an hs.Text field (a filter on text means its words,
-a selection would compare the whole string), bool fields (the reference gives no bool
-value to compare with), and numbers no 64-bit attribute or double can hold.
+strings as ASCII) and bool fields (the reference gives no bool value to compare with).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import math
 from hybridsearch.document import Kind, Schema
 from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
 from hybridsearch.storages.remote.base import ID_FIELD
+from hybridsearch.storages.remote.vespa.yql import _as_double, _Inexact
 
 _OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _INT64 = 2 ** 63
@@ -67,34 +69,40 @@ class Selection:
         return f"{self.doctype}.{ID_FIELD if field == 'id' else field}"
 
     def _value(self, field: str, op: str, v) -> tuple:
-        """(op, literal) meaning `field op v` exactly, or (None, None): no value can satisfy it."""
+        """(op, literal) meaning `field op v` exactly; (None, None): no value satisfies it;
+        ("exists", None): every value does."""
         spec = self.schema.fields.get(field)
         kind = Kind.KEYWORD if field == "id" else spec.kind
-        if kind is Kind.TEXT:
-            raise NotSelectable(f"{field!r} is an hs.Text field: a filter on it means its words")
         if kind is Kind.BOOL or isinstance(v, bool):
             raise NotSelectable(f"{field!r} is a bool field, and the selection language has no bool value")
         if isinstance(v, str):
             return op, string_literal(v)  # bytewise order: Unicode code point order for ASCII
-        if isinstance(v, float) and not math.isfinite(v):
-            raise NotSelectable(f"{v!r} has no literal in the selection language")
-        if kind is Kind.INT:
-            if isinstance(v, float) and v != math.floor(v):
-                if op == "$eq":
-                    return None, None
-                op, v = ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
-            v = int(v)
-            if not -_INT64 <= v < _INT64:
-                raise NotSelectable(f"{v} is beyond the 64-bit range of {field!r}")
-            return op, number_literal(v)
-        if isinstance(v, int) and float(v) != v:
-            raise NotSelectable(f"{v} has no exact double for the float field {field!r}")
-        return op, number_literal(float(v))
+        if kind is Kind.FLOAT and not isinstance(v, float):
+            v = _as_double(v)
+        beyond = (isinstance(v, float) and math.isinf(v)) or (kind is Kind.INT and not -_INT64 <= v < _INT64)
+        if beyond:  # no literal for it, and no stored value on its other side
+            holds = {"$eq": False, "$gt": v < 0, "$gte": v < 0, "$lt": v > 0, "$lte": v > 0}[op]
+            return ("exists" if holds else None), None
+        if kind is Kind.INT and isinstance(v, float) and v != math.floor(v):
+            if op == "$eq":
+                return None, None
+            op, v = ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
+        if isinstance(v, _Inexact):  # no double equals it: the bound moves onto the nearest one
+            op, v = v.rewrite(op)
+            if op is None:
+                return None, None
+        return op, number_literal(int(v) if kind is Kind.INT else float(v))
+
+    def _exists(self, field: str) -> str:
+        spec = self.schema.fields.get(field)
+        return f"{self._ref(field)} != null" if spec is not None and spec.optional else "true"
 
     def _compare(self, field: str, op: str, v) -> str:
         op, lit = self._value(field, op, v)
         if op is None:
             return "false"
+        if op == "exists":
+            return self._exists(field)
         cmp = f"{self._ref(field)} {_OPS[op]} {lit}"
         spec = self.schema.fields.get(field)
         if spec is not None and spec.optional:
@@ -111,8 +119,7 @@ class Selection:
             parts = [p for p in (self._compare(node.field, "$eq", v) for v in node.values) if p != "false"]
             return "false" if not parts else parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
         if isinstance(node, Exists):
-            spec = self.schema.fields.get(node.field)
-            return f"{self._ref(node.field)} != null" if spec is not None and spec.optional else "true"
+            return self._exists(node.field)
         if isinstance(node, Not):
             return f"(not {self.compile(node.child)})"
         if isinstance(node, (And, Or)):
