@@ -18,6 +18,7 @@ import numpy as np
 
 import hybridsearch as hs
 from hybridsearch.bench import vectors as V
+from hybridsearch.bench.corpora import zipf_titles
 from hybridsearch.bench.script import parser, sizes, start
 from hybridsearch.bench.tables import fmt
 from hybridsearch.bench.timing import round_robin
@@ -30,16 +31,6 @@ class Item(hs.Document):
     """One product: a title and its embedding."""
     title: hs.Text
     embedding: hs.Vector[128]
-
-
-def titles(n: int, rng) -> list:
-    """n titles of 8 Zipf-distributed pseudo-words."""
-    vocab = 20_000
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    words = ["".join(letters[rng.integers(0, 26, rng.integers(3, 9))]) for _ in range(vocab)]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.07
-    ids = rng.choice(vocab, size=(n, 8), p=p / p.sum())
-    return [" ".join(words[i] for i in row) for row in ids]
 
 
 def collection(storage: str, T: list, X: np.ndarray):
@@ -73,7 +64,7 @@ def main(argv=None) -> int:
     n, nq = sizes(args)
     out, facts = start("hybrid", args)
     rng = np.random.default_rng(18)
-    T = titles(n, rng)
+    T = zipf_titles(n, rng)
     X, _ = V.sift_like(n, 1, 128, seed=18)
     X = X.astype(np.float32)
     pick = rng.integers(0, n, nq)

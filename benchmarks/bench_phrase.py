@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 import hybridsearch as hs
+from hybridsearch.bench.corpora import zipf_titles
 from hybridsearch.bench.script import parser, sizes, start
 from hybridsearch.bench.timing import release_free_heap, rss_bytes
 from hybridsearch.engine.lexical import TextField, analyzer_for  # the index call alone (no public API)
@@ -26,15 +27,6 @@ from hybridsearch.engine.lexical import TextField, analyzer_for  # the index cal
 
 class Title(hs.Document):
     title: hs.Text
-
-
-def titles(n: int, rng) -> list:
-    vocab = 20_000
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    words = ["".join(letters[rng.integers(0, 26, rng.integers(3, 9))]) for _ in range(vocab)]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.07
-    ids = rng.choice(vocab, size=(n, 8), p=p / p.sum())
-    return [" ".join(words[i] for i in row) for row in ids]
 
 
 def median_time(fn, repeats: int) -> float:
@@ -64,7 +56,7 @@ def main(argv=None) -> int:
     n, nq = sizes(args)
     out, _ = start("phrase", args)
     rng = np.random.default_rng(0)
-    docs = titles(n, rng)
+    docs = zipf_titles(n, rng)
     slots = np.arange(n, dtype=np.int64)
 
     field = TextField("title", analyzer_for(None))

@@ -44,6 +44,16 @@ def vocabulary(rng, size: int, inflected: float = 0.15) -> list:
     return [words[i] for i in rng.permutation(size)]
 
 
+def zipf_titles(n: int, rng, words_per_title: int = 8, vocab: int = 20_000) -> list:
+    """n titles of `words_per_title` pseudo-words drawn Zipf(1.07) from a vocabulary of `vocab`:
+    common words match a large share of the titles, as in product catalogues."""
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(letters[rng.integers(0, 26, rng.integers(3, 9))]) for _ in range(vocab)]
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.07
+    ids = rng.choice(vocab, size=(n, words_per_title), p=p / p.sum())
+    return [" ".join(words[i] for i in row) for row in ids]
+
+
 def _embed_projection(texts: list, dim: int, index: dict, seed: int = 11) -> np.ndarray:
     """Deterministic bag-of-words embeddings: each word a fixed random vector, summed, normalised."""
     table = np.random.default_rng(seed).standard_normal((len(index) + 1, dim)).astype(np.float32)
