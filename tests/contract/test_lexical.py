@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
+from tests.conftest import STORAGES
 from tests.models import english_tokens
 
-TEXT_STORAGES = ["memory", "hnsw", "elasticsearch", "opensearch"]
+TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
 REMOTE = ("elasticsearch", "opensearch")  # collections opened by conftest's make_da, on real nodes
 FIXTURES = [HealthCheck.function_scoped_fixture]  # make_da opens a fresh collection per example
 K1, B = 1.2, 0.75
@@ -351,3 +352,32 @@ def test_fusion_options_are_checked(da):
         da.find(filter={}, min_score=1)
     with pytest.raises(hs.ConfigError):
         da.find(text="red", min_score="high")
+
+
+# ------------------------------------------ storages without text search refuse it, saying why
+NO_TEXT = {"hnswlib": "hnswlib has no lexical index", "annlite": "AnnLite has no lexical engine"}
+
+
+@pytest.mark.parametrize("storage", [s for s in NO_TEXT if s in STORAGES])  # annlite: in its child process
+def test_storages_without_text_search_refuse_every_text_option_saying_why(make_da, storage):
+    da = make_da(Product)
+    da.extend(random_docs(np.random.default_rng(0), 10))
+    q = np.ones(8)
+    text_calls = {
+        "find": lambda: da.find(text="red phone"), "page": lambda: da.find(text="red", limit=3, offset=3),
+        "hybrid": lambda: da.find(text="red", vector=q), "rrf": lambda: da.find(text="red", vector=q, fusion="rrf"),
+        "linear": lambda: da.find(text="red", vector=q, fusion="linear", weights={"text": 1.0}),
+        "text_fields": lambda: da.find(text="red", text_fields={"title": 2.0}),
+        "syntax": lambda: da.find(text='"red phone" +case'),
+        "operator": lambda: da.count(text="red phone", operator="and"),
+        "min_score": lambda: da.find(text="red", min_score=0.5),
+        "count": lambda: da.count(text="red"), "facets": lambda: da.facets("category", text="red"),
+        "sort": lambda: da.find(text="red", sort=[("price", "asc")]),
+    }
+    for name, call in text_calls.items():
+        with pytest.raises(hs.UnsupportedError) as refused:
+            call()
+        assert repr(storage) in str(refused.value) and NO_TEXT[storage] in str(refused.value), (name, refused.value)
+    # the same options without text still answer
+    assert len(da.find(vector=q, limit=3, min_score=-1.0)) == 3
+    assert da.count(filter={"category": "a"}) == 5 and da.facets("category") == [("a", 5), ("b", 5)]
