@@ -335,7 +335,8 @@ def test_query_terms_equal_pyvespas_querybuilder():
     # text terms (pyvespa writes annotations with quoted keys; Vespa's parser takes both)
     unquote = lambda c: re.sub(r'"(targetHits)"', r"\1", c.build())
     same(condition("nokia 3310", ["title"], grammar="weakAnd"),
-         unquote(qb.weakAnd(f("title").contains("nokia"), f("title").contains("3310"), annotations={"targetHits": 100})))
+         unquote(qb.weakAnd(f("title").contains("nokia"), f("title").contains("3310"),
+                            annotations={"targetHits": 100})))
     same(condition('"new york"', ["title"]), f("title").contains(qb.phrase("new", "york")))
     same(condition("piz*", ["title"]), f("hs_words_title").contains("piz", annotations={"prefix": True}))
     same(condition("+pizza york", ["title"]), qb.rank(f("title").contains("pizza"), f("title").contains("york")))
@@ -486,14 +487,17 @@ def test_text_and_hybrid_queries(server):
     body = server.requests[-1][2]
     assert body == {"yql": text, "hits": 5, "ranking": "bm25", "timeout": "30.0s"}
     assert res.ids == ["a"] and res.scores.tolist() == [7.5]
-    # res.total, when read: the same query asking no hits (not every match in one query)
+    # res.total, when read: the same terms asking no hits, as an OR (weakAnd prunes to its
+    # targetHits, and a total counts every document holding a term)
     server.queue((200, _search_response([], 12)))
     assert res.total == 12
-    assert server.requests[-1][2] == {"yql": text, "hits": 0, "timeout": "30.0s"}
+    assert server.requests[-1][2] == {"yql": 'select * from product where (title contains "nokia" or title contains '
+                                             '"3310" or description contains "nokia" or description contains "3310")',
+                                      "hits": 0, "timeout": "30.0s"}
     server.queue((200, _search_response([], 3)))
     assert da.count(text="nokia", filter={"in_stock": True}) == 3
-    assert server.requests[-1][2]["yql"] == ('select * from product where ({targetHits: 100}weakAnd(title contains '
-                                             '"nokia", description contains "nokia")) and in_stock = true')
+    assert server.requests[-1][2]["yql"] == ('select * from product where (title contains "nokia" or description '
+                                             'contains "nokia") and in_stock = true')
     server.queue((200, _search_response([_hit("a", 8.1, _fields("a", 1, [1, 0, 0, 0]))])))
     da.find(text="nokia", vector=[1, 0, 0, 0], limit=3, candidates=20)
     body = server.requests[-1][2]
@@ -696,16 +700,16 @@ def test_sorted_find_is_one_sorted_query_with_its_total(server):
     res = da.find(text="usb", sort=[("id", "desc")], limit=5)
     body = server.requests[-1][2]
     assert body["sorting"] == "-raw(hs_id) -[relevance] +hs_seq" and body["ranking"] == "bm25"
-    assert body["yql"] == ('select * from product where ({targetHits: 100}weakAnd(title contains "usb", '
-                           'description contains "usb"))')
+    assert body["yql"] == 'select * from product where (title contains "usb" or description contains "usb")'
     assert res.ids == ["b", "a"] and res.scores.tolist() == [2.5, 7.0] and res.total == 2
 
 
 def test_a_sorted_find_longer_than_max_hits_pages_with_offset(server):
     da = open_da(server, max_hits=2)
-    server.queue((200, _search_response([_hit(i, 0.0, _fields(i, n, [1, 0, 0, 0])) for n, i in ((1, "a"), (2, "b"))], 5)),
-                 (200, _search_response([_hit(i, 0.0, _fields(i, n, [1, 0, 0, 0])) for n, i in ((3, "c"), (4, "d"))], 5)),
-                 (200, _search_response([_hit("e", 0.0, _fields("e", 5, [1, 0, 0, 0]))], 5)))
+    def page(*ids):
+        return 200, _search_response([_hit(i, 0.0, _fields(i, "abcde".index(i) + 1, [1, 0, 0, 0])) for i in ids], 5)
+
+    server.queue(page("a", "b"), page("c", "d"), page("e"))
     res = da.find(filter={"in_stock": True}, sort=[("price", "desc")], limit=None)
     assert res.ids == ["a", "b", "c", "d", "e"] and res.total == 5
     pages = [(b["hits"], b.get("offset")) for _, _, b in server.requests]
@@ -769,7 +773,7 @@ def test_facets_are_one_grouping_query(server):
     server.queue((200, _grouping_response({"price": [_group("long", 12, 4), _group("long", -3, 1)]})))
     assert da.facets("price", text="usb", limit=5) == [(12, 4), (-3, 1)]
     assert server.requests[-1][2]["yql"] == (
-        'select * from product where ({targetHits: 100}weakAnd(title contains "usb", description contains "usb")) '
+        'select * from product where (title contains "usb" or description contains "usb") '
         "| all(group(price) max(6) order(-count()) each(output(count())))")
 
 
@@ -898,8 +902,7 @@ def test_linear_fusion_is_computed_here_over_one_querys_candidates(server):
                   candidates=2, limit=2)
     body = server.requests[-1][2]
     assert body == {"yql": 'select * from product where (({targetHits: 2, hnsw.exploreAdditionalHits: 98}'
-                           'nearestNeighbor(embedding, q)) or ({targetHits: 10000}weakAnd(title contains "usb", '
-                           'description contains "usb")))',
+                           'nearestNeighbor(embedding, q)) or (title contains "usb" or description contains "usb"))',
                     "hits": 10000, "ranking": "hybrid", "input.query(q)": [1.0, 0.0, 0.0, 0.0], "timeout": "30.0s"}
     # candidates: the text matches b, c and the 2 best vectors a (1.0), c (0.707); d (0.0) is
     # neither, so the vector part's minimum is b's 0.577: min-max over a, b, c gives text 0, 1,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
+from typing import Optional
 from xml.sax.saxutils import quoteattr
 
 from hybridsearch.document import Kind, Schema
@@ -83,7 +84,8 @@ def _field(name: str, type_: str, indexing: str, body: list) -> list:
 def _document_fields(schema: Schema, metric: str, m: int, ef_construct: int) -> tuple:
     """(lines of the document's fields, names of its text fields)."""
     fast = ["attribute {", "    fast-search", "}"]
-    lines = _field(ID_FIELD, "string", "attribute | summary", fast + ["match {", "    word", "    cased", "}"])
+    exact = fast + ["match {", "    word", "    cased", "}"]
+    lines = _field(ID_FIELD, "string", "attribute | summary", exact)
     lines += _field(SEQ_FIELD, "long", "attribute | summary", fast)
     lines += _field(PRESENT_FIELD, "array<string>", "attribute | summary", fast)
     lines += _field(EXTRA_FIELD, "string", "summary", [])
@@ -96,7 +98,7 @@ def _document_fields(schema: Schema, metric: str, m: int, ef_construct: int) -> 
             texts.append(spec.name)
             lines += _field(spec.name, "string", "index | summary", ["index: enable-bm25"])
         elif spec.kind is Kind.KEYWORD:
-            lines += _field(spec.name, "string", "attribute | summary", fast + ["match {", "    word", "    cased", "}"])
+            lines += _field(spec.name, "string", "attribute | summary", exact)
         elif spec.kind in _TYPES:
             lines += _field(spec.name, _TYPES[spec.kind], "attribute | summary", fast)
         elif spec.kind is Kind.VECTOR:
@@ -118,7 +120,8 @@ def _words_fields(texts: list) -> list:
     return lines
 
 
-def _profile(name: str, expression: str, inputs: list, text_score: str = None, match_text: bool = False) -> list:
+def _profile(name: str, expression: str, inputs: list, text_score: Optional[str] = None,
+             match_text: bool = False) -> list:
     """One rank profile: its inputs, the text_score function (when given), the first phase."""
     out = [f"    rank-profile {name} {{"]
     if inputs:

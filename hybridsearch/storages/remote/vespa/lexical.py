@@ -70,15 +70,10 @@ def _join(op: str, parts: list) -> str:
     return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
 
 
-def _in_field(field: str, musts: list, shoulds: list) -> Optional[str]:
-    """Where the field matches: its required terms (the optional ones rank beside them),
-    else one of its optional terms."""
-    if musts:
-        core = _join("and", [item(field, t) for t in musts])
-        return core if not shoulds else f"rank({core}, {', '.join(item(field, t) for t in shoulds)})"
-    if shoulds:
-        return _join("or", [item(field, t) for t in shoulds])
-    return None
+def _in_field(field: str, musts: list, shoulds: list) -> str:
+    """Where the field matches: all its required terms (the optional ones rank beside them)."""
+    core = _join("and", [item(field, t) for t in musts])
+    return core if not shoulds else f"rank({core}, {', '.join(item(field, t) for t in shoulds)})"
 
 
 def condition(text: str, fields: list, operator: str = "or", grammar: str = "any",
@@ -95,11 +90,14 @@ def condition(text: str, fields: list, operator: str = "or", grammar: str = "any
     nots = [t for t in ts if t.occur == MUST_NOT]
     if not musts and not shoulds:
         return "false"  # only exclusions, or no word: nothing to rank by
-    if grammar == "weakAnd" and not musts:
-        pairs = ", ".join(item(f, t) for f in fields for t in shoulds)
-        positive = f"({{targetHits: {max(WEAK_AND_TARGET, target or 0)}}}weakAnd({pairs}))"
-    else:
-        positive = _join("or", [p for p in (_in_field(f, musts, shoulds) for f in fields) if p])
+    if musts:
+        positive = _join("or", [_in_field(f, musts, shoulds) for f in fields])
+    else:  # optional terms only: a document needs one of them in any field
+        pairs = [item(f, t) for f in fields for t in shoulds]
+        if grammar == "weakAnd":
+            positive = f"({{targetHits: {max(WEAK_AND_TARGET, target or 0)}}}weakAnd({', '.join(pairs)}))"
+        else:
+            positive = _join("or", pairs)
     if not nots:
         return positive
     return f"{positive} and !({' or '.join(item(f, t) for t in nots for f in fields)})"

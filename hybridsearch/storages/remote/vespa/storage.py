@@ -328,15 +328,18 @@ class VespaStorage(RemoteStorage):
 
     def _text(self, text, target: Optional[int] = None) -> tuple:
         """(YQL condition, request parameters) of a text query: its terms (lexical.py) and the
-        weights of the fields it searches."""
+        weights of the fields it searches. `target`: the hits a ranked query keeps, which the
+        `text_grammar` weakAnd may prune to; None: every match is wanted (counts, facets,
+        sorted finds, linear fusion), so weakAnd gives way to a plain OR."""
         self.need_texts()
         raw, fields, operator = L.parts(text, self.texts)
-        cond = L.condition(raw, [f for f, _ in fields], operator, self.grammar, target)
+        grammar = "any" if target is None and self.grammar == "weakAnd" else self.grammar
+        cond = L.condition(raw, [f for f, _ in fields], operator, grammar, target)
         return cond, L.weights(fields)
 
     def _match(self, node: Optional[Node], text, target: Optional[int] = None) -> tuple:
         """(YQL condition, parameters) of the documents a count, facet or sorted find covers:
-        those matching `node` and, with `text`, those the text query matches."""
+        those matching `node` and, with `text`, those the text query matches (`_text`)."""
         where = self._where(node)
         if text is None:
             return where or "true", {}
@@ -601,9 +604,9 @@ class VespaStorage(RemoteStorage):
         return [d.id for d in docs], np.array([h["relevance"] for h in hits], dtype=np.float32), docs
 
     def _hybrid_body(self, text, q: np.ndarray, hits: int, where: Optional[str], pool: int, ef: int,
-                     exact: bool) -> dict:
+                     exact: bool, every_match: bool = False) -> dict:
         """One query over the vector top-`pool` or the text matches, ranked by `hybrid`."""
-        tcond, params = self._text(text, hits)
+        tcond, params = self._text(text, None if every_match else hits)
         nn = Y.nearest_neighbor(self.vec.name, pool, ef, approximate=not exact)
         cond = f"({nn} or {tcond})" + ("" if where is None else f" and {where}")
         return {"yql": Y.select(self.doctype, cond), "hits": self._hits(hits), "ranking": "hybrid",
@@ -617,7 +620,7 @@ class VespaStorage(RemoteStorage):
         kept is the `pool` best of them, and query/fusion.py's fuse_linear mixes the parts.
         Every candidate must come back in that one answer: more than max_hits of them raise
         UnsupportedError, since the normalisation needs them all."""
-        hits = self._search(self._hybrid_body(text, q, self.max_hits, where, pool, ef, exact),
+        hits = self._search(self._hybrid_body(text, q, self.max_hits, where, pool, ef, exact, every_match=True),
                             "run a linear fusion query")
         if len(hits) >= self.max_hits:
             raise UnsupportedError(f"storage 'vespa' returns at most max_hits={self.max_hits} hits per query and "
