@@ -95,6 +95,36 @@ def test_vector_and_hybrid_pages_are_slices_without_a_total(filled, storage):
         assert page.ids == longer.ids[9:15] and page.total is None
 
 
+SECTION_8 = {  # API.md section 8 and the text query syntax: each a text or hybrid find
+    "linear": {"text": "red lamp", "vector": [0.3, -0.2, 0.9, 0.1], "fusion": "linear",
+               "weights": {"text": 0.3, "vector": 0.7}},
+    "text_fields": {"text": "red lamp", "text_fields": {"title": 2.0}},
+    "syntax": {"text": '"red lamp" desk -chair'},
+    "prefix": {"text": "gre* +lamp"},
+    "operator": {"text": "red desk", "operator": "and"},
+}
+
+
+@pytest.mark.parametrize("case", list(SECTION_8))
+def test_section_8_and_syntax_pages_are_slices_and_min_score_a_prefix(filled, storage, case):
+    da, _ = filled(200, seed=4)
+    kwargs = SECTION_8[case]
+    if not _has_text(storage):
+        with pytest.raises(hs.UnsupportedError):
+            da.find(limit=5, **kwargs)
+        return
+    longer = da.find(limit=30, **kwargs)
+    assert len(longer) >= 12, (case, longer.ids)  # enough hits for the pages below to mean something
+    page = da.find(limit=7, offset=9, **kwargs)
+    assert page.ids == longer.ids[9:16] and list(page.scores) == list(longer.scores[9:16])
+    if "vector" not in kwargs:  # a text find counts its matches, as count() with the same options
+        counted = {k: v for k, v in kwargs.items() if k in ("text", "text_fields", "operator")}
+        assert page.total == longer.total == da.count(**counted) >= len(longer)
+    cut = float(longer.scores[11])
+    kept = da.find(limit=30, min_score=cut, **kwargs)
+    assert kept.ids == [i for i, s in zip(longer.ids, longer.scores) if s >= cut] and kept.total is None
+
+
 def test_offset_is_checked(filled):
     da, _ = filled(5)
     for bad in (-1, 1.5, "2", True, None):
