@@ -846,7 +846,7 @@ def test_delete_by_filter_is_a_selection_delete_run_by_vespa(server):
 def test_a_selection_delete_that_stops_says_what_it_did(server):
     da = open_da(server, cluster="content_b", max_retries=0)
     server.queue((200, _chunk(2, "AAAB")), (500, {"message": "node down"}))
-    with pytest.raises(hs.BackendError, match="status 500.*node down.*2 documents were deleted before it stopped"):
+    with pytest.raises(hs.BackendError, match="status 500.*node down.*2 documents were deleted by the chunks that finished"):
         da.delete(filter={"price": 1})
     assert _query(server.requests[0][1])[1]["cluster"] == "content_b"
 
@@ -1170,5 +1170,19 @@ def test_a_real_vespa_node_round_trip():
         assert da.find(filter={"category": run, "price": {"$lt": 3}}, limit=None).ids == [d["id"] for d in docs[:3]]
         da.update(docs[0]["id"], price=77)
         assert da.find(filter={"category": run, "price": 77}).ids == [docs[0]["id"]]
+        # API.md sections 7 and 8 on the node
+        mine = {"category": run}
+        res = da.find(filter=mine, sort=[("price", "desc")], limit=2, offset=1)
+        assert res.ids == [docs[19]["id"], docs[18]["id"]] and res.total == 20
+        assert da.count(text="shoe", filter=mine) == 20
+        assert da.facets("price", filter=mine, ranges=[(0, 10), (10, None)]) == [((0, 10), 9), ((10, None), 11)]
+        assert da.facets("category", filter=mine) == [(run, 20)]
+        assert da.find(text='"red shoe" -7', filter=mine, limit=30).total == 19
+        assert da.find(text="sho*", filter=mine, limit=1).total == 20
+        hybrid = da.find(text="shoe 3", vector=docs[3]["embedding"], fusion="linear", filter=mine, limit=1)
+        assert hybrid.ids == [docs[3]["id"]]
+        assert da.update_many({**mine, "price": {"$lt": 3}}, price=500) == 2
+        assert da.count(filter={**mine, "price": 500}) == 2
+        assert da.delete(filter={**mine, "price": 500}) == 2
     finally:
         da.delete([d["id"] for d in docs])

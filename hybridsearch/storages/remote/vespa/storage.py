@@ -493,8 +493,9 @@ class VespaStorage(RemoteStorage):
                 _, data = self._http(method, path, what, body=body,
                                      params={**params, "continuation": continuation} if continuation else params)
             except BackendError as e:
-                raise BackendError(f"{e}; {n} documents were {done} before it stopped, and Vespa has no "
-                                   "multi-document transaction to undo that") from None
+                raise BackendError(f"{e}; {n} documents were {done} by the chunks that finished and the failed "
+                                   f"one may have {done} more, which Vespa has no multi-document transaction to "
+                                   "undo") from None
             n += int(data.get("documentCount", 0))
             continuation = data.get("continuation")
             if not continuation:
