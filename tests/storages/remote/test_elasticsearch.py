@@ -11,6 +11,7 @@ import json
 import logging
 import time
 import uuid
+from typing import Annotated
 
 import numpy as np
 import pytest
@@ -490,3 +491,79 @@ def test_a_password_in_the_url_is_in_no_config_repr_or_error():
     with pytest.raises(hs.ConfigError) as err:
         ElasticsearchStorage.Config.parse("elasticsearch", {"hosts": ["http://u:pw-in-url@h", 3]})
     assert "pw-in-url" not in str(err.value)
+
+
+# ------------------------------------------- API.md section 8 and the text query syntax
+def test_text_query_shapes():
+    """Plain words stay one multi_match (weights as field^w); the syntax is a dis_max of per-field
+    bools, exclusions a must_not over every searched field; a clause without a word is dropped."""
+    from hybridsearch.query.text import TextQuery
+    from hybridsearch.storages.remote.elasticsearch import lexical as L
+    assert L.text_clause("red shoe", ["title", "body"]) == {
+        "multi_match": {"query": "red shoe", "fields": ["title", "body"], "type": "best_fields"}}
+    weighted = L.text_clause(TextQuery("red shoe", (("title", 2.0), ("body", 0.5)), "and"), ["title", "body"])
+    assert weighted["multi_match"]["fields"] == ["title^2.0", "body^0.5"]
+    assert weighted["multi_match"]["operator"] == "and"
+    q = L.text_clause(TextQuery('"red shoe" +sh* -blue !!', (("title", 2.0),)), ["title", "body"], 2.2)
+    title, = q["bool"]["must"][0]["dis_max"]["queries"]
+    assert title == {"bool": {"must": [{"prefix": {"title": {"value": "sh", "rewrite": "constant_score",
+                                                             "boost": 2.2}}}],
+                              "should": [{"match_phrase": {"title": {"query": "red shoe"}}}],
+                              "minimum_should_match": 0, "boost": 2.0}}
+    assert q["bool"]["must_not"] == [{"match": {"title": {"query": "blue", "operator": "or"}}}]
+    assert L.text_clause("-blue +!!", ["title"]) == L.NOTHING  # nothing to score: no match
+
+
+class Dish(hs.Document):
+    name: Annotated[hs.Text, hs.Analyzer(stemmer=None)]     # the engines' standard analyzer does not stem
+    notes: Annotated[hs.Text, hs.Analyzer(stemmer=None)] = ""
+    v: hs.Vector[2]
+
+
+DISHES = [{"id": "1", "name": "New York pizza", "notes": "thin crust", "v": [1, 0]},
+          {"id": "2", "name": "Pizza, New York style", "notes": "large slices", "v": [0.9, 0.3]},
+          {"id": "3", "name": "York ham", "notes": "new potatoes, York cheese, new york", "v": [0.2, 1]},
+          {"id": "4", "name": "Running club pasta", "notes": "batteries not included", "v": [0, 1]},
+          {"id": "5", "name": "Runner beans", "notes": "newly picked", "v": [-1, 0.1]}]
+
+
+def same_ranking(a, b) -> bool:
+    """The same hits with the same scores (relative 1e-5), in the same order up to equal scores."""
+    return (len(a) == len(b) and np.allclose(a.scores, b.scores, rtol=1e-5)
+            and {(i, round(float(s), 4)) for i, s in zip(a.ids, a.scores)}
+            == {(i, round(float(s), 4)) for i, s in zip(b.ids, b.scores)})
+
+
+def test_the_syntax_answers_as_the_memory_storage(open_da):
+    """The same answers and scores as memory's on an unstemmed schema (no write since the index was
+    made, lengths below 24 tokens: Lucene's statistics and norms are exact), in every mode."""
+    remote, mem = open_da(Dish), hs.DocumentArray(Dish)
+    remote.extend(DISHES)
+    mem.extend(DISHES)
+    queries = ['"new york"', '"new york" +pizza', 'york new -crust', '+york new ru*', 'ne* "york cheese"',
+               'runn* -"club pasta"', '"york" -ham', "+!! york"]
+    options = [{}, {"text_fields": {"name": 2.0, "notes": 0.5}}, {"operator": "and"}, {"text_fields": {"notes": 1.5}}]
+    for text in queries:
+        for kw in options:
+            a, b = mem.find(text=text, **kw), remote.find(text=text, **kw)
+            assert same_ranking(a, b), (text, kw, a, b)
+            assert remote.count(text=text, **kw) == mem.count(text=text, **kw) == b.total
+        for fusion in ("sum", "linear", "rrf"):
+            for exact in (True, False):  # five documents: the engine's lists hold them all
+                a = mem.find(text=text, vector=[1, 0.2], fusion=fusion, candidates=3)
+                b = remote.find(text=text, vector=[1, 0.2], fusion=fusion, candidates=3, exact=exact)
+                assert same_ranking(a, b), (text, fusion, exact, a, b)
+
+
+def test_linear_fusion_sends_both_lists_in_one_msearch(open_da, proxy):
+    da = open_da(Dish, hosts=proxy.url)
+    da.extend(DISHES)
+    n = len(proxy.requests)
+    res = da.find(text="york", vector=[1, 0], fusion="linear", weights={"text": 1.0, "vector": 3.0})
+    sent = proxy.requests[n:]
+    assert [r.path.split("?")[0] for r in sent][:1] == ["/_msearch"] and len(proxy.seen("/_msearch")) == 1
+    lexical, knn = sent[0].lines()[1], sent[0].lines()[3]
+    assert "multi_match" in json.dumps(lexical) and "knn" in json.dumps(knn)
+    exact = da.find(text="york", vector=[1, 0], fusion="linear", weights={"text": 1.0, "vector": 3.0}, exact=True)
+    assert res.ids == exact.ids and np.allclose(res.scores, exact.scores)  # five documents: both lists hold all
+    assert res.scores[0] <= 4.0 and res.scores[-1] >= 0.0

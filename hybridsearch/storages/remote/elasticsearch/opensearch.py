@@ -86,9 +86,9 @@ class OpenSearchStorage(SearchEngineStorage):
     def _knn_body(self, q, k, ef, flt) -> dict:
         return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
 
-    def _hybrid_body(self, text, q, size, ef, flt) -> dict:
+    def _hybrid_body(self, text, q, size, k, ef, flt) -> dict:
         lexical = named(self._lexical_clause(text), LEXICAL)
-        return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, size, ef, flt)],
+        return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, k, ef, flt)],
                                                  "filter": [flt] if flt else [], "minimum_should_match": 1}}}
 
     def _streaming_bulk(self, client, actions, **kwargs):

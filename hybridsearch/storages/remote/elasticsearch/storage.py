@@ -139,7 +139,9 @@ class SearchEngineStorage(RemoteStorage):
         """The search body of a pre-filtered vector query for the k nearest."""
         raise NotImplementedError
 
-    def _hybrid_body(self, text: str, q: np.ndarray, size: int, ef: int, flt: Optional[dict]) -> dict:
+    def _hybrid_body(self, text, q: np.ndarray, size: int, k: int, ef: int, flt: Optional[dict]) -> dict:
+        """The search body of the engine's hybrid pool: the `size` best of the lexical matches
+        and the k nearest vectors, by the engine's sum of both scores."""
         raise NotImplementedError
 
     def _streaming_bulk(self, client, actions, **kwargs):
@@ -655,9 +657,13 @@ class SearchEngineStorage(RemoteStorage):
         elif fusion == "linear":
             hits, bm25 = self._hybrid_lists(text, q, pool, n, ef, flt)
         else:
-            hits, bm25 = self._hybrid_engine(text, q, pool, ef, flt)
+            hits, bm25 = self._hybrid_engine(text, q, pool, n, ef, flt)
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
+        # candidates in insertion order: equal fused scores go to the earlier document, as on
+        # the embedded storages (the fusion breaks ties by slot)
+        order = sorted(range(len(hits)), key=lambda i: (int(hits[i]["_source"][SEQ_FIELD]), hits[i]["_id"]))
+        hits, bm25 = [hits[i] for i in order], bm25[order]
         vec = exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric)
         slots = np.arange(len(hits))
         if fusion == "linear":  # the one implementation of API.md section 8 (query/fusion.py)
@@ -671,9 +677,10 @@ class SearchEngineStorage(RemoteStorage):
         """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
         return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
 
-    def _hybrid_engine(self, text, q, pool, ef, flt) -> tuple:
-        """The engine's bool + knn pool -> (hits, BM25 of each hit)."""
-        hits = self._search(self._hybrid_body(text, q, pool, ef, flt), "run a hybrid query",
+    def _hybrid_engine(self, text, q, pool, n, ef, flt) -> tuple:
+        """The engine's bool + knn pool (the vector top-`n` and the lexical matches, `pool` of them
+        by the engine's sum) -> (hits, BM25 of each hit)."""
+        hits = self._search(self._hybrid_body(text, q, pool, n, ef, flt), "run a hybrid query",
                             include_named_queries_score=True)
         # the engine ranks its pool by BM25 + its transformed knn score; the caller ranks it by
         # API.md's BM25 + vector similarity instead, with each hit's BM25 from its named-query
@@ -752,11 +759,11 @@ class ElasticsearchStorage(SearchEngineStorage):
     def _knn_body(self, q, k, ef, flt) -> dict:
         return {"size": k, "knn": self._knn(q, k, ef, flt)}
 
-    def _hybrid_body(self, text, q, size, ef, flt) -> dict:
+    def _hybrid_body(self, text, q, size, k, ef, flt) -> dict:
         # the lexical clause is optional here: the top-level knn adds the vector hits to its matches
         lexical = L.named(self._lexical_clause(text), LEXICAL)
         return {"size": size, "query": {"bool": {"should": [lexical], "filter": [flt] if flt else []}},
-                "knn": self._knn(q, size, ef, flt)}
+                "knn": self._knn(q, k, ef, flt)}
 
     def _with_params(self, body: dict) -> dict:
         # the 8.x client takes the body's fields as arguments; `body=` beside query parameters
