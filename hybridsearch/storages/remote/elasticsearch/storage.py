@@ -26,7 +26,12 @@ Semantics of API.md kept here:
   (`multi_match` `best_fields`; Elasticsearch's divided by k1 + 1 = 2.2, see
   `ElasticsearchStorage.bm25_scale`); hybrid "sum" takes its candidates from the
   engine's bool + knn sum (the e-commerce benchmark's query) and ranks them by
-  BM25 (the lexical clause's named-query score) + vector score; "rrf" is fused here;
+  BM25 (the lexical clause's named-query score) + vector score; "linear" and "rrf"
+  are fused here (query/fusion.py), and exact=True takes API.md's candidates
+  exactly (every lexical match, the exact vector top-candidates);
+- API.md section 8 and the text query syntax: `text_fields` weights, operator="and",
+  phrases, +required, -excluded and prefix* are built into the lexical query by
+  lexical.py, so every mode with text (find, hybrid, count, facets, sort) runs them;
 - a filtered vector search is pre-filtered (`knn.filter`); when the engine
   returns fewer than min(limit, matches) hits, the query is answered exactly
   by scoring every matching document's vector here;
