@@ -124,6 +124,25 @@ def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
     return out
 
 
+def scores_rows_at(const float[:, ::1] X, const int64_t[::1] rows, const float[::1] q, str metric):
+    """scores_rows over the listed rows of X, read in place (no gathered copy); rows must be
+    valid row numbers of X (the caller's candidates)."""
+    cdef Py_ssize_t n = rows.shape[0], d = X.shape[1]
+    if q.shape[0] != d:
+        raise ValueError("query dimension does not match")
+    out = np.empty(n, dtype=np.float32)
+    if n == 0:
+        return out
+    cdef float[::1] o = out
+    cdef bint l2 = metric == "l2"
+    with nogil:
+        if l2:
+            hs_l2sq_rows(&X[0, 0], d, &rows[0], n, 0, &q[0], &o[0])
+        else:
+            hs_dot_rows(&X[0, 0], d, &rows[0], n, 0, &q[0], &o[0])
+    return out
+
+
 def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):
     """q . c for every int8 code row c of C (the quantized HNSW graph's traversal product)."""
     cdef Py_ssize_t n = C.shape[0], d = C.shape[1]

@@ -488,8 +488,12 @@ class ColumnStore:
         """The user-facing similarity (API.md) of query q to the given rows, exact, in float64."""
         if len(rows) == 0:
             return np.empty(0, dtype=np.float64)
-        X = np.ascontiguousarray(self.vectors[rows])
-        raw = K.scores_rows(X, np.ascontiguousarray(q, dtype=np.float32), self.metric).astype(np.float64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if rows.min() < 0 or rows.max() >= len(self.vectors):
+            raise IndexError("vector_scores: a row outside the vector block")
+        # the rows are read where they are (prefetched by the kernel), not gathered into a copy
+        raw = K.scores_rows_at(self.vectors, rows, np.ascontiguousarray(q, dtype=np.float32),
+                               self.metric).astype(np.float64)
         if self.metric == "ip":
             return raw
         if self.metric == "l2":

@@ -61,6 +61,14 @@ def _array(a, dtype, what: str) -> np.ndarray:
     return a
 
 
+
+def slot_bits(slots: np.ndarray) -> np.ndarray:
+    """The uint64 bitset (bit s of word s // 64, little-endian) of non-negative slots, built
+    through a byte mask in O(max slot / 8) rather than one ufunc.at call per slot."""
+    mask = np.zeros((int(slots.max()) // 64 + 1) * 64, dtype=bool)
+    mask[slots] = True
+    return np.packbits(mask, bitorder="little").view(np.uint64)
+
 class TextField:
     """The analyzer, the term dictionary and the inverted index of one hs.Text field."""
 
@@ -373,8 +381,7 @@ class TextIndex:
             valid = slots[slots >= 0]
             if not len(valid):
                 return best
-            bits = np.zeros(int(valid.max()) // 64 + 1, dtype=np.uint64)
-            np.bitwise_or.at(bits, valid >> 6, np.left_shift(np.uint64(1), (valid & 63).astype(np.uint64)))
+            bits = slot_bits(valid)
             got, scores = self._run(plan, None, bits)  # every match among the slots, ascending
             at = np.minimum(np.searchsorted(got, slots), max(len(got) - 1, 0))
             hit = (got[at] == slots) if len(got) else np.zeros(len(slots), dtype=bool)
@@ -408,6 +415,17 @@ class TextIndex:
             return parts[0][0].index.count(parts[0][1], bits)
         return len(self.matches(text, bits))
 
+    def scored_matches(self, text: str, bits: Optional[np.ndarray]) -> tuple:
+        """(slots ascending, best-field BM25 float32) of every match, in one native call: what
+        matches() and scores() give together, without a second pass over the matches."""
+        plan = self._plan(text)
+        if plan is None:  # a plain OR: one "should" term clause per query term and field
+            plan = [(f, [("term", SHOULD, (int(t),), float(w)) for t, w in zip(terms.tolist(), weights.tolist())])
+                    for f, terms, weights in self._queries(text)]
+        if not any(c for _, c in plan):
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        return self._run(plan, None, bits)
+
     def matches(self, text: str, bits: Optional[np.ndarray]) -> np.ndarray:
         """Slots the query matches, ascending (plain query: where any field holds any query term)."""
         plan = self._plan(text)
@@ -416,4 +434,7 @@ class TextIndex:
         parts = [f.index.matches(terms, bits) for f, terms, _ in self._queries(text) if len(terms)]
         if not parts:
             return np.empty(0, dtype=np.int64)
-        return np.unique(np.concatenate(parts))
+        if len(parts) == 1:  # one field's matches are already ascending and unique
+            return parts[0]
+        return np.flatnonzero(np.unpackbits(slot_bits(np.concatenate(parts)).view(np.uint8),
+                                            bitorder="little")).astype(np.int64)

@@ -11,8 +11,26 @@ import numpy as np
 
 
 def _best(slots: np.ndarray, scores: np.ndarray, k: int) -> tuple:
+    """The k best (slot, score) pairs, best first, ties to the lower slot."""
+    if len(scores) > 4 * k > 0:
+        # sort only what can enter the top k: every score at least the k-th (ties kept whole)
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = np.flatnonzero(scores >= kth)
+        slots, scores = slots[keep], scores[keep]
     order = np.lexsort((slots, -scores))[:k]
     return slots[order], scores[order].astype(np.float32)
+
+
+def union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique int64 union of a (sorted, unique: the lexical matches) and b (any order,
+    usually the short vector list): b is merged into a copy of a, with no sort of a."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.unique(np.asarray(b, dtype=np.int64))
+    if not len(a):
+        return b
+    at = np.searchsorted(a, b)
+    new = b[(at == len(a)) | (a[np.minimum(at, len(a) - 1)] != b)]
+    return np.insert(a, np.searchsorted(a, new), new) if len(new) else a
 
 
 def fuse_sum(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int) -> tuple:

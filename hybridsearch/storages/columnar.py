@@ -10,7 +10,7 @@ from hybridsearch.engine import facets as F
 from hybridsearch.engine.columns import popcount
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
-from hybridsearch.query.fusion import fuse_linear, fuse_rrf, fuse_sum
+from hybridsearch.query.fusion import fuse_linear, fuse_rrf, fuse_sum, union_sorted
 from hybridsearch.storages.base import Storage
 
 
@@ -232,8 +232,11 @@ class ColumnarStorage(Storage):
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
             elif fusion == "linear":  # the candidates of "sum": the vector list and every lexical match
-                cand = np.union1d(vrows, self.text.matches(text, bits))
-                slots, scores = fuse_linear(cand, self.text.scores(text, cand), self.store.vector_scores(q[0], cand),
+                lex, lex_scores = self.text.scored_matches(text, bits)
+                cand = union_sorted(lex, vrows)
+                bm25 = np.zeros(len(cand), dtype=np.float32)  # a vector hit holding no term has BM25 0
+                bm25[np.searchsorted(cand, lex)] = lex_scores
+                slots, scores = fuse_linear(cand, bm25, self.store.vector_scores(q[0], cand),
                                             k, *(weights or (0.5, 0.5)))
             else:
                 slots, scores = self._hybrid_sum(text, q[0], vrows, vfloor, k, bits)
@@ -259,7 +262,7 @@ class ColumnarStorage(Storage):
                 lex, lex_scores = self.text.search(text, want, bits)
                 complete = len(lex) < want
                 last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
-            cand = np.union1d(vrows, lex)
+            cand = union_sorted(np.sort(lex), vrows)
             slots, scores = fuse_sum(cand, self.text.scores(text, cand), self.store.vector_scores(q, cand), k)
             # a document outside `lex` has BM25 <= last_bm25 and, outside vrows, a vector score <= bound
             if complete or (len(scores) >= k and last_bm25 + bound < float(scores[-1]) - 1e-6):
