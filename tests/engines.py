@@ -39,7 +39,10 @@ def engine(kind: str) -> tuple:
         proc = subprocess.run(["bash", str(SCRIPT), "start", kind], capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"scripts/searchnode.sh start {kind} failed: {e}"
-    STARTED.append(kind)  # stopped when the test session ends (tests/conftest.py)
+    if "already running" not in proc.stdout:
+        # stopped when the test session ends (tests/conftest.py); a node another process started
+        # meanwhile (the script waits on its lock, then finds it running) is that process's to stop
+        STARTED.append(kind)
     if proc.returncode != 0 or not _healthy(url):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return None, f"scripts/searchnode.sh start {kind} could not start a node: {' | '.join(tail)}"
