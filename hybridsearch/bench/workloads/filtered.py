@@ -4,6 +4,8 @@ data, m, ef_construct and ef; `bucket < t` filters on an int column of uniform b
 0.1 % to 90 %; recall@10 against the exact top-10 among the matching rows next to every QPS."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from hybridsearch.bench import vectors as V
@@ -21,27 +23,55 @@ def data(n: int, nq: int, nwarm: int) -> tuple:
     return X, Qall[:nq], Qall[nq:], V.buckets(n, count=BUCKETS)
 
 
+def _quotient(a: dict, b: dict):
+    return a["qps"] / b["qps"] if "qps" in a and b.get("qps") else None
+
+
 def rows(res: dict) -> list:
-    """One flat row per selectivity: matches, ours' and hnswlib's recall / QPS, the ratio, the plan."""
+    """One flat row per selectivity: matches, ours' and hnswlib's recall / QPS, the ratio, the
+    plan, and hnswlib at the beam ours walked with ("beam", when that differs from ef)."""
     out = []
     for pct, f in res.items():
         o, h = f["results"].get(OURS, {}), f["results"].get(ANCHOR, {})
-        ratio = o["qps"] / h["qps"] if "qps" in o and h.get("qps") else None
-        out.append({"pct": pct, "matches": f["matches"], "ours": o, "hnswlib": h, "ratio": ratio,
-                    "plan": o.get("plan")})
+        b = f.get("beam", {})
+        out.append({"pct": pct, "matches": f["matches"], "ours": o, "hnswlib": h, "ratio": _quotient(o, h),
+                    "plan": o.get("plan"), "beam": b, "beam_ratio": _quotient(o, b) if b else None})
     return out
 
 
+def beam_of(plan: str | None) -> int | None:
+    """The ef of a graph plan as Collection.plan prints it ("graph (ef 26)"), else None."""
+    m = re.match(r"graph \(ef (\d+)\)", plan or "")
+    return int(m.group(1)) if m else None
+
+
+def anchor_at_beam(built: list, X, Q, Qwarm, bucket, res: dict, ef: int, passes: int, log=None) -> None:
+    """Where ours walked a beam other than `ef`, hnswlib again at that beam (its filtered beam
+    also holds allowed results only): the same work, so the ratio at equal walk width."""
+    hl = next((a for a in built if a.name == ANCHOR), None)
+    for pct, f in res.items():
+        beam = beam_of(f["results"].get(OURS, {}).get("plan"))
+        if hl is None or beam is None or beam == ef:
+            continue
+        r = filtered([hl], X, Q, bucket, "l2", [pct], beam, passes=passes, Qwarm=Qwarm, count=BUCKETS)[pct]
+        f["beam"] = {"ef": beam, **r["results"][ANCHOR]}
+        if log:
+            log(f"  filter {pct}%: hnswlib at ours' beam ef={beam}: {f['beam'].get('recall', 0):.3f}/"
+                f"{f['beam'].get('qps', 0):,.0f} qps")
+
+
 def run(n: int, nq: int, cfg: GraphConfig, ef: int, pcts=PCTS, passes: int = 3, nwarm: int = 50,
-        tmp: str = "/tmp", log=None, names=(OURS, ANCHOR)) -> dict:
+        tmp: str = "/tmp", log=None, names=(OURS, ANCHOR), **options) -> dict:
     """Builds the indexes of `names` on n SIFT-like vectors and measures filtered find at every
-    selectivity of `pcts` on one thread -> {"n", "d", "ef", "build", "failed", "rows"}."""
+    selectivity of `pcts` on one thread -> {"n", "d", "ef", "build", "failed", "rows"}; `options`
+    go to ours' storage (e.g. filter_ef)."""
     from threadpoolctl import threadpool_limits
     X, Q, Qwarm, bucket = data(n, nq, nwarm)
-    built, failed = build_all(list(names), X, bucket, "l2", cfg, tmp, log=log)
+    built, failed = build_all(list(names), X, bucket, "l2", cfg, tmp, log=log, **options)
     with threadpool_limits(limits=1):
         res = filtered(built, X, Q, bucket, "l2", pcts, ef, passes=passes, Qwarm=Qwarm, log=log,
                        count=BUCKETS)
+        anchor_at_beam(built, X, Q, Qwarm, bucket, res, ef, passes, log)
     build = {a.name: a.build_s for a in built}
     for a in built:
         a.close()
