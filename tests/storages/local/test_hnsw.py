@@ -150,6 +150,24 @@ def test_filtered_find_at_every_selectivity_is_complete_and_matching(data, l2_in
     assert r >= 0.9, f"recall@{limit} {r:.3f} at {pct}% ({strategy(l2_index)})"
 
 
+def test_a_kept_filter_bitset_follows_every_write(data):
+    """The storage keeps a filter's bitset between searches: an update, an insert and a delete
+    must each show in the next search with the same filter."""
+    X, _ = data
+    da = build(X[:500], "l2")
+    flt = {"bucket": {"$eq": 7}}
+    q = X[3]
+    assert "d3" not in da.find(vector=q, limit=10, filter=flt).ids  # bucket 3: cached without it
+    da.update("d3", bucket=7)
+    assert da.find(vector=q, limit=10, filter=flt).ids[0] == "d3"
+    da.extend([{"id": "new", "v": q, "bucket": 7}])
+    assert set(da.find(vector=q, limit=2, filter=flt).ids) == {"d3", "new"}
+    da.delete(["d3"])
+    res = da.find(vector=q, limit=10, filter=flt)
+    assert "d3" not in res.ids and res.ids[0] == "new" and all(d.bucket == 7 for d in res.docs)
+    da.close()
+
+
 def test_plain_walk_with_a_selective_filter_still_returns_enough(data):
     """The plain walk at 5% would miss hits; the fallback must still give min(limit, matches)."""
     X, Q = data
