@@ -84,9 +84,10 @@ def gaussian(n: int, n_queries: int, dim: int, seed: int = 0, normalise: bool = 
     return (_unit(X), _unit(Q)) if normalise else (X, Q)
 
 
-def buckets(n: int, seed: int = 0) -> np.ndarray:
-    """(n,) int64 uniform in [0, N_BUCKETS): the column filters select on."""
-    return np.random.default_rng([seed, n, 7]).integers(0, N_BUCKETS, size=n)
+def buckets(n: int, seed: int = 0, count: int = N_BUCKETS) -> np.ndarray:
+    """(n,) int64 uniform in [0, count): the column filters select on (more buckets: finer
+    selectivities, e.g. 10,000 for 0.1 %)."""
+    return np.random.default_rng([seed, n, 7]).integers(0, count, size=n)
 
 
 # ------------------------------------------------------------------ filters
@@ -108,9 +109,9 @@ class Selection:
         return cls(mask, padded.view("<u8").astype(np.uint64), padded, frozenset(np.flatnonzero(mask).tolist()))
 
 
-def below(column: np.ndarray, pct: int) -> tuple:
-    """(filter dict, Selection) of `column < t` matching ~pct percent of uniform buckets."""
-    t = pct * N_BUCKETS // 100
+def below(column: np.ndarray, pct: float, count: int = N_BUCKETS) -> tuple:
+    """(filter dict, Selection) of `column < t` matching ~pct percent of `count` uniform buckets."""
+    t = int(round(pct * count / 100))
     return {"bucket": {"$lt": t}}, Selection.of(column < t)
 
 

@@ -35,6 +35,9 @@ class RWLock:
         self._waiting_writers = 0
         self._waiting_readers = 0
         self._readers_turn = False  # set by a leaving writer while readers wait for it
+        # bumped by every writer: a reader may keep what it derived from the data (a filter's
+        # bitset) for as long as the generation it read under is current
+        self.generation = 0
         self._read = _Guard(self._acquire_read, self._release_read)
         self._write = _Guard(self._acquire_write, self._release_write)
 
@@ -72,6 +75,7 @@ class RWLock:
                 self._cond.wait()
             self._waiting_writers -= 1
             self._writer = True
+            self.generation += 1
 
     def _release_write(self) -> None:
         with self._mutex:

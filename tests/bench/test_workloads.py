@@ -107,3 +107,21 @@ def test_relevance_and_contention(products, tmp_path):
     assert r["ndcg@10"] == pytest.approx(1.0) and r["recall@100"] == 1.0 and r["queries"] == 1
     c = contention("memory", products, str(tmp_path), readers=1, writers=1, seconds=0.2, warmup=0.05, rounds=2)
     assert c["reads_alone"] > 0 and c["reads_with_writers"] > 0 and c["writes"] > 0 and 0 < c["ratio"]
+
+
+def test_filtered_sweep_reports_every_selectivity_with_complete_matching_hits(tmp_path):
+    """bench_filtered.py's workload in quick form: every row has both recalls, a ratio, ours'
+    plan, and ours never returns a short or non-matching result."""
+    from hybridsearch.bench.workloads import filtered
+    names = ["hnsw"] + (["hnswlib-raw"] if installed("hnswlib") else [])
+    r = filtered.run(3000, 20, GraphConfig(16, 100, 2), 64, pcts=(0.5, 10, 50), passes=1, nwarm=5,
+                     tmp=str(tmp_path), names=names)
+    assert [row["pct"] for row in r["rows"]] == [0.5, 10, 50] and not r["failed"]
+    for row in r["rows"]:
+        ours = row["ours"]
+        assert ours["violations"] == 0 and ours["short"] == 0 and ours["recall"] >= 0.9, row
+        assert row["plan"].split()[0] in ("exact", "graph", "filter_first")
+        if installed("hnswlib"):
+            assert row["ratio"] > 0
+    filtered.plot(r, tmp_path / "filtered.png")
+    assert (tmp_path / "filtered.png").stat().st_size > 0

@@ -78,9 +78,14 @@ def test_planner_thresholds():
     assert planner.plan(10, 100000, 10, 64).strategy == planner.EXACT
     assert planner.plan(9000, 1000000, 10, 64).strategy == planner.EXACT      # few matches
     assert planner.plan(15000, 1000000, 10, 64).strategy == planner.EXACT     # under 2%
-    p = planner.plan(50000, 1000000, 10, 64)
+    p = planner.plan(50000, 1000000, 10, 64, filter_first_below=0.15)
     assert p.strategy == planner.FILTER_FIRST and p.ef == 128
-    assert planner.plan(150000, 1000000, 10, 64).strategy == planner.GRAPH
+    assert planner.plan(50000, 1000000, 10, 64).strategy == planner.EXACT      # scanning 5% is cheaper
+    p = planner.plan(150000, 1000000, 10, 64)
+    assert p.strategy == planner.GRAPH and p.ef > 64                           # widened at 15 %
+    assert planner.plan(150000, 1000000, 10, 64, walk_share=0.25).ef < 64      # a narrower beam on request
+    assert planner.plan(150000, 1000000, 10, 64, visit_cost=100).strategy == planner.EXACT
+    assert planner.plan(2000, 100000, 10, 64, exact_max=0, exact_below=0, visit_cost=0).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, filtered=False).strategy == planner.GRAPH
     assert planner.plan(100000, 100000, 10, 64, exact=True).strategy == planner.EXACT
     assert planner.plan(10, 20, 50, 8).ef == 50

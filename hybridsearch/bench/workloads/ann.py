@@ -77,16 +77,18 @@ def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: 
 
 
 def filtered(adapters: list, X: np.ndarray, Q: np.ndarray, bucket: np.ndarray, metric: str, pcts, ef: int,
-             k: int = 10, passes: int = 3, Qwarm: np.ndarray | None = None, cache=None, log=None) -> dict:
-    """pct -> {"matches", "results": variant -> {"recall", "qps", "violations", "plan"} or
-    {"error"}} for `bucket < t` filters matching ~pct percent of the rows; recall against the
-    exact top-k among the matching rows; `violations`: returned ids the filter excludes."""
+             k: int = 10, passes: int = 3, Qwarm: np.ndarray | None = None, cache=None, log=None,
+             count: int = V.N_BUCKETS) -> dict:
+    """pct -> {"matches", "results": variant -> {"recall", "qps", "violations", "plan", "short"} or
+    {"error"}} for `bucket < t` filters matching ~pct percent of the rows (`bucket` uniform in
+    [0, count)); recall against the exact top-k among the matching rows; `violations`: returned
+    ids the filter excludes; `short`: queries answered with fewer than min(k, matches) hits."""
     A = Q if Qwarm is None else np.vstack([Q, Qwarm])
     rows = {a.name: a.rows(A) for a in adapters}
     nwarm = 0 if Qwarm is None else len(Qwarm)
     out = {}
     for pct in pcts:
-        query, sel = V.below(bucket, pct)
+        query, sel = V.below(bucket, pct, count)
         gt, _ = V.ground_truth(X, Q, k, metric, cache, bits=sel.bits)
         searchers, owner = {}, {}
         for a in adapters:
@@ -99,8 +101,12 @@ def filtered(adapters: list, X: np.ndarray, Q: np.ndarray, bucket: np.ndarray, m
                 res[variant] = {"error": t["error"]}
                 continue
             a = owner[variant]
-            recall, bad = mean_recall(X, Q, [a.ids(o) for o in t["out"]], gt, metric, k, allowed=sel.mask)
-            res[variant] = {"recall": recall, "qps": t["qps"], "violations": bad, "plan": a.plan(k, ef, Q[0], query)}
+            found = [a.ids(o) for o in t["out"]]
+            recall, bad = mean_recall(X, Q, found, gt, metric, k, allowed=sel.mask)
+            want = min(k, int(sel.mask.sum()))
+            short = sum(1 for f in found if int((f >= 0).sum()) < want)
+            res[variant] = {"recall": recall, "qps": t["qps"], "violations": bad, "short": short,
+                            "p99_ms": t["p99_ms"], "plan": a.plan(k, ef, Q[0], query)}
         out[pct] = {"matches": int(sel.mask.sum()), "results": res}
         if log:
             log(f"  filter {pct}%: " + ", ".join(f"{v} {r['recall']:.3f}/{r['qps']:,.0f} qps" if "qps" in r

@@ -106,10 +106,12 @@ def test_exact_flag_forces_brute_force(data, l2_index):
 @pytest.mark.parametrize("fraction, plan, options", [
     (0.01, EXACT, {}),
     (0.05, EXACT, {}),                              # 500 matches: under exact_max
-    (0.05, FILTER_FIRST, {"exact_max": 0}),
-    (0.10, FILTER_FIRST, {"exact_max": 0}),
-    (0.10, GRAPH, {"exact_max": 0, "filter_first_below": 0.05}),
-    (0.50, GRAPH, {"exact_max": 0})])
+    (0.05, FILTER_FIRST, {"exact_max": 0, "filter_first_below": 0.15}),
+    (0.10, FILTER_FIRST, {"exact_max": 0, "filter_first_below": 0.15}),
+    (0.10, GRAPH, {"exact_max": 0, "visit_cost": 0}),  # a free walk: the cost model walks
+    (0.10, EXACT, {"exact_max": 0}),                # 1,000 rows cost less than the walk
+    (0.50, EXACT, {"exact_max": 0}),                # 5,000 rows: still cheaper than the walk
+    (0.50, GRAPH, {"exact_max": 0, "visit_cost": 1})])
 def test_filtered_recall(data, l2_index, fraction, plan, options):
     X, Q = data
     da = build(X, "l2", **options) if options else l2_index
@@ -124,10 +126,52 @@ def test_filtered_recall(data, l2_index, fraction, plan, options):
         assert len(res) == 10 and all(d.bucket < t for d in res.docs)
 
 
+@pytest.mark.parametrize("pct", [0.05, 0.5, 2, 5, 10, 20, 30, 50, 70, 90, 100])
+@pytest.mark.parametrize("limit", [10, 37])
+def test_filtered_find_at_every_selectivity_is_complete_and_matching(data, l2_index, pct, limit):
+    """Whatever the planner picks: exactly min(limit, matches) hits, every one matching, in
+    score order, recall@limit >= 0.9 against numpy brute force over the matches."""
+    X, Q = data
+    if pct >= 1:  # bucket = i % 100: whole percents
+        flt, rows = {"bucket": {"$lt": int(pct)}}, np.flatnonzero(np.arange(len(X)) % 100 < pct)
+    else:  # price = i, unrelated to where the vector lies: finer fractions
+        cut = int(pct * len(X) / 100)
+        flt, rows = {"price": {"$lt": cut}}, np.arange(cut)
+    want = min(limit, len(rows))
+    hit = 0
+    for q in Q[:20]:
+        res = l2_index.find(vector=q, limit=limit, filter=flt)
+        got = np.array([int(i[1:]) for i in res.ids])
+        assert len(got) == want, (pct, strategy(l2_index))
+        assert np.isin(got, rows).all() and len(set(got.tolist())) == want
+        assert list(res.scores) == sorted(res.scores, reverse=True)
+        hit += len(set(got.tolist()) & set(top_rows(X, q, "l2", limit, rows).tolist()))
+    r = hit / (20 * want)
+    assert r >= 0.9, f"recall@{limit} {r:.3f} at {pct}% ({strategy(l2_index)})"
+
+
+def test_a_kept_filter_bitset_follows_every_write(data):
+    """The storage keeps a filter's bitset between searches: an update, an insert and a delete
+    must each show in the next search with the same filter."""
+    X, _ = data
+    da = build(X[:500], "l2")
+    flt = {"bucket": {"$eq": 7}}
+    q = X[3]
+    assert "d3" not in da.find(vector=q, limit=10, filter=flt).ids  # bucket 3: cached without it
+    da.update("d3", bucket=7)
+    assert da.find(vector=q, limit=10, filter=flt).ids[0] == "d3"
+    da.extend([{"id": "new", "v": q, "bucket": 7}])
+    assert set(da.find(vector=q, limit=2, filter=flt).ids) == {"d3", "new"}
+    da.delete(["d3"])
+    res = da.find(vector=q, limit=10, filter=flt)
+    assert "d3" not in res.ids and res.ids[0] == "new" and all(d.bucket == 7 for d in res.docs)
+    da.close()
+
+
 def test_plain_walk_with_a_selective_filter_still_returns_enough(data):
     """The plain walk at 5% would miss hits; the fallback must still give min(limit, matches)."""
     X, Q = data
-    da = build(X, "l2", exact_below=0.0, exact_max=0, filter_first_below=0.0)
+    da = build(X, "l2", exact_below=0.0, exact_max=0, filter_first_below=0.0, visit_cost=0)
     for q in Q[:10]:
         res = da.find(vector=q, limit=20, filter={"bucket": {"$lt": 5}})
         assert len(res) == 20 and all(d.bucket < 5 for d in res.docs)
