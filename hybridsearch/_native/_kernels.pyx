@@ -272,3 +272,5 @@ include "invindex.pxi"
 include "hits.pxi"
 
 include "hash.pxi"
+
+include "lexicon.pxi"
