@@ -125,16 +125,31 @@ int hs_inv_remove(hs_inv *ix, const int64_t *slots, int64_t n) {
     return HS_OK;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Titles are a few tokens: insertion sort beats qsort's calls through a pointer there. */
+/* Sorts a document's (term, position) keys in place: insertion sort for short runs, an
+ * inlined quicksort (median of three) above that. qsort's call through a pointer per compare
+ * cost more than the rest of hs_inv_add on 40-word descriptions. */
 static void sort_u64(uint64_t *v, int64_t n) {
-    if (n > 32) {
-        qsort(v, (size_t)n, sizeof(uint64_t), cmp_u64);
-        return;
+    while (n > 24) {
+        uint64_t a = v[0], b = v[n / 2], c = v[n - 1];
+        uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = 0, j = n - 1;
+        for (;;) { /* Hoare partition: v[0 .. j] <= pivot <= v[j+1 .. n) */
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i >= j) break;
+            uint64_t t = v[i];
+            v[i++] = v[j];
+            v[j--] = t;
+        }
+        /* recurse into the smaller side, loop on the larger: O(log n) stack */
+        if (j + 1 < n - j - 1) {
+            sort_u64(v, j + 1);
+            v += j + 1;
+            n -= j + 1;
+        } else {
+            sort_u64(v + j + 1, n - j - 1);
+            n = j + 1;
+        }
     }
     for (int64_t i = 1; i < n; i++) {
         uint64_t x = v[i];

@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 PY=${PYTHON:-$(command -v python3 || command -v python)}
-SRC="kernels/hs_distance.c kernels/hs_exact.c kernels/hs_topk.c kernels/hs_bitset.c kernels/hs_filter.c"
+SRC="kernels/hs_distance.c kernels/hs_exact.c kernels/hs_topk.c kernels/hs_bitset.c kernels/hs_filter.c
+     kernels/hs_lexicon.c kernels/hs_hash.c"
 TEST=tests/native/test_kernels_native.c
 # setup.py's COMPILE_ARGS (read, not imported: importing setup.py would run setup())
 read -r -a FLAGS <<<"$("$PY" - <<'EOF'

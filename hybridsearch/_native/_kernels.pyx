@@ -291,3 +291,5 @@ include "invindex.pxi"
 include "hits.pxi"
 
 include "hash.pxi"
+
+include "lexicon.pxi"

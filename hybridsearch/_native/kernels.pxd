@@ -146,3 +146,23 @@ cdef extern from "hs_invindex.h":
     void hs_inv_export_sizes(const hs_inv *ix, hs_inv_flat *out) nogil
     int hs_inv_export(const hs_inv *ix, const hs_inv_flat *out) nogil
     hs_inv *hs_inv_attach(const hs_inv_flat *f, int *err, const char **why) nogil
+
+cdef extern from "hs_lexicon.h":
+    ctypedef struct hs_lex:
+        pass
+    ctypedef struct hs_lex_batch:
+        int32_t *tids
+        int64_t ntok
+        int64_t *doc_offs
+        uint8_t *new_buf
+        int64_t *new_offs
+        int64_t nnew
+    hs_lex *hs_lex_new() nogil
+    void hs_lex_free(hs_lex *lx) nogil
+    int64_t hs_lex_size(const hs_lex *lx) nogil
+    int32_t hs_lex_get(const hs_lex *lx, const uint8_t *p, int64_t n) nogil
+    int hs_lex_put(hs_lex *lx, const uint8_t *buf, const int64_t *offs, const int32_t *ids, int64_t n) nogil
+    int hs_lex_tokenize(const hs_lex *lx, const uint8_t *buf, const int64_t *offs, const uint8_t *presplit,
+                        int64_t n, int lowercase, hs_lex_batch *out) nogil
+    int hs_lex_resolve(hs_lex *lx, hs_lex_batch *b, const int32_t *ids) nogil
+    void hs_lex_batch_free(hs_lex_batch *b) nogil

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional, Union
 
+import numpy as np
 import Stemmer
 
 from hybridsearch.document import Analyzer, FieldSpec
@@ -146,6 +147,27 @@ class TextAnalyzer:
         table, other = self._table, self._other_words
         with _gc_paused():
             return [(t.translate(table).split() if t.isascii() else other(t)) if t else [] for t in texts]
+
+    def encode_batch(self, texts: list) -> tuple:
+        """(UTF-8 bytes uint8, byte offsets int64 (n+1), presplit uint8 (n)) of a batch for the
+        native tokenizer (kernels/hs_lexicon.h). An ASCII text goes as it is: C splits it at every
+        byte that is not [0-9A-Za-z] and lowercases A-Z, which is exactly `words` on ASCII. Any
+        other text goes as its `words` joined by spaces (presplit), so str.lower, NFC and the word
+        pattern stay in Python and the tokens cannot differ. None and "" have no words."""
+        texts = [t or "" for t in texts]
+        n = len(texts)
+        joined = "".join(texts)
+        offs = np.zeros(n + 1, dtype=np.int64)
+        if joined.isascii():  # the common case: one encode, no per-text work beyond the lengths
+            np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n), out=offs[1:])
+            return np.frombuffer(joined.encode("ascii"), dtype=np.uint8), offs, np.zeros(n, dtype=np.uint8)
+        presplit = np.fromiter((not t.isascii() for t in texts), dtype=np.uint8, count=n)
+        other = self._other_words
+        # surrogatepass: a lone surrogate stays in its word, as the Python path keeps it
+        parts = [" ".join(other(t)).encode("utf-8", "surrogatepass") if p else t.encode("ascii")
+                 for t, p in zip(texts, presplit.tolist())]
+        np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n), out=offs[1:])
+        return np.frombuffer(b"".join(parts), dtype=np.uint8), offs, presplit
 
     def stems(self, words: list) -> list:
         """The stem of each word (the words themselves without a stemmer)."""

@@ -16,7 +16,7 @@ MaxScore search above. Both give the same scores for the same plain query.
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import chain, islice
+from itertools import islice
 from typing import Optional
 
 import numpy as np
@@ -41,6 +41,14 @@ def _pack(strings: list) -> tuple:
     # surrogatepass: a lone surrogate in a document is still a word and must round-trip
     buf = "".join(strings).encode("utf-8", "surrogatepass")
     return np.frombuffer(buf, dtype=np.uint8), offs
+
+
+def _pack_bytes(strings: list) -> tuple:
+    """Strings as one UTF-8 buffer (uint8) + int64 offsets counted in bytes (for C)."""
+    parts = [w.encode("utf-8", "surrogatepass") for w in strings]
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offs
 
 
 def _unpack(buf, offs, what: str) -> list:
@@ -78,25 +86,40 @@ class TextField:
         self.vocab: dict = {}   # stem -> term id
         self.tid_of: dict = {}  # word as written (after lowercasing) -> term id
         self.index = K.InvertedIndex()
+        self._lex = None        # (tid_of it mirrors, K.Lexicon): the words -> term ids in C
         self._sorted = None     # (key, sorted words, sorted stems) for prefix expansion
 
     def add(self, slots: np.ndarray, texts: list) -> None:
-        # word -> term id in one dict, so the per-token work is one C-level lookup
-        word_lists = self.analyzer.words_batch(texts)
-        flat = list(chain.from_iterable(word_lists))
-        tid_of = self.tid_of
-        unseen = [w for w in set(flat) if w not in tid_of]
-        if unseen:
-            vocab = self.vocab
-            for w, stem in zip(unseen, self.analyzer.stems(unseen)):
-                t = vocab.get(stem)
-                if t is None:
-                    t = vocab[stem] = len(vocab)
-                tid_of[w] = t
-        tids = np.fromiter(map(tid_of.__getitem__, flat), dtype=np.int32, count=len(flat))
-        offs = np.zeros(len(word_lists) + 1, dtype=np.int64)
-        np.cumsum([len(ws) for ws in word_lists], out=offs[1:])
-        self.index.add(np.ascontiguousarray(slots, dtype=np.int64), tids, offs)
+        """Indexes texts[i] as slots[i] (replacing what the slot held). Tokenising, lowercasing
+        and the word -> term id lookups run in C over the whole batch (K.Lexicon); only the
+        words this field has never seen come back here, once each, to be stemmed."""
+        buf, offs, presplit = self.analyzer.encode_batch(texts)
+        self._lexicon().add_to(self.index, np.ascontiguousarray(slots, dtype=np.int64), buf, offs, presplit,
+                               self.analyzer.lowercase, self._new_ids)
+
+    def _new_ids(self, words: list) -> list:
+        """Term ids of words not seen before (each once): stemmed in one call; a new stem gets
+        the next term id. Both dictionaries learn them, so queries and export see them."""
+        vocab, tid_of = self.vocab, self.tid_of
+        ids = []
+        for w, stem in zip(words, self.analyzer.stems(words)):
+            t = vocab.get(stem)
+            if t is None:
+                t = vocab[stem] = len(vocab)
+            tid_of[w] = t
+            ids.append(t)
+        return ids
+
+    def _lexicon(self):
+        """The native copy of tid_of, (re)built from it when they differ (a restore replaces
+        tid_of; every add grows both by the same words)."""
+        lex = self._lex
+        if lex is None or lex[0] is not self.tid_of or len(lex[1]) != len(self.tid_of):
+            native = K.Lexicon()
+            buf, offs = _pack_bytes(list(self.tid_of))
+            native.put(buf, offs, np.fromiter(self.tid_of.values(), dtype=np.int32, count=len(self.tid_of)))
+            lex = self._lex = (self.tid_of, native)
+        return lex[1]
 
     def export(self) -> tuple:
         """(meta, arrays) of this field: the index arrays and both term dictionaries,

@@ -7,6 +7,9 @@
  * its summation order, and a lost, doubled or misplaced element cannot hide in a tolerance.
  * Random float inputs then check the same kernels within a float32 error bound.
  *
+ * The batch tokenizer and word map of hs_lexicon.c (no SIMD) are checked once, against a naive
+ * split.
+ *
  * Built and run by scripts/test-arm.sh (natively, and cross-compiled for AArch64 under
  * qemu-aarch64). Prints one line per level and "ok"; exits 1 at the first failure.
  * Usage: test_kernels_native [seed]
@@ -21,6 +24,7 @@
 #include "hs_distance.h"
 #include "hs_exact.h"
 #include "hs_filter.h"
+#include "hs_lexicon.h"
 #include "hs_topk.h"
 
 static const char *LEVEL_NAMES[] = {"scalar", "avx2", "avx512", "neon"};
@@ -509,6 +513,70 @@ static void run_level(void) {
     for (int i = 0; i < 7; i++) check_filter(fn[i]);
 }
 
+/* ------------------------------------------------------------- lexicon */
+
+static int lex_word_byte(int c, int presplit) {
+    if (presplit) return c != ' ';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Random batches of ASCII and presplit texts, tokenised, their new words given ids, then every
+ * token's id compared with the id the map holds for the naively split (and lowercased) word. */
+static void check_lexicon(void) {
+    static const char ALPHA[] = "abAB09 ,.-_zZxyq\t";
+    enum { MAXN = 20, MAXLEN = 300 };
+    static uint8_t buf[MAXN * MAXLEN];
+    hs_lex *lx = hs_lex_new();
+    CHECK(lx != NULL, "hs_lex_new");
+    for (int it = 0; it < 2000; it++) {
+        int64_t n = rint_in(0, MAXN), offs[MAXN + 1], len = 0;
+        uint8_t pre[MAXN];
+        offs[0] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t m = rint_in(0, MAXLEN - 1);
+            for (int64_t j = 0; j < m; j++) buf[len++] = (uint8_t)ALPHA[rint_in(0, (int64_t)sizeof ALPHA - 2)];
+            offs[i + 1] = len;
+            pre[i] = (uint8_t)rint_in(0, 1);
+        }
+        hs_lex_batch b;
+        memset(&b, 0, sizeof b);
+        CHECK(hs_lex_tokenize(lx, buf, offs, pre, n, 1, &b) == HS_OK, "hs_lex_tokenize");
+        int32_t *ids = malloc((size_t)(b.nnew + 1) * sizeof(int32_t));
+        for (int64_t j = 0; j < b.nnew; j++) ids[j] = (int32_t)(hs_lex_size(lx) + j);
+        CHECK(hs_lex_resolve(lx, &b, ids) == HS_OK, "hs_lex_resolve");
+        int64_t t = 0;
+        for (int64_t i = 0; i < n; i++) {
+            CHECK(b.doc_offs[i] == t, "lexicon: text %lld starts at token %lld", (long long)i, (long long)t);
+            for (int64_t p = offs[i]; p < offs[i + 1];) {
+                if (!lex_word_byte(buf[p], pre[i])) {
+                    p++;
+                    continue;
+                }
+                uint8_t w[MAXLEN];
+                int64_t k = 0;
+                for (; p < offs[i + 1] && lex_word_byte(buf[p], pre[i]); p++)
+                    w[k++] = (uint8_t)(!pre[i] && buf[p] >= 'A' && buf[p] <= 'Z' ? buf[p] + 32 : buf[p]);
+                CHECK(t < b.ntok && hs_lex_get(lx, w, k) == b.tids[t], "lexicon: token %lld of batch %d",
+                      (long long)t, it);
+                t++;
+            }
+        }
+        CHECK(t == b.ntok, "lexicon: %lld tokens, expected %lld", (long long)b.ntok, (long long)t);
+        free(ids);
+        hs_lex_batch_free(&b);
+    }
+    /* a byte >= 0x80 in a text not sent presplit is refused, and leaves the map alone */
+    const uint8_t high[] = {'c', 'a', 'f', 0xC3, 0xA9};
+    int64_t hoffs[2] = {0, 5}, before = hs_lex_size(lx);
+    uint8_t zero = 0;
+    hs_lex_batch b;
+    memset(&b, 0, sizeof b);
+    CHECK(hs_lex_tokenize(lx, high, hoffs, &zero, 1, 1, &b) == HS_EINVAL, "lexicon: non-ASCII accepted");
+    hs_lex_batch_free(&b);
+    CHECK(hs_lex_size(lx) == before, "lexicon: a refused batch changed the map");
+    hs_lex_free(lx);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
     uint64_t seed = g_rng;
@@ -542,6 +610,10 @@ int main(int argc, char **argv) {
         ran++;
     }
     hs_simd_force(best);
+    long before_lex = g_checks;
+    g_rng = seed;
+    check_lexicon();
+    printf("  lexicon (hs_lexicon.c, no SIMD): %ld checks\n", g_checks - before_lex);
     printf("ok: %d levels\n", ran);
     return 0;
 }
