@@ -106,9 +106,11 @@ def exact_search(const float[:, ::1] X, Py_ssize_t n, const float[::1] xaux,
     return scores, ids
 
 
-def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
-    """Dot products (ip, cosine) or squared L2 distances of q to every row of X."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+cdef object _row_scores(const float[:, ::1] X, const int64_t *rows, Py_ssize_t n, const float[::1] q,
+                        str metric):
+    """Scores of q against n rows of X (rows[i], or row i when rows is NULL): dot products (ip,
+    cosine) or squared L2 distances, one native call without the GIL."""
+    cdef Py_ssize_t d = X.shape[1]
     if q.shape[0] != d:
         raise ValueError("query dimension does not match")
     out = np.empty(n, dtype=np.float32)
@@ -118,29 +120,21 @@ def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
     cdef bint l2 = metric == "l2"
     with nogil:
         if l2:
-            hs_l2sq_rows(&X[0, 0], d, NULL, n, 0, &q[0], &o[0])
+            hs_l2sq_rows(&X[0, 0], d, rows, n, 0, &q[0], &o[0])
         else:
-            hs_dot_rows(&X[0, 0], d, NULL, n, 0, &q[0], &o[0])
+            hs_dot_rows(&X[0, 0], d, rows, n, 0, &q[0], &o[0])
     return out
+
+
+def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
+    """Dot products (ip, cosine) or squared L2 distances of q to every row of X."""
+    return _row_scores(X, NULL, X.shape[0], q, metric)
 
 
 def scores_rows_at(const float[:, ::1] X, const int64_t[::1] rows, const float[::1] q, str metric):
     """scores_rows over the listed rows of X, read in place (no gathered copy); rows must be
     valid row numbers of X (the caller's candidates)."""
-    cdef Py_ssize_t n = rows.shape[0], d = X.shape[1]
-    if q.shape[0] != d:
-        raise ValueError("query dimension does not match")
-    out = np.empty(n, dtype=np.float32)
-    if n == 0:
-        return out
-    cdef float[::1] o = out
-    cdef bint l2 = metric == "l2"
-    with nogil:
-        if l2:
-            hs_l2sq_rows(&X[0, 0], d, &rows[0], n, 0, &q[0], &o[0])
-        else:
-            hs_dot_rows(&X[0, 0], d, &rows[0], n, 0, &q[0], &o[0])
-    return out
+    return _row_scores(X, &rows[0] if rows.shape[0] else NULL, rows.shape[0], q, metric)
 
 
 def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):

@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 
 from hybridsearch.document import Kind, Schema
-from hybridsearch.query.filters import And, Compare, Exists, In, MatchAll, Node, Not, Or
+from hybridsearch.query.filters import Node
 from hybridsearch.storages.remote.base import ID_FIELD
-from hybridsearch.storages.remote.vespa.yql import _as_double, _Inexact
+from hybridsearch.storages.remote.vespa.yql import ConditionCompiler, _as_double, _Inexact
 
 _OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _INT64 = 2 ** 63
@@ -59,7 +59,7 @@ def number_literal(v) -> str:
     return mantissa + ("e" + exp if exp else "")
 
 
-class Selection:
+class Selection(ConditionCompiler):
     """Compiles filter ASTs of one schema to document selections over `doctype`."""
 
     def __init__(self, schema: Schema, doctype: str) -> None:
@@ -109,22 +109,14 @@ class Selection:
             return f"({self._ref(field)} != null and {cmp})"
         return cmp
 
-    def compile(self, node: Node) -> str:
-        """The selection meaning the same as `node`; NotSelectable when it cannot be said."""
-        if isinstance(node, MatchAll):
-            return "true"
-        if isinstance(node, Compare):
-            return self._compare(node.field, node.op, node.value)
-        if isinstance(node, In):
-            parts = [p for p in (self._compare(node.field, "$eq", v) for v in node.values) if p != "false"]
-            return "false" if not parts else parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
-        if isinstance(node, Exists):
-            return self._exists(node.field)
-        if isinstance(node, Not):
-            return f"(not {self.compile(node.child)})"
-        if isinstance(node, (And, Or)):
-            if not node.children:
-                return "true" if isinstance(node, And) else "false"
-            joiner = " and " if isinstance(node, And) else " or "
-            return "(" + joiner.join(self.compile(c) for c in node.children) + ")"
-        raise NotSelectable(f"the filter node {node!r}")
+    def compare(self, field: str, op: str, v) -> str:
+        return self._compare(field, op, v)
+
+    def exists(self, field: str) -> str:
+        return self._exists(field)
+
+    def negate(self, condition: str) -> str:
+        return f"(not {condition})"
+
+    def cannot(self, node: Node) -> Exception:
+        return NotSelectable(f"the filter node {node!r}")

@@ -99,7 +99,49 @@ def _on_integers(op: str, v: float) -> tuple:
     return ("$gte", math.ceil(v)) if op in ("$gt", "$gte") else ("$lte", math.floor(v))
 
 
-class YqlFilter:
+class ConditionCompiler:
+    """The boolean walk of a filter AST shared by the YQL filter and the document selection:
+    the two languages differ only in their leaves, negation and the error for what they cannot
+    say, which the subclasses give."""
+
+    def compare(self, field: str, op: str, v) -> str:
+        """One comparison leaf ("false" when no stored value can satisfy it)."""
+        raise NotImplementedError
+
+    def exists(self, field: str) -> str:
+        """The leaf of {"$exists": true}."""
+        raise NotImplementedError
+
+    def negate(self, condition: str) -> str:
+        """The negation of an already compiled condition."""
+        raise NotImplementedError
+
+    def cannot(self, node: Node) -> Exception:
+        """The error for a node the language cannot express."""
+        raise NotImplementedError
+
+    def compile(self, node: Node) -> str:
+        """The condition meaning the same as `node`."""
+        if isinstance(node, MatchAll):
+            return "true"
+        if isinstance(node, Compare):
+            return self.compare(node.field, node.op, node.value)
+        if isinstance(node, In):
+            parts = [p for p in (self.compare(node.field, "$eq", v) for v in node.values) if p != "false"]
+            return "false" if not parts else parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+        if isinstance(node, Exists):
+            return self.exists(node.field)
+        if isinstance(node, Not):
+            return self.negate(self.compile(node.child))
+        if isinstance(node, (And, Or)):
+            if not node.children:
+                return "true" if isinstance(node, And) else "false"
+            joiner = " and " if isinstance(node, And) else " or "
+            return "(" + joiner.join(self.compile(c) for c in node.children) + ")"
+        raise self.cannot(node)
+
+
+class YqlFilter(ConditionCompiler):
     """Compiles filter ASTs of one schema to YQL conditions."""
 
     def __init__(self, schema: Schema) -> None:
@@ -143,28 +185,18 @@ class YqlFilter:
             return "false"  # equality with a value no stored number can have
         return f"{name} {_OPS[op]} {number_literal(v)}"
 
-    def compile(self, node: Node) -> str:
-        """The YQL condition meaning the same as `node`."""
-        if isinstance(node, MatchAll):
-            return "true"
-        if isinstance(node, Compare):
-            return self._compare(node)
-        if isinstance(node, In):
-            parts = [self._compare(Compare(node.field, "$eq", v)) for v in node.values]
-            parts = [p for p in parts if p != "false"]
-            if not parts:
-                return "false"
-            return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
-        if isinstance(node, Exists):
-            return self._exists(node.field)
-        if isinstance(node, Not):
-            return f"(true and !({self.compile(node.child)}))"
-        if isinstance(node, (And, Or)):
-            if not node.children:
-                return "true" if isinstance(node, And) else "false"
-            joiner = " and " if isinstance(node, And) else " or "
-            return "(" + joiner.join(self.compile(c) for c in node.children) + ")"
-        raise UnsupportedError(f"storage 'vespa' cannot express the filter node {node!r}")
+    def compare(self, field: str, op: str, v) -> str:
+        return self._compare(Compare(field, op, v))
+
+    def exists(self, field: str) -> str:
+        return self._exists(field)
+
+    def negate(self, condition: str) -> str:
+        # YQL has no unary not: "true and !(c)" is its negation
+        return f"(true and !({condition}))"
+
+    def cannot(self, node: Node) -> Exception:
+        return UnsupportedError(f"storage 'vespa' cannot express the filter node {node!r}")
 
 
 def select(doctype: str, where: str, order_by_seq: bool = False) -> str:
