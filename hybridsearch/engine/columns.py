@@ -489,9 +489,7 @@ class ColumnStore:
         if len(rows) == 0:
             return np.empty(0, dtype=np.float64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        if rows.min() < 0 or rows.max() >= len(self.vectors):
-            raise IndexError("vector_scores: a row outside the vector block")
-        # the rows are read where they are (prefetched by the kernel), not gathered into a copy
+        # the rows (checked against the block by the kernel's wrapper) are read where they are (prefetched by the kernel), not gathered into a copy
         raw = K.scores_rows_at(self.vectors, rows, np.ascontiguousarray(q, dtype=np.float32),
                                self.metric).astype(np.float64)
         if self.metric == "ip":

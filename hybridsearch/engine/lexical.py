@@ -73,6 +73,8 @@ def _array(a, dtype, what: str) -> np.ndarray:
 def slot_bits(slots: np.ndarray) -> np.ndarray:
     """The uint64 bitset (bit s of word s // 64, little-endian) of non-negative slots, built
     through a byte mask in O(max slot / 8) rather than one ufunc.at call per slot."""
+    if not len(slots):
+        return np.zeros(1, dtype=np.uint64)
     mask = np.zeros((int(slots.max()) // 64 + 1) * 64, dtype=bool)
     mask[slots] = True
     return np.packbits(mask, bitorder="little").view(np.uint64)

@@ -225,9 +225,7 @@ class ColumnarStorage(Storage):
             vscores, vrows = self._vectors(q, max(candidates, 1), node, exact, ef)
             found = vrows[0] >= 0
             vrows = vrows[0][found]
-            # no document outside the vector list scores above its last hit (the list is the top
-            # `candidates`; holding fewer, it holds every document the filter lets through)
-            vfloor = float(vscores[0][found][-1]) if len(vrows) == max(candidates, 1) else -np.inf
+            vfloor = self._vector_floor(vscores[0][found], max(candidates, 1), exact)
             if fusion == "rrf":
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
@@ -242,15 +240,30 @@ class ColumnarStorage(Storage):
                 slots, scores = self._hybrid_sum(text, q[0], vrows, vfloor, k, bits)
             return self._hits(slots, scores)
 
+    def _vector_list_exact(self, exact: bool) -> bool:
+        """Whether this thread's last vector search returned the exact top list (not a graph's)."""
+        return exact
+
+    def _vector_floor(self, list_scores: np.ndarray, asked: int, exact: bool) -> float:
+        """The highest vector score a document outside the vector list can have: the list's last
+        score when the list is the exact top `asked` and every document has a vector (then a
+        shorter list holds every document the filter lets through: -inf); else +inf, no bound
+        beyond the metric's own (a graph may miss a better document; a document without a
+        vector scores as the zero vector, which can beat the list)."""
+        spec = self.store.vec_spec
+        if not self._vector_list_exact(exact) or spec is None or spec.optional:
+            return np.inf
+        return float(list_scores[-1]) if len(list_scores) == asked else -np.inf
+
     def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, vfloor: float, k: int, bits) -> tuple:
         """Top-k of BM25 + vector score over the vector top list and every lexical match.
 
         Scoring every lexical match is exact but slow when a common word matches most of the
         collection. A lexical match outside the vector list has a vector score of at most
-        `vfloor` (the list's last score; the metric's ceiling, cosine <= 1 or l2 <= 0, when
-        lower), so lexical matches are taken best-first in growing blocks until the next one
-        could not reach the k-th fused score even with that bound. On an approximate graph the
-        list is the graph's, as for a vector find."""
+        `vfloor` (`_vector_floor`: the exact list's last score) and of the metric's ceiling
+        (cosine <= 1, l2 <= 0), so lexical matches are taken best-first in growing blocks until
+        the next one could not reach the k-th fused score even with that bound; with neither
+        (ip over a graph's list) every lexical match is scored."""
         ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric, np.inf)
         bound = min(vfloor, ceiling)
         want = max(4 * k, 64)

@@ -12,7 +12,7 @@ drops them, which the engines' retention of soft deletes puts off (docs/storages
 After such writes the hits there are held to the model's matches (`assert_hits_match`)."""
 import math
 import re
-from typing import Annotated
+from typing import Annotated, Optional
 
 import numpy as np
 import pytest
@@ -381,3 +381,59 @@ def test_storages_without_text_search_refuse_every_text_option_saying_why(make_d
     # the same options without text still answer
     assert len(da.find(vector=q, limit=3, min_score=-1.0)) == 3
     assert da.count(filter={"category": "a"}) == 5 and da.facets("category") == [("a", 5), ("b", 5)]
+
+
+class Sparse(hs.Document):
+    title: hs.Text
+    description: hs.Text = ""
+    tag: hs.Keyword = "x"
+    embedding: Optional[hs.Vector[4]] = None
+
+
+EMBEDDED = [s for s in ("memory", "hnsw", "sqlite") if s in STORAGES]
+
+
+@pytest.mark.parametrize("storage", EMBEDDED)
+@pytest.mark.parametrize("exact", [True, False])
+def test_hybrid_sum_counts_documents_without_vectors(storage, exact, tmp_path):
+    """sum's candidates are the vector list and every lexical match; a match without a vector
+    scores as the zero vector (ip 0), which can beat every vector in the list: no pruning bound
+    may assume the list's last score caps the documents outside it."""
+    opts = {"path": tmp_path / "c.db"} if storage == "sqlite" else {}
+    da = hs.DocumentArray(Sparse, storage=storage, metric="ip", **opts)
+    q = np.array([1.0, 0, 0, 0])
+    # the vector documents rank first by BM25 (short titles) and fill the first lexical blocks;
+    # the text-only ones rank lower by BM25 but higher fused (0 against -10 and below)
+    away = [{"id": f"v{i}", "title": "red" + " cable" * (i // 8), "embedding": [-10.0 - i / 1000, 1, 0, 0]}
+            for i in range(300)]
+    plain = [{"id": f"n{i}", "title": "red" + " case" * (60 + i % 5)} for i in range(50)]
+    da.extend(away + plain)
+    docs = {d.id: d for d in da}
+    bm = best_fields(docs, "red")
+    vec = {i: (float(np.dot(d.embedding, q)) if d.embedding is not None else 0.0) for i, d in docs.items()}
+    with_vec = [i for i, d in docs.items() if d.embedding is not None]
+    vtop = sorted(with_vec, key=lambda i: -vec[i])[:20]
+    ref = {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | set(bm)}
+    res = da.find(text="red", vector=q, fusion="sum", candidates=20, limit=10, exact=exact)
+    assert_topk(res, ref, 10)
+    assert all(i.startswith("n") for i in res.ids)  # the text-only matches beat every vector
+    da.close()
+
+
+@pytest.mark.parametrize("storage", EMBEDDED)
+def test_text_counts_when_no_live_document_matches(storage, tmp_path):
+    """Two text fields whose dictionaries hold the query's words, and no live document holding
+    them (deleted, or filtered out): counts are 0 and lists empty, never an error."""
+    opts = {"path": tmp_path / "c.db"} if storage == "sqlite" else {}
+    da = hs.DocumentArray(Sparse, storage=storage, **opts)
+    da.extend([{"id": "1", "title": "red", "description": "blue"},
+               {"id": "2", "title": "green", "description": "green"}])
+    assert da.count(text="red blue") == 1
+    assert da.count(text="red blue", filter={"id": "2"}) == 0
+    assert da.facets("tag", text="red blue", filter={"id": "2"}) == []
+    assert da.facets("tag", text="red blue") == [("x", 1)]
+    del da["1"]
+    assert da.count(text="red blue") == 0
+    assert da.find(text="red blue", sort=[("id", "asc")], limit=None).ids == []
+    assert da.find(text="red blue").ids == []
+    da.close()

@@ -2,6 +2,7 @@
 selection of fusion, the slot bitset, every lexical match with its BM25 in one call, and the
 vector scores of candidate rows read in place."""
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,13 @@ def test_vector_scores_of_rows_read_in_place(rng):
         store = da._storage.store  # internal: the column store under the memory storage
         assert isinstance(store, ColumnStore)
         np.testing.assert_allclose(store.vector_scores(q, rows), want, rtol=1e-4, atol=1e-4)
+
+
+def test_row_scores_refuse_a_row_outside_the_block():
+    from hybridsearch._native import _kernels as K  # internal: the wrapper's own bounds check
+    X = np.zeros((2, 4), dtype=np.float32)
+    q = np.ones(4, dtype=np.float32)
+    for bad in ([1 << 40], [-1], [0, 2]):
+        with pytest.raises(IndexError):
+            K.scores_rows_at(X, np.array(bad, dtype=np.int64), q, "ip")
+    assert K.scores_rows_at(X, np.array([1, 0, 1], dtype=np.int64), q, "l2").tolist() == [4.0, 4.0, 4.0]
