@@ -14,6 +14,11 @@ from hybridsearch.query.fusion import fuse_linear, fuse_rrf, fuse_sum, union_sor
 from hybridsearch.storages.base import Storage
 
 
+# hybrid "sum" reads lexical matches in growing top-k blocks while a bound may stop it early;
+# past this block size it takes every match at once (one native call, no repeated searches)
+ALL_MATCHES_AFTER = 1024
+
+
 class ColumnarStorage(Storage):
     """A Storage whose documents live in `self.store` (a ColumnStore) under `self.lock` (an RWLock).
 
@@ -268,13 +273,17 @@ class ColumnarStorage(Storage):
         bound = min(vfloor, ceiling)
         want = max(4 * k, 64)
         while True:
-            if not np.isfinite(bound) and bound > 0:
-                lex = self.text.matches(text, bits)
-                last_bm25, complete = 0.0, True
-            else:
-                lex, lex_scores = self.text.search(text, want, bits)
-                complete = len(lex) < want
-                last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
+            if (not np.isfinite(bound) and bound > 0) or want > ALL_MATCHES_AFTER:
+                # no bound, or the blocks keep growing: every match with its BM25 in one call
+                # beats more rounds of top-`want` searches
+                lex, lex_scores = self.text.scored_matches(text, bits)
+                cand = union_sorted(lex, vrows)
+                bm25 = np.zeros(len(cand), dtype=np.float32)  # outside the matches BM25 is 0
+                bm25[np.searchsorted(cand, lex)] = lex_scores
+                return fuse_sum(cand, bm25, self.store.vector_scores(q, cand), k)
+            lex, lex_scores = self.text.search(text, want, bits)
+            complete = len(lex) < want
+            last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
             cand = union_sorted(np.sort(lex), vrows)
             slots, scores = fuse_sum(cand, self.text.scores(text, cand), self.store.vector_scores(q, cand), k)
             # a document outside `lex` has BM25 <= last_bm25 and, outside vrows, a vector score <= bound
