@@ -14,7 +14,7 @@ import numpy as np
 
 from hybridsearch.batch import build_batch
 from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
-from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError
+from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
@@ -155,7 +155,7 @@ class DocumentArray(Generic[T]):
         try:
             from rich.progress import Progress
         except ImportError:
-            raise UnsupportedError('extend(progress=True) needs rich: pip install "hybridsearch[progress]"') from None
+            raise missing_extra("extend(progress=True)", "rich", "progress") from None
         docs = list(docs)
         if len(docs) < _PROGRESS_MIN:
             self.extend(docs)

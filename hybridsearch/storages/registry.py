@@ -5,7 +5,7 @@ import importlib
 import importlib.util
 import sys
 
-from hybridsearch.errors import ConfigError, UnsupportedError
+from hybridsearch.errors import ConfigError, UnsupportedError, missing_extra
 
 # name -> "module:Class"; None marks a storage of the API contract that has not landed yet
 REGISTRY = {
@@ -57,8 +57,7 @@ def storage_class(name: str):
 
 def missing_package(name: str, error: ImportError) -> UnsupportedError:
     """The error for a storage whose client library is not installed, with the line that fixes it."""
-    return UnsupportedError(f"storage {name!r} needs a package that is not installed ({error}): "
-                            f'pip install "hybridsearch[{name}]"')
+    return missing_extra(f"storage {name!r}", getattr(error, "name", None) or str(error), name)
 
 
 def available() -> list:
