@@ -60,6 +60,18 @@ void hs_lex_free(hs_lex *lx) {
 
 int64_t hs_lex_size(const hs_lex *lx) { return lx->count; }
 
+/* Grows a byte buffer (doubling, from 4 KiB) so it holds at least `need` bytes. */
+static int reserve_bytes(uint8_t **buf, int64_t *cap, int64_t need) {
+    if (need <= *cap) return HS_OK;
+    int64_t c = *cap ? *cap : 4096;
+    while (c < need) c *= 2;
+    uint8_t *nb = realloc(*buf, (size_t)c);
+    if (!nb) return HS_ENOMEM;
+    *buf = nb;
+    *cap = c;
+    return HS_OK;
+}
+
 static int64_t find_slot(const hs_lex *lx, uint64_t h, const uint8_t *p, int64_t n) {
     int64_t mask = lx->cap - 1, i = (int64_t)(h & (uint64_t)mask);
     for (;; i = (i + 1) & mask) {
@@ -107,14 +119,7 @@ static int put_one(hs_lex *lx, const uint8_t *p, int64_t n, int32_t id) {
         if (grow_table(lx)) return HS_ENOMEM;
         i = find_slot(lx, h, p, n);
     }
-    if (lx->keys_len + n > lx->keys_cap) {
-        int64_t kc = lx->keys_cap ? lx->keys_cap : 4096;
-        while (kc < lx->keys_len + n) kc *= 2;
-        uint8_t *k = realloc(lx->keys, (size_t)kc);
-        if (!k) return HS_ENOMEM;
-        lx->keys = k;
-        lx->keys_cap = kc;
-    }
+    if (reserve_bytes(&lx->keys, &lx->keys_cap, lx->keys_len + n)) return HS_ENOMEM;
     if (n) memcpy(lx->keys + lx->keys_len, p, (size_t)n);
     lx->tab[i] = (entry){h, lx->keys_len, (int32_t)n, id};
     lx->keys_len += n;
@@ -180,14 +185,7 @@ static int add_new_word(hs_lex_batch *b, const uint8_t *p, int64_t n) {
         b->new_offs = o;
         b->new_cap = cap;
     }
-    if (b->new_len + n > b->new_buf_cap) {
-        int64_t cap = b->new_buf_cap ? b->new_buf_cap : 4096;
-        while (cap < b->new_len + n) cap *= 2;
-        uint8_t *nb = realloc(b->new_buf, (size_t)cap);
-        if (!nb) return HS_ENOMEM;
-        b->new_buf = nb;
-        b->new_buf_cap = cap;
-    }
+    if (reserve_bytes(&b->new_buf, &b->new_buf_cap, b->new_len + n)) return HS_ENOMEM;
     memcpy(b->new_buf + b->new_len, p, (size_t)n);
     b->new_len += n;
     b->new_offs[++b->nnew] = b->new_len;

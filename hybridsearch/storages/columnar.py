@@ -235,15 +235,21 @@ class ColumnarStorage(Storage):
                 lex, _ = self.text.search(text, max(candidates, 1), bits)
                 slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
             elif fusion == "linear":  # the candidates of "sum": the vector list and every lexical match
-                lex, lex_scores = self.text.scored_matches(text, bits)
-                cand = union_sorted(lex, vrows)
-                bm25 = np.zeros(len(cand), dtype=np.float32)  # a vector hit holding no term has BM25 0
-                bm25[np.searchsorted(cand, lex)] = lex_scores
+                cand, bm25 = self._every_match(text, bits, vrows)
                 slots, scores = fuse_linear(cand, bm25, self.store.vector_scores(q[0], cand),
                                             k, *(weights or (0.5, 0.5)))
             else:
                 slots, scores = self._hybrid_sum(text, q[0], vrows, vfloor, k, bits)
             return self._hits(slots, scores)
+
+    def _every_match(self, text, bits, vrows: np.ndarray) -> tuple:
+        """(candidates ascending, their BM25 float32): every lexical match, with its BM25 from one
+        native call, and the vector list, whose documents holding no query term have BM25 0."""
+        lex, lex_scores = self.text.scored_matches(text, bits)
+        cand = union_sorted(lex, vrows)
+        bm25 = np.zeros(len(cand), dtype=np.float32)
+        bm25[np.searchsorted(cand, lex)] = lex_scores
+        return cand, bm25
 
     def _vector_list_exact(self, exact: bool) -> bool:
         """Whether this thread's last vector search returned the exact top list (not a graph's)."""
@@ -276,10 +282,7 @@ class ColumnarStorage(Storage):
             if (not np.isfinite(bound) and bound > 0) or want > ALL_MATCHES_AFTER:
                 # no bound, or the blocks keep growing: every match with its BM25 in one call
                 # beats more rounds of top-`want` searches
-                lex, lex_scores = self.text.scored_matches(text, bits)
-                cand = union_sorted(lex, vrows)
-                bm25 = np.zeros(len(cand), dtype=np.float32)  # outside the matches BM25 is 0
-                bm25[np.searchsorted(cand, lex)] = lex_scores
+                cand, bm25 = self._every_match(text, bits, vrows)
                 return fuse_sum(cand, bm25, self.store.vector_scores(q, cand), k)
             lex, lex_scores = self.text.search(text, want, bits)
             complete = len(lex) < want
