@@ -69,7 +69,6 @@ def _array(a, dtype, what: str) -> np.ndarray:
     return a
 
 
-
 def slot_bits(slots: np.ndarray) -> np.ndarray:
     """The uint64 bitset (bit s of word s // 64, little-endian) of non-negative slots, built
     through a byte mask in O(max slot / 8) rather than one ufunc.at call per slot."""
@@ -78,6 +77,7 @@ def slot_bits(slots: np.ndarray) -> np.ndarray:
     mask = np.zeros((int(slots.max()) // 64 + 1) * 64, dtype=bool)
     mask[slots] = True
     return np.packbits(mask, bitorder="little").view(np.uint64)
+
 
 class TextField:
     """The analyzer, the term dictionary and the inverted index of one hs.Text field."""

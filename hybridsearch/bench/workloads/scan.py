@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from hybridsearch.bench import vectors as V
-from hybridsearch.bench.adapters.anchors import installed, numpy_topk
+from hybridsearch.bench.adapters.anchors import faiss_flat, installed, numpy_flat, numpy_topk
+from hybridsearch.bench.adapters.ours import exact
 from hybridsearch.bench.metrics import mean_overlap
 from hybridsearch.bench.timing import median_seconds, round_robin
-from hybridsearch.engine.exact import ExactIndex, Int8Scan, force_simd, simd_levels, stream_sum
+from hybridsearch.engine.exact import Int8Scan, force_simd, simd_levels, stream_sum
 
 K = 10
 # what each library is held to for one of our levels: the closest level it has
@@ -59,28 +60,25 @@ def numpy_level() -> str:
 
 
 def _float_methods(X: np.ndarray, metric: str) -> dict:
-    """name -> fn(q (d,)) -> top-K ids: ours, numpy, faiss IndexFlat (if installed)."""
-    ours = ExactIndex(X, metric)
-    out = {"ours": lambda q: ours.search(q[None, :], K)[1][0]}
+    """name -> fn(query block (1, d)) -> (1, K) ids: ours, numpy, faiss IndexFlat (if installed),
+    as the exact-scan workload builds them."""
+    out = {"ours": exact(X, metric, K)}
     if metric == "ip":
-        out["numpy"] = lambda q: numpy_topk((X @ q)[None, :], K)[0]
+        out["numpy"] = numpy_flat(X, K)
     else:  # ||x - q||^2 ranks as 2 x.q - ||x||^2, with the norms kept, as a numpy user would
         sq = np.einsum("ij,ij->i", X, X)
-        out["numpy"] = lambda q: numpy_topk((2 * (X @ q) - sq)[None, :], K)[0]
+        out["numpy"] = lambda Q: numpy_topk(2 * (X @ Q[0])[None, :] - sq, K)
     if installed("faiss"):
-        import faiss
-        faiss.omp_set_num_threads(1)
-        index = (faiss.IndexFlatIP if metric == "ip" else faiss.IndexFlatL2)(X.shape[1])
-        index.add(X)
-        out["faiss"] = lambda q: index.search(q[None, :], K)[1][0]
+        out["faiss"] = faiss_flat(X, metric, K)
     return out
 
 
 def _int8_methods(C: np.ndarray, X: np.ndarray) -> dict:
-    """name -> fn(q) -> top-K ids over 8-bit codes: ours (Int8Scan), numpy (`C @ q`, which
-    converts the codes to float per query), faiss IndexScalarQuantizer QT_8bit_uniform (ip)."""
+    """name -> fn(query block (1, d)) -> top-K ids over 8-bit codes: ours (Int8Scan), numpy
+    (`C @ q`, which converts the codes per query), faiss IndexScalarQuantizer QT_8bit_uniform."""
     ours = Int8Scan(C)
-    out = {"ours": lambda q: ours.search(q, K)[1], "numpy": lambda q: numpy_topk((C @ q)[None, :], K)[0]}
+    out = {"ours": lambda Q: ours.search(Q[0], K)[1][None, :],
+           "numpy": lambda Q: numpy_topk((C @ Q[0])[None, :], K)}
     if installed("faiss"):
         import faiss
         faiss.omp_set_num_threads(1)
@@ -88,13 +86,14 @@ def _int8_methods(C: np.ndarray, X: np.ndarray) -> dict:
                                            faiss.METRIC_INNER_PRODUCT)
         index.train(X[:100_000])
         index.add(X)
-        out["faiss"] = lambda q: index.search(q[None, :], K)[1][0]
+        out["faiss"] = lambda Q: index.search(Q, K)[1]
     return out
 
 
 def _time(fns: dict, Q: np.ndarray, repeats: int) -> dict:
-    """name -> {"s": median seconds per query, "ids": the last pass's ids}."""
-    r = round_robin(fns, list(Q[3:]), list(Q[:3]), repeats, keep=True)
+    """name -> {"s": median seconds per query, "ids": the last pass's ids}, one (1, d) block a call."""
+    blocks = [Q[i:i + 1] for i in range(len(Q))]
+    r = round_robin(fns, blocks[3:], blocks[:3], repeats, keep=True)
     return {m: {"s": 1 / v["qps"], "ids": np.vstack(v["out"])} for m, v in r.items() if "qps" in v}
 
 
