@@ -11,6 +11,7 @@ import numpy as np
 import hybridsearch as hs
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.base import TextAdapter, VectorAdapter
+from hybridsearch.engine.analysis import forget_stems
 from hybridsearch.engine.exact import ExactIndex
 from hybridsearch.engine.graph import PLAIN, TWO_HOP, HnswGraph
 
@@ -155,6 +156,7 @@ class Collection(VectorAdapter):
     def close(self) -> None:
         """Closes the collection (dropping a remote index)."""
         close_collection(self.da)
+        self.da = None
 
 
 class Graph(VectorAdapter):
@@ -211,8 +213,9 @@ class Texts(TextAdapter):
     e.g. products with their vectors, under `schema`), searched with find(text=q, limit=k)."""
 
     def __init__(self, storage: str = "memory", name: str = "ours", schema: type | None = None,
-                 tmp: str = "/tmp", join: bool = False, **options) -> None:
+                 tmp: str = "/tmp", join: bool = False, searched: bool = True, **options) -> None:
         self.storage, self.name, self.schema, self.tmp, self.options = storage, name, schema, tmp, options
+        self.searched = searched
         self.join = join  # the fields joined into one "text" field (the work a one-field library does)
         self.label = f"ours (storage={storage!r}, {'1 field' if join else 'best field'})"
 
@@ -224,6 +227,9 @@ class Texts(TextAdapter):
         if docs is None or self.schema is None:
             names = list(fields)
             docs = [{"id": d, **{f: fields[f][j] for f in names}} for j, d in enumerate(ids)]
+        if getattr(self, "da", None) is not None:  # built before (a warm-up): that collection goes first
+            self.close()
+        forget_stems()  # each build stems its words, as a fresh process would: none rides on an earlier row's memo
         self.da = open_collection(self.storage, schema, self.options, self.tmp)
         extend_in_batches(self.da, docs)
 
@@ -235,3 +241,4 @@ class Texts(TextAdapter):
     def close(self) -> None:
         """Closes the collection (dropping a remote index)."""
         close_collection(self.da)
+        self.da = None
