@@ -43,7 +43,7 @@ from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, rrf,
+from hybridsearch.storages.remote.base import (ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, rrf,
                                                userinfo_secrets)
 from hybridsearch.storages.remote.weaviate import config as C
 from hybridsearch.storages.remote.weaviate import filters as F
@@ -51,6 +51,7 @@ from hybridsearch.storages.remote.weaviate import filters as F
 log = logging.getLogger("hybridsearch")
 PAGE = 2000    # objects per page when listing
 GET = 500      # ids per fetch-by-id request
+EXACT_INT = 2 ** 53  # the largest int a float64 holds with every smaller one
 
 
 class WeaviateStorage(RemoteStorage):
@@ -70,6 +71,7 @@ class WeaviateStorage(RemoteStorage):
         self.collection_name = config.collection
         self.batch_size, self.max_results = config.batch_size, config.max_results
         self.m, self.ef_construct = config.m, config.ef_construct
+        self.ints = [s.name for s in schema.fields.values() if s.kind is Kind.INT]
         self.client = self.call("connect", self._connect, parts, config)
         try:
             self.col = self._open_collection()
@@ -191,8 +193,20 @@ class WeaviateStorage(RemoteStorage):
             self._remove(gone)
         return not back or self._insert(back) is None
 
+    def _check_ints(self, records: list) -> None:
+        """UnsupportedError (before anything is written) for an int beyond +-2**53: Weaviate's
+        batch requests carry property values as JSON-like numbers (float64), which hold larger
+        ints only approximately, so they would come back changed or be refused."""
+        for r in records:
+            for name in self.ints:
+                v = r.get(name)
+                if v is not None and abs(v) > EXACT_INT:
+                    raise UnsupportedError(f"storage 'weaviate' holds int values up to +-2**53 exactly (Weaviate "
+                                           f"sends numbers as float64); document {r[ID_FIELD]!r} has {name}={v}")
+
     def _write(self, records: list, before: dict, seq0: Optional[int] = None) -> None:
         """Writes records; any failure rolls every one of them back and raises BackendError."""
+        self._check_ints(records)
         try:
             refused = self._insert(records)
         except BackendError as e:
@@ -391,21 +405,38 @@ class WeaviateStorage(RemoteStorage):
         the n best of each property hold the n best by that maximum."""
         from weaviate.classes.query import BM25Operator, MetadataQuery
         raw, fields, operator = self._fields(text)
-        size = self.max_results if every else min(n, self.max_results)
         best: dict = {}
         for prop, weight in fields:
-            res = self.call("run a text query", self.col.query.bm25, raw, query_properties=[prop], limit=size,
-                            filters=flt, operator=BM25Operator.and_() if operator == "and" else None,
-                            return_metadata=MetadataQuery(score=True), include_vector=self.vec is not None)
-            if every and len(res.objects) >= size:
-                raise self._too_many(size + 1)
-            for o in res.objects:
+            def query(size):
+                return self.call("run a text query", self.col.query.bm25, raw, query_properties=[prop], limit=size,
+                                 filters=flt, operator=BM25Operator.and_() if operator == "and" else None,
+                                 return_metadata=MetadataQuery(score=True),
+                                 include_vector=self.vec is not None).objects
+            if every:
+                objects = query(self.max_results)
+                if len(objects) >= self.max_results:
+                    raise self._too_many(self.max_results + 1)
+            else:
+                objects = self._complete_ties(query, n)
+            for o in objects:
                 rec = self._record(o)
                 s = float(o.metadata.score or 0.0) * weight
                 i = rec[ID_FIELD]
                 if i not in best or s > best[i][0]:
                     best[i] = (s, rec)
         return best
+
+    def _complete_ties(self, query, n: int) -> list:
+        """The n best objects of query(size) and every one tying with the n-th: Weaviate picks
+        among equal scores its own way, ours go to insertion order, so the list grows (twice
+        as long each time) until the score at the cut is above the last one fetched."""
+        size = min(n + 1, self.max_results)
+        while True:
+            objects = query(size)
+            if (len(objects) < size or size >= self.max_results
+                    or objects[n - 1].metadata.score > objects[-1].metadata.score):
+                return objects
+            size = min(size * 2, self.max_results)
 
     @staticmethod
     def _ranked(best: dict, k: Optional[int]) -> list:
