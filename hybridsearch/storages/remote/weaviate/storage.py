@@ -299,7 +299,7 @@ class WeaviateStorage(RemoteStorage):
     def count_matches(self, node: Optional[Node], text) -> int:
         """An aggregation's total count (filter only); with text, the matches read here."""
         if text is not None:
-            return len(self._lexical(text, self.max_results, self._flt(node), every=True))
+            return len(self._lexical(text, self._flt(node)))
         return int(self._aggregate("count matches", self._flt(node)).total_count or 0)
 
     def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
@@ -398,88 +398,77 @@ class WeaviateStorage(RemoteStorage):
             return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts], text.operator
         return text, [(f, 1.0) for f in self.texts], "or"
 
-    def _lexical(self, text, n: int, flt, every: bool = False) -> dict:
-        """id -> (best weighted BM25 over the searched properties, record) of the n best lexical
-        matches (every=True: all of them). Each property is queried on its own, so a document's
-        score is its best field's (API.md), not Weaviate's BM25F over the properties together;
-        the n best of each property hold the n best by that maximum."""
+    def _lexical(self, text, flt) -> dict:
+        """id -> (best weighted BM25 over the searched properties, insertion number) of every
+        lexical match. Each property is queried on its own, so a document's score is its best
+        field's (API.md), not Weaviate's BM25F over the properties together. Every match is
+        read (ids and scores only): Weaviate's top-k of a BM25 query (BlockMax WAND) can miss
+        better-scoring documents, and the top-k must equal exhaustive evaluation (API.md)."""
         from weaviate.classes.query import BM25Operator, MetadataQuery
         raw, fields, operator = self._fields(text)
         best: dict = {}
+        if not any(ch.isalnum() for ch in raw):  # no word to search (Weaviate refuses an empty query)
+            return best
         for prop, weight in fields:
-            def query(size):
-                return self.call("run a text query", self.col.query.bm25, raw, query_properties=[prop], limit=size,
-                                 filters=flt, operator=BM25Operator.and_() if operator == "and" else None,
-                                 return_metadata=MetadataQuery(score=True),
-                                 include_vector=self.vec is not None).objects
-            if every:
-                objects = query(self.max_results)
-                if len(objects) >= self.max_results:
-                    raise self._too_many(self.max_results + 1)
-            else:
-                objects = self._complete_ties(query, n)
+            objects = self.call("run a text query", self.col.query.bm25, raw, query_properties=[prop],
+                                limit=self.max_results, filters=flt,
+                                operator=BM25Operator.and_() if operator == "and" else None,
+                                return_metadata=MetadataQuery(score=True),
+                                return_properties=[ID_FIELD, SEQ_FIELD]).objects
+            if len(objects) >= self.max_results:
+                raise self._too_many(self.max_results + 1)
             for o in objects:
-                rec = self._record(o)
-                s = float(o.metadata.score or 0.0) * weight
-                i = rec[ID_FIELD]
+                i, s = o.properties[ID_FIELD], float(o.metadata.score or 0.0) * weight
                 if i not in best or s > best[i][0]:
-                    best[i] = (s, rec)
+                    best[i] = (s, int(o.properties[SEQ_FIELD]))
         return best
-
-    def _complete_ties(self, query, n: int) -> list:
-        """The n best objects of query(size) and every one tying with the n-th: Weaviate picks
-        among equal scores its own way, ours go to insertion order, so the list grows (twice
-        as long each time) until the score at the cut is above the last one fetched."""
-        size = min(n + 1, self.max_results)
-        while True:
-            objects = query(size)
-            if (len(objects) < size or size >= self.max_results
-                    or objects[n - 1].metadata.score > objects[-1].metadata.score):
-                return objects
-            size = min(size * 2, self.max_results)
 
     @staticmethod
     def _ranked(best: dict, k: Optional[int]) -> list:
-        """(score, record) by score descending, ties in insertion order, cut to k."""
-        return sorted(best.values(), key=lambda p: (-p[0], int(p[1][SEQ_FIELD])))[:k]
+        """(id, score) by score descending, ties in insertion order, cut to k."""
+        return [(i, p[0]) for i, p in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1]))[:k]]
+
+    def _records(self, ids: list, known: Optional[dict] = None) -> list:
+        """The engine fields of ids (all existing), those in `known` not read again."""
+        known = dict(known or {})
+        missing = [i for i in ids if i not in known]
+        if missing:
+            known.update(self._by_ids(missing))
+        return [known[i] for i in ids]
 
     def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
                     weights: Optional[tuple] = None) -> tuple:
         self.need_texts()
         flt = self._flt(node)
+        best = self._lexical(text, flt)
         if q is None:
-            top = self._ranked(self._lexical(text, k, flt, every=k >= self.max_results), k)
-            docs = [self.codec.document(r) for _, r in top]
-            return [d.id for d in docs], np.array([s for s, _ in top], dtype=np.float32), docs
+            top = self._ranked(best, k)
+            docs = [self.codec.document(r) for r in self._records([i for i, _ in top])]
+            return [d.id for d in docs], np.array([s for _, s in top], dtype=np.float32), docs
         q = q[0]
-        pool = max(candidates, k)
-        vec_n = max(candidates, ef or self.ef)
         if exact:
             vec = self._exact_hits(q, candidates, flt)
         else:
+            vec_n = max(candidates, ef or self.ef)
             vec = self.rescored_records(self._near(q, min(vec_n, self.max_results), flt), q, candidates)
+        by_id = {r[ID_FIELD]: r for r in vec}
         if fusion == "rrf":
-            lex = self._ranked(self._lexical(text, candidates, flt), candidates)
-            chosen, scores = rrf([r[ID_FIELD] for _, r in lex], [r[ID_FIELD] for r in vec], k, rrf_k)
-            by_id = {r[ID_FIELD]: r for _, r in lex}
-            by_id.update({r[ID_FIELD]: r for r in vec})
-            return chosen, scores, [self.codec.document(by_id[i]) for i in chosen]
+            lex = [i for i, _ in self._ranked(best, candidates)]
+            chosen, scores = rrf(lex, list(by_id), k, rrf_k)
+            return chosen, scores, [self.codec.document(r) for r in self._records(chosen, by_id)]
         # sum / linear: the vector top-`candidates` and the lexical matches (every one with
-        # exact=True, else the `pool` best), each scored here
-        best = self._lexical(text, pool, flt, every=exact)
-        recs = {i: r for i, (_, r) in best.items()}
-        for r in vec:
-            recs.setdefault(r[ID_FIELD], r)
-        hits = sorted(recs.values(), key=lambda r: int(r[SEQ_FIELD]))  # ties go to insertion order
+        # exact=True, else the max(candidates, k) best), each scored here
+        lex = [i for i, _ in self._ranked(best, None if exact else max(candidates, k))]
+        ids = list(dict.fromkeys(lex + list(by_id)))
+        hits = sorted(self._records(ids, by_id), key=lambda r: int(r[SEQ_FIELD]))  # ties: insertion order
         if not hits:
             return [], np.empty(0, dtype=np.float32), []
         bm25 = np.array([best[r[ID_FIELD]][0] if r[ID_FIELD] in best else 0.0 for r in hits], dtype=np.float64)
-        with_vec = [self.vec.name in r for r in hits]
+        with_vec = [n for n, r in enumerate(hits) if self.vec.name in r]
         vs = np.zeros(len(hits))
-        if any(with_vec):
-            idx = [n for n, w in enumerate(with_vec) if w]
-            vs[idx] = exact_scores(self.vectors([hits[n] for n in idx]), q, self.metric)
+        if with_vec:
+            vs[with_vec] = exact_scores(self.vectors([hits[n] for n in with_vec]), q, self.metric)
         slots = np.arange(len(hits))
         if fusion == "linear":
             order, scores = fuse_linear(slots, bm25, vs, k, *(weights or (0.5, 0.5)))
