@@ -90,7 +90,8 @@ def test_the_collection_comes_from_the_schema(open_da, client):
     hnsw = cfg.vector_config["default"].vector_index_config
     assert hnsw.distance_metric.value == "l2-squared" and hnsw.max_connections == 8 and hnsw.ef_construction == 64
     assert cfg.inverted_index_config.stopwords.preset.value == "none"
-    assert cfg.inverted_index_config.bm25.k1 == pytest.approx(1.2) and cfg.inverted_index_config.bm25.b == pytest.approx(0.75)
+    bm25 = cfg.inverted_index_config.bm25
+    assert bm25.k1 == pytest.approx(1.2) and bm25.b == pytest.approx(0.75)
 
 
 def test_reopen_and_foreign_or_other_collections(open_da, client):
@@ -204,5 +205,6 @@ def test_filter_compiler_decides_impossible_comparisons_itself():
     # beyond int64 / at infinity: no request could say it, so it is decided here
     assert repr(F.compile_filter(Compare("n", "$gt", 2 ** 70), schema)) == repr(F.nothing())
     assert repr(F.compile_filter(Compare("n", "$lt", 2 ** 70), schema)) == repr(F.everything())
-    assert repr(F.compile_filter(Compare("n", "$lt", 2.5), schema)) == repr(F.compile_filter(Compare("n", "$lt", 3), schema))
+    below = F.compile_filter(Compare("n", "$lt", 2.5), schema)
+    assert repr(below) == repr(F.compile_filter(Compare("n", "$lt", 3), schema))
     assert F.compile_filter(parse_filter({}, schema), schema) is None

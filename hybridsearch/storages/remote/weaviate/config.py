@@ -12,7 +12,7 @@ from typing import Optional
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import ConfigError
 from hybridsearch.storages.config import integer, option
-from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig
+from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig, http_url
 
 META = "hybridsearch:"  # the collection description starts with this, then the fingerprint
 # ids are uuid5 of the original id in this namespace (Weaviate takes only uuids as object ids)
@@ -35,17 +35,11 @@ def collection_name(name) -> str:
     return name[0].upper() + name[1:]
 
 
-def _url(v):
-    if not isinstance(v, str) or not v.startswith(("http://", "https://")):
-        raise ValueError("an http(s) URL")
-    return v
-
-
 @dataclasses.dataclass(frozen=True)
 class WeaviateConfig(RemoteConfig):
     """Options of storage="weaviate"."""
 
-    url: str = option("http://127.0.0.1:8080", _url, "the server's REST URL (http://host:port)")
+    url: str = option("http://127.0.0.1:8080", http_url, "the server's REST URL (http://host:port)")
     grpc_port: int = option(50051, integer(1), "the server's gRPC port (same host; queries and batches use it)")
     collection: str = option("Hybridsearch", collection_name, "the collection of this DocumentArray (created "
                              "from the schema on first open; Weaviate capitalises the first letter)")
