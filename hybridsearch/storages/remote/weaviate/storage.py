@@ -35,6 +35,7 @@ import urllib.parse
 from typing import Iterator, Optional
 
 import numpy as np
+import weaviate  # imported here, so that a missing client is the registry's "pip install" error
 
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
@@ -85,7 +86,6 @@ class WeaviateStorage(RemoteStorage):
 
     # ------------------------------------------------------------ client
     def _connect(self, parts, config):
-        import weaviate
         from weaviate.classes.init import AdditionalConfig, Auth, Timeout
         auth = Auth.api_key(config.api_key) if config.api_key else None
         secure = parts.scheme == "https"
