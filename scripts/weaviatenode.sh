@@ -8,13 +8,15 @@
 # Concurrent calls (CI's background fetch and a test fixture's start) wait for each other on lock files.
 #
 # Env: ROOT (default ${TMPDIR:-/tmp}/hybridsearch-engines), WEAVIATE_PORT (9290), WEAVIATE_GRPC_PORT (50091),
-#      GO (the go command; default go).
+#      WEAVIATE_MAX_RESULTS (QUERY_MAXIMUM_RESULTS, 1000000: the most objects one query may return;
+#      Weaviate's own default is 10000), GO (the go command; default go).
 # The node binds 127.0.0.1 only, with anonymous access (a loopback test node) and no vectorizer module.
 set -euo pipefail
 ROOT=${ROOT:-${TMPDIR:-/tmp}/hybridsearch-engines}
 PORT=${WEAVIATE_PORT:-9290}
 GRPC=${WEAVIATE_GRPC_PORT:-50091}
 GO=${GO:-go}
+MAX_RESULTS=${WEAVIATE_MAX_RESULTS:-1000000}
 VER=1.35.2
 BIN=$ROOT/weaviate-$VER/weaviate-server
 DATA=$ROOT/weaviate-data
@@ -74,6 +76,7 @@ start() {
       CLUSTER_GOSSIP_BIND_PORT=$((PORT + 10)) CLUSTER_DATA_BIND_PORT=$((PORT + 11)) \
       RAFT_PORT=$((PORT + 12)) RAFT_INTERNAL_RPC_PORT=$((PORT + 13)) RAFT_BOOTSTRAP_EXPECT=1 \
       GRPC_PORT="$GRPC" DISABLE_TELEMETRY=true LOG_LEVEL=warning QUERY_DEFAULTS_LIMIT=25 \
+      QUERY_MAXIMUM_RESULTS="$MAX_RESULTS" \
       nohup "$BIN" --host 127.0.0.1 --port "$PORT" --scheme http >"$LOG" 2>&1 &
   echo $! >"$PIDF"
   wait_ready "$t0"

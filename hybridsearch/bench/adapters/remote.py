@@ -60,10 +60,11 @@ def find_node(storage: str, url: str | None = None) -> tuple:
 def collection_options(url: str, storage: str = "elasticsearch") -> dict:
     """DocumentArray options of a fresh benchmark index on the node at `url`: a unique index name,
     writes visible when they return, bulk requests of 2,000 documents (Weaviate: a unique
-    collection, batches of 2,000 objects)."""
+    collection, batches of 2,000 objects, and queries of up to the 1,000,000 objects
+    scripts/weaviatenode.sh lets the server return; $HS_WEAVIATE_MAX_RESULTS for another node)."""
     if storage == "weaviate":
         return {"url": url, "grpc_port": WEAVIATE_GRPC, "collection": f"HsBench{uuid.uuid4().hex}",
-                "batch_size": 2000}
+                "batch_size": 2000, "max_results": int(os.environ.get("HS_WEAVIATE_MAX_RESULTS", "1000000"))}
     return {"hosts": url, "index": f"hs-bench-{uuid.uuid4().hex}", "refresh": True, "chunk_size": 2000}
 
 
