@@ -208,3 +208,21 @@ def test_filter_compiler_decides_impossible_comparisons_itself():
     below = F.compile_filter(Compare("n", "$lt", 2.5), schema)
     assert repr(below) == repr(F.compile_filter(Compare("n", "$lt", 3), schema))
     assert F.compile_filter(parse_filter({}, schema), schema) is None
+
+
+def test_a_vector_answer_that_comes_back_short_is_completed_exactly(open_da, monkeypatch):
+    da = open_da()
+    rng = np.random.default_rng(8)
+    da.extend(items(0, 30, rng))
+    storage = da._storage
+    real = storage._near
+    monkeypatch.setattr(storage, "_near", lambda q, n, flt: real(q, n, flt)[:2])  # a graph walk cut short
+    q = rng.random(4)
+    X = np.stack([d.v for d in da])
+    ids = [d.id for d in da]
+    cos = X @ q / (np.linalg.norm(X, axis=1) * np.linalg.norm(q))
+    want = [ids[i] for i in np.argsort(-cos, kind="stable")[:5]]
+    res = da.find(vector=q, limit=5)
+    assert res.ids == want and np.allclose(res.scores, np.sort(cos)[::-1][:5], atol=1e-6)
+    flt = da.find(vector=q, limit=5, filter={"tag": "a"})
+    assert flt.ids == [i for i in [ids[j] for j in np.argsort(-cos, kind="stable")] if int(i[1:]) % 2 == 0][:5]
