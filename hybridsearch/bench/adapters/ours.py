@@ -62,12 +62,14 @@ def open_collection(storage: str, schema: type, options: dict, tmp: str):
         options.setdefault("path", os.path.join(tmp, f"{storage}-{uuid.uuid4().hex[:8]}"
                                                 + (".db" if storage == "sqlite" else "")))
     if storage in remote.REMOTE:
-        options = {**remote.collection_options(options.pop("hosts")), **options}
+        options = {**remote.collection_options(options.pop("hosts"), storage), **options}
     if storage in EXACT_STORAGES:
         for key in GRAPH_OPTIONS:
             options.pop(key, None)
     da = hs.DocumentArray(schema, storage=storage, **options)
-    if storage in remote.REMOTE:
+    if storage == "weaviate":
+        _remote_indexes[id(da)] = (options["url"], options["collection"], storage)
+    elif storage in remote.REMOTE:
         _remote_indexes[id(da)] = (options["hosts"], options["index"])
     return da
 
