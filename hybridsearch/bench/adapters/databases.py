@@ -24,7 +24,7 @@ def quiet() -> None:
     """No telemetry from Chroma (its client reads these at import) and no Lance deprecation
     chatter on stderr: set before any of the three is imported."""
     os.environ["ANONYMIZED_TELEMETRY"] = "False"
-    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")
 
 
 def available(name: str) -> bool:
