@@ -75,7 +75,7 @@ class Vectors(VectorAdapter):
         self.col.modify(configuration={"hnsw": {"ef_search": ef}})
         close_client(self.client)
         self.client = client(self.work.path)
-        self.col, self.ef = self.client.get_collection("bench"), ef
+        self.col, self.ef = self.client.get_collection("bench", embedding_function=None), ef
 
     def searcher(self, k, ef, sel=None, query=None, mode=None):
         """query of one (1, d) block, ids only, at ef_search = max(ef, k)."""
