@@ -12,12 +12,14 @@ text, the figures as JSON and filtered.png (QPS and recall against selectivity).
     python benchmarks/bench_filtered.py --quick             # 20k vectors, 100 queries
     python benchmarks/bench_filtered.py --out DIR           # 200k vectors, 300 queries
     python benchmarks/bench_filtered.py --filter-ef 0.33    # ours with a narrower filtered beam
+    python benchmarks/bench_filtered.py --anchors chroma,milvus-lite,lancedb   # the database rows too
 """
 import sys
 from pathlib import Path
 
 from hybridsearch.bench.adapters.anchors import cpu_count
 from hybridsearch.bench.adapters.base import GraphConfig
+from hybridsearch.bench.adapters.databases import DATABASES, split
 from hybridsearch.bench.script import parser, sizes, start
 from hybridsearch.bench.tables import fmt, verdict
 from hybridsearch.bench.workloads import filtered as F
@@ -41,6 +43,17 @@ def table(out, result: dict) -> None:
                 r["plan"] or "–", f"{r['ours'].get('short', '–')} / {r['ours'].get('violations', '–')}",
                 cell(r["beam"]) if r["beam"] else "–", times(r["beam_ratio"])]
                for r in result["rows"]])
+
+
+def others_table(out, result: dict) -> None:
+    """recall / QPS of every other index (the database anchors) per selectivity."""
+    names = sorted({n for r in result["rows"] for n in r["others"]})
+    if names:
+        out.say("\n  the database anchors (recall@10 / QPS, short / bad)")
+        out.table(["selectivity"] + names,
+                  [[f"{r['pct']:g}%"] + [f"{cell(r['others'][n])} ({r['others'][n].get('short', '–')} / "
+                                         f"{r['others'][n].get('violations', '–')})" if n in r["others"] else "–"
+                                         for n in names] for r in result["rows"]])
 
 
 def targets(out, result: dict) -> None:
@@ -67,19 +80,28 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=cpu_count(), help="build threads (both indexes)")
     ap.add_argument("--filter-ef", type=float, help="ours' planner option filter_ef (default: the storage's)")
     ap.add_argument("--repeats", type=int, default=3, help="timed passes per selectivity (median)")
+    ap.add_argument("--anchors", default="", help=f"database rows too: a subset of {','.join(DATABASES)} "
+                                                  '(pip install -e ".[anchors]")')
     args = ap.parse_args(argv)
     n, nq = sizes(args)
     out, facts = start("filtered", args)
+    anchors, notes = split([a for a in args.anchors.split(",") if a])
+    if set(anchors) - set(DATABASES):
+        ap.error(f"--anchors: a subset of {','.join(DATABASES)}")
+    for note in notes:
+        out.say(note)
     cfg = GraphConfig(args.m, args.ef_construct, args.threads)
     out.say(f"{n:,} x 128 SIFT-like, l2; m={cfg.m} ef_construct={cfg.ef_construct} ef={args.ef}; build on "
             f"{cfg.threads} threads, {nq} queries on 1 thread, {args.repeats} passes")
     result = F.run(n, nq, cfg, args.ef, [p if p % 1 else int(p) for p in args.pcts], passes=args.repeats,
-                   log=out.say, **({} if args.filter_ef is None else {"filter_ef": args.filter_ef}))
+                   log=out.say, names=(F.OURS, F.ANCHOR, *anchors),
+                   **({} if args.filter_ef is None else {"filter_ef": args.filter_ef}))
     for name, why in result["failed"].items():
         out.say(f"  {name}: {why}")
     out.say("\n  recall@10 among the matches / single-thread QPS; short = queries with fewer than "
             "min(10, matches) hits, bad = non-matching hits")
     table(out, result)
+    others_table(out, result)
     targets(out, result)
     out.save({"machine": facts, "config": vars(args), "result": result})
     if args.out:

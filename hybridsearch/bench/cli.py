@@ -18,6 +18,7 @@ from hybridsearch.bench import report as R
 from hybridsearch.bench import vectors as V
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.anchors import installed
+from hybridsearch.bench.adapters.databases import DATABASES, split
 from hybridsearch.bench.child import in_child
 from hybridsearch.bench.machine import machine_facts
 from hybridsearch.bench.plots import plots
@@ -26,6 +27,7 @@ from hybridsearch.errors import missing_extra
 from hybridsearch.bench.workloads.ann import RAW_MODULES, group
 from hybridsearch.bench.workloads.ecommerce import (
     add_overlaps,
+    database_anchor,
     ecommerce,
     lexical_anchor,
 )
@@ -60,6 +62,18 @@ def select_storages(storages: list, engines: dict, installed) -> tuple:
     return usable, skipped
 
 
+def select_anchors(spec: str | None) -> tuple:
+    """(database rows to run, skip notes) from --anchors: "all" (the default: every one
+    installed, a note naming the `[anchors]` extra for each missing), "none", or a comma list."""
+    if spec == "none":
+        return [], []
+    names = list(DATABASES) if spec in (None, "all") else [a for a in spec.split(",") if a]
+    unknown = [a for a in names if a not in DATABASES]
+    if unknown:
+        raise SystemExit(f"hybridsearch bench: --anchors: unknown {','.join(unknown)} (one of {','.join(DATABASES)})")
+    return split(names)
+
+
 def _rows(result, name: str) -> list:
     """A child's rows (a list), or its error as one row."""
     return result if isinstance(result, list) else [dict(result, storage=name)]
@@ -70,7 +84,7 @@ def _ann(results: dict, size: dict, usable: list, mode: str, cache, tmp: str, pr
     gt, _ = V.ground_truth(X, Q, 10, "l2", cache)
     results["ann_data"] = (f"sift-like: {len(X):,} clustered 128-d vectors, {len(Q)} queries, l2, exact ground "
                            "truth by our exact kernel (ties counted as found)")
-    anchors = [a for a, mod in RAW_MODULES.items() if installed(mod)]
+    anchors = [a for a, mod in RAW_MODULES.items() if installed(mod)] + results["anchors"]
     results["skipped"] += [f"{a}: not installed" for a, mod in RAW_MODULES.items() if not installed(mod)]
     # ours and the anchors in one process, timed round-robin; annlite (which cannot share a
     # process with hnswlib) in its own
@@ -121,7 +135,7 @@ def _ecommerce(results: dict, size: dict, usable: list, engines: dict, remote_op
                                  "so their overlap with our best-field BM25 is low by design")
     rows = [s for s in usable if s != "hnswlib"]
     anchors = [a for a in ("bm25s", "tantivy") if installed(a)]
-    task = progress.add_task("e-commerce", total=len(rows) + len(anchors))
+    task = progress.add_task("e-commerce", total=len(rows) + len(anchors) + len(results["anchors"]))
     results["ecommerce"] = []
     for s in rows:
         opts = {"m": 16, "ef_construct": 100, "ef": 100, **remote_opts.get(s, {})}
@@ -130,6 +144,9 @@ def _ecommerce(results: dict, size: dict, usable: list, engines: dict, remote_op
         progress.advance(task)
     for a in anchors:
         results["ecommerce"].append(dict(in_child(lexical_anchor, a, prod, size["threads"]), storage=a))
+        progress.advance(task)
+    for a in results["anchors"]:  # Chroma / Milvus Lite / LanceDB: the query kinds each has
+        results["ecommerce"].append(dict(in_child(database_anchor, a, prod, size["threads"]), storage=a))
         progress.advance(task)
     add_overlaps(results["ecommerce"])
 
@@ -161,6 +178,8 @@ def run(args) -> dict:
     engines = {s: remote.find_node(s) for s in remote.REMOTE}
     usable, skipped = select_storages(storages, engines, installed)
     results["skipped"] += skipped
+    results["anchors"], notes = select_anchors(getattr(args, "anchors", None))
+    results["skipped"] += notes
     remote_opts = {s: {"hosts": engines[s][0]} for s in engines if engines[s][0]}
     tmp = tempfile.mkdtemp(prefix="hs-bench-")
     cache = V.cache_dir(args.cache)
@@ -220,6 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench-out", help="folder for results.json, report.md and the PNG plots")
     ap.add_argument("--size", choices=sorted(SIZES), default=None, help="explicit size (tiny is for tests)")
     ap.add_argument("--storages", default=None, help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--anchors", default="all",
+                    help=f"database rows: all (those installed), none, or a subset of {','.join(DATABASES)}")
     ap.add_argument("--cache", default=None, help="cache folder for generated data and ground truth")
     ap.add_argument("--data", default=None, help="a BEIR-style folder for the relevance table (default: nave-kjv)")
     a = ap.parse_args(argv)

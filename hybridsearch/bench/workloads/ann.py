@@ -9,6 +9,7 @@ import numpy as np
 from hybridsearch.bench import vectors as V
 from hybridsearch.bench.adapters.anchors import FaissHnsw, Hnswlib, cpu_count
 from hybridsearch.bench.adapters.base import GraphConfig, VectorAdapter
+from hybridsearch.bench.adapters.databases import DATABASES, vector_adapter
 from hybridsearch.bench.adapters.ours import Collection, Graph
 from hybridsearch.bench.metrics import mean_recall
 from hybridsearch.bench.timing import round_robin
@@ -16,6 +17,7 @@ from hybridsearch.bench.timing import round_robin
 RAW = {"hnswlib-raw": lambda tmp, o: Hnswlib(), "faiss-raw": lambda tmp, o: FaissHnsw(),
        "ours-raw": lambda tmp, o: Graph("none"), "ours-raw-int8": lambda tmp, o: Graph("int8")}
 RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}  # raw indexes of optional libraries
+RAW.update({db: (lambda tmp, o, db=db: vector_adapter(db)) for db in DATABASES})  # the `[anchors]` rows
 
 
 def adapter(name: str, tmp: str = "/tmp", **options) -> VectorAdapter:

@@ -163,6 +163,40 @@ def lexical_anchor(name: str, prod, threads: list) -> dict:
             "hits": {"lexical": [(fn(i), None) for i in items]}}
 
 
+def database_anchor(name: str, prod, threads: list, k: int = 10) -> dict:
+    """Chroma, Milvus Lite or LanceDB (adapters/databases.py) on the same catalogue: the load
+    (feed) timed, then every query kind it has over the thread sweep, in the row shape of
+    ecommerce() (queries it lacks carry {"error": why}), plus recall@10 of its vector queries."""
+    from hybridsearch.bench.adapters.databases import product_adapter
+    a = product_adapter(name)
+    try:
+        with CpuClock() as c:
+            a.load(prod)
+        out = {"storage": name, "label": a.label, "note": a.note, "queries": {}, "hits": {},
+               "writes": {"feed": dict(qps_per_core(len(prod.docs), c.wall, c.cpu), seconds=c.wall)}}
+        items = list(range(len(prod.queries)))
+        for q, fn in a.searchers(prod, k).items():
+            # ids only: their scores (distances, their BM25) are not on memory's scale
+            out["hits"][q] = [(fn(i)[0], None) for i in items]
+            out["queries"][q] = sweep_threads(fn, items, threads, None)
+        out["queries"].update({q: {"error": why} for q, why in a.unsupported.items()})
+    finally:
+        a.close()
+    out["recall"] = vector_recall(prod, out["hits"], k)
+    return out
+
+
+def anchor_at_scale(name: str, n: int, n_queries: int, dim: int, threads: list) -> dict:
+    """database_anchor on n generated products with `dim`-d projection embeddings (the catalogue
+    of at_scale with the same arguments), for a child process; peak RSS and seconds added."""
+    t0 = time.perf_counter()
+    prod = C.products(n, n_queries, dim=dim, embedder="projection")
+    row = database_anchor(name, prod, threads)
+    row.update(n=n, dim=dim, queries_n=len(prod.queries), run_s=time.perf_counter() - t0,
+               peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return row
+
+
 def add_overlaps(rows: list, k: int = 10) -> None:
     """overlap[name] on every row: the share of memory's top-k (the exact reference) each query
     found, a hit tying memory's k-th score counting as found (engines break ties their own way)."""

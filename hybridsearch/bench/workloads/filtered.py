@@ -29,13 +29,16 @@ def _quotient(a: dict, b: dict):
 
 def rows(res: dict) -> list:
     """One flat row per selectivity: matches, ours' and hnswlib's recall / QPS, the ratio, the
-    plan, and hnswlib at the beam ours walked with ("beam", when that differs from ef)."""
+    plan, hnswlib at the beam ours walked with ("beam", when that differs from ef), and every
+    other index's result ("others": name -> recall / QPS)."""
     out = []
     for pct, f in res.items():
         o, h = f["results"].get(OURS, {}), f["results"].get(ANCHOR, {})
         b = f.get("beam", {})
+        others = {v: r for v, r in f["results"].items() if v not in (OURS, ANCHOR)}  # e.g. database anchors
         out.append({"pct": pct, "matches": f["matches"], "ours": o, "hnswlib": h, "ratio": _quotient(o, h),
-                    "plan": o.get("plan"), "beam": b, "beam_ratio": _quotient(o, b) if b else None})
+                    "plan": o.get("plan"), "beam": b, "beam_ratio": _quotient(o, b) if b else None,
+                    "others": others})
     return out
 
 
