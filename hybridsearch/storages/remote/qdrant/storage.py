@@ -1,0 +1,403 @@
+"""storage="qdrant": the DocumentArray API on Qdrant, embedded (qdrant-edge, `path=`) or on a
+server (qdrant-client, `url=`); engines.py holds the two clients, filters.py the filter compiler.
+
+Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of its id, and the
+id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
+the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
+unindexed fields). The vector is a named vector; with metric="cosine" Qdrant stores vectors
+normalised, so the original is kept too, as an unindexed vector `hs_raw`, and read back.
+
+Searches: vector hits are rescored exactly (API.md's scores) from the stored vectors; a
+(filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
+Lexical search is one Qdrant TextQuery (BM25) per hs.Text field, the best field winning, so the
+top-k is exact with Qdrant's BM25 statistics (docs/storages/qdrant.md says how they differ from
+ours). `rrf` runs in Qdrant (one text field) or here; `sum` and `linear` fuse here, over every
+lexical match and the vector top-`candidates`, scored exactly. Filter-only finds scroll in
+insertion order (`hs_seq`). Counts, facets and deletes by condition run in Qdrant.
+
+Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
+by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. After
+`optimize_after` points the embedded shard runs Qdrant's optimizer, which builds the HNSW
+index: until then a segment is searched exhaustively.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from typing import Iterator, Optional
+
+import numpy as np
+
+from hybridsearch.batch import Batch
+from hybridsearch.errors import BackendError, UnsupportedError
+from hybridsearch.query.filters import And, Compare, Node
+from hybridsearch.query.fusion import fuse_linear, fuse_sum
+from hybridsearch.query.text import TextQuery
+from hybridsearch.storages.base import exact_scores
+from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf
+from hybridsearch.storages.remote.qdrant import filters as F
+from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
+from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeEngine, Rec
+
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "hybridsearch/qdrant")  # fixed: part of the on-disk format
+CHUNK = 2000   # points per upsert operation
+PAGE = 1000    # points per scroll page
+MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to rounding
+
+
+def point_id(id: str) -> str:
+    """The Qdrant point id of a document id (uuid5 in a fixed namespace)."""
+    return str(uuid.uuid5(NAMESPACE, id))
+
+
+class QdrantStorage(RemoteStorage):
+    """A collection on Qdrant: an embedded qdrant-edge shard, or a server's collection."""
+
+    name = "qdrant"
+    engine = "Qdrant"
+    Config = QdrantConfig
+    query_options = frozenset({"linear", "text_fields"})
+
+    def __init__(self, schema, config: QdrantConfig) -> None:
+        super().__init__(schema, config, secret_strings(config), FieldCodec(schema))
+        self.cosine = self.metric == "cosine"
+        self.temp = None
+        vector = (self.vec.name, self.vec.dim, self.metric) if self.vec is not None else None
+        self.compiler = F.Compiler(schema, self._keyword_values)
+        self.optimize_after = config.optimize_after
+        self.unoptimized = 0
+        self.url = config.url
+        self.collection = config.collection or schema.name.lower()
+        try:
+            if config.url is not None:
+                self.path = None
+                self.q = ClientEngine(config.url, self.collection, schema, vector, config.m, config.ef_construct,
+                                      config.api_key, self.timeout)
+            else:
+                if config.path is None:
+                    self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
+                self.path = config.path or self.temp
+                self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+        except Exception as e:
+            info = self.failure(e)
+            if info is None:
+                raise
+            raise self.error("open the collection", *info) from None
+        last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
+        self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
+
+    def address(self) -> dict:
+        if self.url is not None:
+            return {"url": public_url(self.url), "collection": self.collection}
+        return {"path": self.path}
+
+    def failure(self, e):
+        """qdrant-edge reports refusals as ValueError / RuntimeError; qdrant-client as its
+        UnexpectedResponse (with the HTTP status) or ResponseHandlingException."""
+        status = getattr(e, "status_code", None)
+        if status is not None or type(e).__name__ in ("UnexpectedResponse", "ResponseHandlingException",
+                                                      "RpcError"):
+            return status, str(e)[:500]
+        if isinstance(e, (ValueError, RuntimeError, OSError)):
+            return None, f"{type(e).__name__}: {e}"
+        return None
+
+    # ------------------------------------------------------------ records
+    def _point(self, doc, seq: int) -> tuple:
+        fields = self.codec.fields(doc, seq)
+        vectors = {}
+        if self.vec is not None and self.vec.name in fields:
+            v = fields.pop(self.vec.name)
+            vectors[self.vec.name] = v
+            if self.cosine:
+                vectors[RAW] = v
+        return point_id(doc.id), vectors, fields
+
+    def _fields(self, rec: Rec) -> dict:
+        """The engine fields FieldCodec reads: the payload and the original vector."""
+        fields = dict(rec.payload)
+        if self.vec is not None:
+            v = rec.vectors.get(RAW if self.cosine else self.vec.name)
+            if v is not None:
+                fields[self.vec.name] = v
+        return fields
+
+    def _doc(self, rec: Rec):
+        return self.codec.document(self._fields(rec))
+
+    def _retrieve(self, ids: list, vectors: bool = True) -> dict:
+        """id -> record of the ids that exist."""
+        recs = self.call("read documents", self.q.retrieve, [point_id(i) for i in ids], vectors)
+        return {r.payload[ID_FIELD]: r for r in recs}
+
+    # ------------------------------------------------------------- writes
+    def _write(self, points: list) -> None:
+        self.call("write documents", self.q.upsert, points)
+
+    def _restore(self, items: list) -> bool:
+        back = [self._point(self._doc(rec), int(rec.payload[SEQ_FIELD])) for _, rec in items if rec is not None]
+        gone = [point_id(i) for i, rec in items if rec is None]
+        if back:
+            self._write(back)
+        if gone:
+            self.call("delete documents", self.q.delete, gone)
+        return True
+
+    def upsert(self, batch: Batch) -> None:
+        docs = batch.docs
+        before = self._retrieve([d.id for d in docs])
+        seq0 = self.next_seq
+        seqs = self.sequence([d.id for d in docs], {i: r.payload for i, r in before.items()})
+        done = []
+        try:
+            for a in range(0, len(docs), CHUNK):
+                part = docs[a:a + CHUNK]
+                done += [d.id for d in part]  # a failed chunk may have been applied in part
+                self._write([self._point(d, s) for d, s in zip(part, seqs[a:a + CHUNK])])
+        except BackendError as e:
+            raise BackendError(f"{e}; {self.rollback(self._restore, done, before, seq0)}") from None
+        self._wrote(len(docs))
+
+    def _wrote(self, n: int) -> None:
+        """Counts written points; past `optimize_after`, runs the optimizer (HNSW build)."""
+        self.unoptimized += n
+        if self.optimize_after is not None and self.unoptimized >= self.optimize_after:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Runs Qdrant's segment optimizers now (embedded: builds the HNSW index, blocking)."""
+        self.call("optimize", self.q.optimize)
+        self.unoptimized = 0
+
+    def delete(self, ids: list) -> int:
+        found = self._retrieve(list(dict.fromkeys(ids)), vectors=False)
+        if found:
+            self.call("delete documents", self.q.delete, [point_id(i) for i in found])
+        return len(found)
+
+    def update_fields(self, id: str, values: dict) -> None:
+        rec = self._retrieve([id]).get(id)
+        if rec is None:
+            raise KeyError(id)
+        if values:
+            doc = self._doc(rec).model_copy(update=values)
+            self._write([self._point(doc, int(rec.payload[SEQ_FIELD]))])
+
+    def delete_where(self, node: Node) -> int:
+        """One delete-by-filter in Qdrant -> the documents it matched (counted first)."""
+        tree = self.compiler.compile(node)
+        n = self.call("count documents", self.q.count, tree)
+        if n:
+            self.call("delete documents by condition", self.q.delete_where, tree)
+        return n
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """The matching documents rewritten with the values in one upsert (per CHUNK points)."""
+        recs = self._scan(self.compiler.compile(node), None, True)
+        if values and recs:
+            before = {r.payload[ID_FIELD]: r for r in recs}
+            points = [self._point(self._doc(r).model_copy(update=values), int(r.payload[SEQ_FIELD])) for r in recs]
+            try:
+                for a in range(0, len(points), CHUNK):
+                    self._write(points[a:a + CHUNK])
+            except BackendError as e:
+                raise BackendError(f"{e}; {self.rollback(self._restore, list(before), before)}") from None
+        return len(recs)
+
+    # --------------------------------------------------------------- reads
+    def count(self) -> int:
+        return self.call("count documents", self.q.count, F.ALL)
+
+    def contains(self, id: str) -> bool:
+        return bool(self._retrieve([id], vectors=False))
+
+    def get(self, ids: list) -> list:
+        found = {}
+        for a in range(0, len(ids), PAGE):
+            found.update(self._retrieve(ids[a:a + PAGE]))
+        return [self._doc(found[i]) if i in found else None for i in ids]
+
+    def _scan(self, tree, limit: Optional[int], vectors: bool) -> list:
+        """The matches in insertion order (up to `limit`), page after page of hs_seq."""
+        out, start = [], None
+        while limit is None or len(out) < limit:
+            size = PAGE if limit is None else min(PAGE, limit - len(out))
+            page = self.call("scroll documents", self.q.scroll, tree, size, start, vectors)
+            out += page
+            if len(page) < size:
+                break
+            start = int(page[-1].payload[SEQ_FIELD]) + 1
+        return out
+
+    def iter_ids(self) -> Iterator[str]:
+        start = None
+        while True:
+            page = self.call("scroll documents", self.q.scroll, F.ALL, PAGE, start, False)
+            for r in page:
+                yield r.payload[ID_FIELD]
+            if len(page) < PAGE:
+                return
+            start = int(page[-1].payload[SEQ_FIELD]) + 1
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        recs = self._scan(self.compiler.compile(node), limit, True)
+        docs = [self._doc(r) for r in recs]
+        return [d.id for d in docs], docs
+
+    def _keyword_values(self, key: str) -> list:
+        """Every distinct value of a keyword payload field (for string ranges: filters.py)."""
+        n = max(self.count(), 1)
+        return [v for v, _ in self.call("count facet values", self.q.facet, key, F.ALL, n)]
+
+    def _text_tree(self, text) -> tuple:
+        raw, weights = self._text_parts(text)
+        return F.text_tree([f for f, _ in weights], raw)
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        tree = self.compiler.compile(node)
+        if text is not None:
+            tree = F.conj([tree, self._text_tree(text)])
+        return self.call("count documents", self.q.count, tree)
+
+    def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
+        """Qdrant's exact facet counts (ranges: one exact count each). When the last value kept
+        ties with the first left out, Qdrant is asked for twice as many, so that ties are
+        broken by value here."""
+        tree = self.compiler.compile(node)
+        if text is not None:
+            tree = F.conj([tree, self._text_tree(text)])
+        if ranges is not None:
+            out = []
+            for lo, hi in ranges:
+                bounds = [Compare(field, "$gte", lo)] if lo is not None else []
+                bounds += [Compare(field, "$lt", hi)] if hi is not None else []
+                part = self.compiler.compile(And(tuple(bounds))) if bounds else self.compiler.compile(
+                    self._exists_node(field))
+                out.append(((lo, hi), self.call("count documents", self.q.count, F.conj([tree, part]))))
+            return out
+        if limit == 0:
+            return []
+        n = limit + 1
+        while True:
+            hits = self.call("count facet values", self.q.facet, field, tree, n)
+            pairs = sorted(((v, int(c)) for v, c in hits if c > 0), key=lambda p: (-p[1], p[0]))
+            if len(hits) < n or pairs[limit - 1][1] > pairs[-1][1]:
+                return pairs[:limit]
+            n *= 2
+
+    @staticmethod
+    def _exists_node(field: str):
+        from hybridsearch.query.filters import Exists
+        return Exists(field)
+
+    # ------------------------------------------------------------ vectors
+    def _with_vector(self, tree) -> tuple:
+        """The tree restricted to documents holding a vector (those a vector query can return)."""
+        return F.conj([tree, self.compiler.compile(self._exists_node(self.vec.name))])
+
+    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool) -> list:
+        """Per query, the engine's `n` nearest records; a query answered with fewer than
+        min(n, matches) (HNSW under a selective filter can lose some) is asked again exactly."""
+        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact)
+        total = None
+        for i, recs in enumerate(out):
+            if len(recs) < n and not exact:
+                if total is None:
+                    total = self.call("count documents", self.q.count, self._with_vector(tree))
+                if len(recs) < min(n, total):
+                    out[i] = self.call("run an exact vector query", self.q.nearest, queries[i:i + 1], n, tree,
+                                       None, True)[0]
+        return out
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        self.need_vector()
+        tree = self.compiler.compile(node)
+        n = limit + MARGIN
+        ef = max(ef or self.ef, n)
+        out = self._nearest(queries, n, tree, ef, exact)
+        return [self.rescored([self._fields(r) for r in recs], q, limit) for q, recs in zip(queries, out)]
+
+    # --------------------------------------------------------------- text
+    def _text_parts(self, text) -> tuple:
+        """(query string, [(field, weight)]) of a string or a TextQuery."""
+        if isinstance(text, TextQuery):
+            if text.operator != "or":
+                raise UnsupportedError("storage 'qdrant' has no operator=\"and\" for text queries")
+            return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
+        return text, [(f, 1.0) for f in self.texts]
+
+    def _lexical(self, text, n: int, tree) -> list:
+        """The best `n` (record, BM25) by the best field's weighted Qdrant BM25, ties in
+        insertion order: each field's top-n holds every document of the top-n by the maximum."""
+        raw, weights = self._text_parts(text)
+        best = {}
+        for field, w in weights:
+            for r in self.call("run a text query", self.q.text, field, raw, n, tree):
+                s = float(r.score) * w
+                if r.id not in best or s > best[r.id][1]:
+                    best[r.id] = (r, s)
+        ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
+        return ranked[:n]
+
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
+        self.need_texts()
+        tree = self.compiler.compile(node)
+        if q is None:
+            hits = self._lexical(text, k, tree)
+            docs = [self._doc(r) for r, _ in hits]
+            return [d.id for d in docs], np.array([s for _, s in hits], dtype=np.float32), docs
+        self.need_vector()
+        q = np.asarray(q[0], dtype=np.float32)
+        n = max(candidates, 1)
+        ef = max(ef or self.ef, n)
+        if fusion == "rrf":
+            lex = self._lexical(text, n, tree)
+            vec = self._nearest(q[None, :], n, tree, ef, exact)[0]
+            by_id = {r.payload[ID_FIELD]: r for r, _ in lex}
+            for r in vec:
+                by_id.setdefault(r.payload[ID_FIELD], r)
+            chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
+            return chosen, scores, [self._doc(by_id[i]) for i in chosen]
+        # sum / linear: every lexical match and the vector top-`pool`, scored exactly here
+        matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
+        lex = self._lexical(text, max(matches, 1), tree)
+        pool = max(candidates, k)
+        vec = self._nearest(q[None, :], pool, tree, max(ef, pool), exact)[0]
+        by_id = {r.id: r for r, _ in lex}
+        for r in vec:
+            by_id.setdefault(r.id, r)
+        recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))
+        if not recs:
+            return [], np.empty(0, dtype=np.float32), []
+        bm = {r.id: s for r, s in lex}
+        bm25 = np.array([bm.get(r.id, 0.0) for r in recs], dtype=np.float64)
+        fields = [self._fields(r) for r in recs]
+        have = np.array([self.vec.name in f for f in fields])
+        vscore = np.zeros(len(recs))
+        if have.any():
+            vscore[have] = exact_scores(self.vectors([f for f, h in zip(fields, have) if h]), q, self.metric)
+        slots = np.arange(len(recs))
+        if fusion == "linear":
+            order, scores = fuse_linear(slots, bm25, vscore, k, *(weights or (0.5, 0.5)))
+        else:
+            order, scores = fuse_sum(slots, bm25, vscore, k)
+        docs = [self.codec.document(fields[i]) for i in order]
+        return [d.id for d in docs], scores, docs
+
+    def stats(self) -> dict:
+        return {**super().stats(), "unoptimized_points": self.unoptimized}
+
+    def close(self) -> None:
+        if self.q is None:
+            return
+        try:
+            self.q.flush()
+            self.q.close()
+        finally:
+            self.q = None
+            if self.temp is not None:
+                shutil.rmtree(self.temp, ignore_errors=True)
