@@ -7,7 +7,7 @@
 
 Both take the neutral filter trees of filters.py and give back records as
 `Rec(uuid, payload, vectors, score)`. Payload indexes: one per filterable field (Keyword,
-Integer with range and lookup, Float, Bool), `hs_id` and `hs_present` as keywords, `hs_seq`
+Integer with range and lookup (bools too: stored as 0 / 1), Float), `hs_id` and `hs_present` as keywords, `hs_seq`
 as an integer with range (filter-only finds are ordered by it), and one text index with
 BM25 scoring per hs.Text field.
 """
@@ -39,7 +39,7 @@ def _vectors(v) -> dict:
 def payload_kinds(schema: Schema) -> list:
     """(payload key, kind name) of every payload index a collection of `schema` keeps."""
     out = [(ID_FIELD, "keyword"), (SEQ_FIELD, "seq"), (PRESENT_FIELD, "keyword")]
-    names = {Kind.KEYWORD: "keyword", Kind.INT: "integer", Kind.FLOAT: "float", Kind.BOOL: "bool", Kind.TEXT: "text"}
+    names = {Kind.KEYWORD: "keyword", Kind.INT: "integer", Kind.FLOAT: "float", Kind.BOOL: "integer", Kind.TEXT: "text"}
     for spec in schema.fields.values():
         if spec.kind in names:
             out.append((spec.name, names[spec.kind]))
@@ -86,8 +86,6 @@ class EdgeEngine:
             return q.IntegerIndexParams(lookup=True, range=True)
         if kind == "float":
             return q.PayloadSchemaType.Float
-        if kind == "bool":
-            return q.PayloadSchemaType.Bool
         stem = schema.fields[key].analyzer.stemmer
         stemmer = q.SnowballParams(_snowball(q.SnowballLanguage, stem)) if stem else q.DisabledStemmer()
         return q.TextIndexParams(tokenizer=q.TokenizerType.Word, lowercase=schema.fields[key].analyzer.lowercase,
@@ -187,6 +185,7 @@ class ClientEngine:
         self.q = models
         self.vector = vector
         self.collection = collection
+        self.local = url == ":memory:" or url.startswith("local:")
         if url == ":memory:":
             self.client = QdrantClient(location=":memory:")
         elif url.startswith("local:"):
@@ -219,12 +218,12 @@ class ClientEngine:
                                         is_principal=kind == "seq")
         if kind == "float":
             return M.PayloadSchemaType.FLOAT
-        if kind == "bool":
-            return M.PayloadSchemaType.BOOL
         an = schema.fields[key].analyzer
+        if self.local:  # the local mode scores only the default tokenization (no stemmer, no options)
+            return M.TextIndexParams(type=M.TextIndexType.TEXT, scoring=True)
         stemmer = M.SnowballParams(type=M.Snowball.SNOWBALL, language=an.stemmer) if an.stemmer else None
         return M.TextIndexParams(type=M.TextIndexType.TEXT, tokenizer=M.TokenizerType.WORD, lowercase=an.lowercase,
-                                 stemmer=stemmer)
+                                 stemmer=stemmer, scoring=True)
 
     def filter(self, tree):
         return F.build(tree, self.q, False)
@@ -281,10 +280,10 @@ class ClientEngine:
 
     def text(self, field: str, text: str, limit: int, tree) -> list:
         M = self.q
-        res = self.client.query_points(self.collection, query=M.TextQuery(text=M.TextQueryInput(field=field, query=text))
-                                       if hasattr(M, "TextQueryInput") else M.TextQuery(field=field, query=text),
-                                       limit=limit, query_filter=self.filter(tree), with_payload=True,
-                                       with_vectors=True)
+        # the field is named by `using` (TextQueryInput holds only the words)
+        res = self.client.query_points(self.collection, query=M.TextQuery(text=M.TextQueryInput(query=text)),
+                                       using=field, limit=limit, query_filter=self.filter(tree),
+                                       with_payload=True, with_vectors=True)
         return [self._rec(p) for p in res.points]
 
     def rrf(self, field: str, text: str, v, n: int, k: int, rrf_k: int, tree, ef, exact: bool) -> list:

@@ -12,7 +12,7 @@ signatures but not in meaning:
 
 Semantics kept from the other storages: a comparison is false where the field has no value,
 and a negation (`$ne`, `$nin`, `$not`) matches documents without one, which is Qdrant's
-`must_not`. `$exists` is a match on `hs_present` (the optional fields holding a value) rather
+`must_not`. Bools are matched as the 0 / 1 the storage writes for them. `$exists` is a match on `hs_present` (the optional fields holding a value) rather
 than IsEmpty / IsNull: those also call an empty list "empty", and the unindexed fields live
 in one JSON string (`hs_extra`), where no condition reaches them.
 
@@ -106,8 +106,8 @@ class Compiler:
                 return ("eq", key, v)
             values = [s for s in self.keyword_values(key) if _HOLDS[op](s, v)]
             return ("any", key, values) if values else NONE
-        if kind is Kind.BOOL:
-            return ("eq", key, bool(v))
+        if kind is Kind.BOOL:  # stored as 0 / 1 (storage.py)
+            return ("eq", key, int(bool(v)))
         if kind is Kind.INT:
             op2, b = int_bound(op, v)
             if op2 is None:

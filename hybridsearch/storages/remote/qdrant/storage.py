@@ -4,7 +4,8 @@ server (qdrant-client, `url=`); engines.py holds the two clients, filters.py the
 Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of its id, and the
 id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
 the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
-unindexed fields). The vector is a named vector; with metric="cosine" Qdrant stores vectors
+unindexed fields; `hs_floats` the float fields' exact values: Qdrant's own payload floats can
+be one ulp off what was written, and are used only to filter). The vector is a named vector; with metric="cosine" Qdrant stores vectors
 normalised, so the original is kept too, as an unindexed vector `hs_raw`, and read back.
 
 Searches: vector hits are rescored exactly (API.md's scores) from the stored vectors; a
@@ -22,6 +23,7 @@ index: until then a segment is searched exhaustively.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import uuid
@@ -30,6 +32,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from hybridsearch.batch import Batch
+from hybridsearch.document import Kind
 from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.filters import And, Compare, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
@@ -43,6 +46,8 @@ from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeE
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "hybridsearch/qdrant")  # fixed: part of the on-disk format
 CHUNK = 2000   # points per upsert operation
 PAGE = 1000    # points per scroll page
+FLOATS_FIELD = "hs_floats"  # the float fields' exact values, one JSON string
+BM25_SCALE = 1 / 2.2  # Qdrant's BM25 keeps the (k1 + 1) factor of the classic formula; Lucene's drops it
 MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to rounding
 
 
@@ -62,6 +67,9 @@ class QdrantStorage(RemoteStorage):
     def __init__(self, schema, config: QdrantConfig) -> None:
         super().__init__(schema, config, secret_strings(config), FieldCodec(schema))
         self.cosine = self.metric == "cosine"
+        # qdrant-edge's MatchValue cannot match a stored bool (it reads True as 1): bools are stored as 0 / 1
+        self.bools = [s.name for s in schema.fields.values() if s.kind is Kind.BOOL]
+        self.floats = [s.name for s in schema.fields.values() if s.kind is Kind.FLOAT]
         self.temp = None
         vector = (self.vec.name, self.vec.dim, self.metric) if self.vec is not None else None
         self.compiler = F.Compiler(schema, self._keyword_values)
@@ -106,6 +114,12 @@ class QdrantStorage(RemoteStorage):
     # ------------------------------------------------------------ records
     def _point(self, doc, seq: int) -> tuple:
         fields = self.codec.fields(doc, seq)
+        floats = {f: fields[f] for f in self.floats if f in fields}
+        for f in self.bools:
+            if f in fields:
+                fields[f] = int(fields[f])
+        if floats:  # Qdrant's payload parsing can move a float by an ulp: the exact value rides along
+            fields[FLOATS_FIELD] = json.dumps(floats)
         vectors = {}
         if self.vec is not None and self.vec.name in fields:
             v = fields.pop(self.vec.name)
@@ -117,6 +131,11 @@ class QdrantStorage(RemoteStorage):
     def _fields(self, rec: Rec) -> dict:
         """The engine fields FieldCodec reads: the payload and the original vector."""
         fields = dict(rec.payload)
+        if FLOATS_FIELD in fields:
+            fields.update(json.loads(fields.pop(FLOATS_FIELD)))
+        for f in self.bools:
+            if f in fields:
+                fields[f] = bool(fields[f])
         if self.vec is not None:
             v = rec.vectors.get(RAW if self.cosine else self.vec.name)
             if v is not None:
@@ -281,7 +300,8 @@ class QdrantStorage(RemoteStorage):
         n = limit + 1
         while True:
             hits = self.call("count facet values", self.q.facet, field, tree, n)
-            pairs = sorted(((v, int(c)) for v, c in hits if c > 0), key=lambda p: (-p[1], p[0]))
+            cast = bool if field in self.bools else (lambda v: v)
+            pairs = sorted(((cast(v), int(c)) for v, c in hits if c > 0), key=lambda p: (-p[1], p[0]))
             if len(hits) < n or pairs[limit - 1][1] > pairs[-1][1]:
                 return pairs[:limit]
             n *= 2
@@ -334,12 +354,22 @@ class QdrantStorage(RemoteStorage):
         raw, weights = self._text_parts(text)
         best = {}
         for field, w in weights:
-            for r in self.call("run a text query", self.q.text, field, raw, n, tree):
-                s = float(r.score) * w
+            for r in self._field_top(field, raw, n, tree):
+                s = float(r.score) * BM25_SCALE * w
                 if r.id not in best or s > best[r.id][1]:
                     best[r.id] = (r, s)
         ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
         return ranked[:n]
+
+    def _field_top(self, field: str, raw: str, n: int, tree) -> list:
+        """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
+        among equal scores in its own order, and ties here go to the earlier document."""
+        m = n + 1
+        while True:
+            hits = self.call("run a text query", self.q.text, field, raw, m, tree)
+            if len(hits) < m or hits[-1].score < hits[n - 1].score:
+                return hits
+            m *= 2
 
     def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
