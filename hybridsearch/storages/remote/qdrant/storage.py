@@ -27,12 +27,14 @@ import json
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from typing import Iterator, Optional
 
 import numpy as np
 
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
+from hybridsearch.engine.analysis import analyzer_for
 from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.filters import And, Compare, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
@@ -349,17 +351,35 @@ class QdrantStorage(RemoteStorage):
         return text, [(f, 1.0) for f in self.texts]
 
     def _lexical(self, text, n: int, tree) -> list:
-        """The best `n` (record, BM25) by the best field's weighted Qdrant BM25, ties in
-        insertion order: each field's top-n holds every document of the top-n by the maximum."""
+        """The best `n` (record, BM25) by the best field's weighted BM25, ties in insertion
+        order: each field's top-n holds every document of the top-n by the maximum."""
         raw, weights = self._text_parts(text)
         best = {}
         for field, w in weights:
-            for r in self._field_top(field, raw, n, tree):
-                s = float(r.score) * BM25_SCALE * w
+            for r, s in self._field_scores(field, raw, n, tree):
+                s *= w
                 if r.id not in best or s > best[r.id][1]:
                     best[r.id] = (r, s)
         ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
         return ranked[:n]
+
+    def _field_scores(self, field: str, raw: str, n: int, tree) -> list:
+        """(record, BM25) of the field's top-n for the text. Qdrant counts a repeated query
+        term once, API.md once per occurrence: such a query is scored term by term over every
+        match, each term's BM25 times its count."""
+        analyzer = analyzer_for(self.schema.fields[field])
+        counts = Counter(analyzer.tokens(raw))
+        if all(c == 1 for c in counts.values()):
+            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree)]
+        surface = dict(zip(analyzer.tokens(raw), analyzer.words(raw)))  # a word that analyses to each term
+        total = {}
+        for term, c in counts.items():
+            word = surface[term]
+            every = self.call("count documents", self.q.count, F.conj([tree, ("text", field, word)]))
+            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree):
+                prev = total.get(r.id, (r, 0.0))[1]
+                total[r.id] = (r, prev + c * float(r.score) * BM25_SCALE)
+        return sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))[:n]
 
     def _field_top(self, field: str, raw: str, n: int, tree) -> list:
         """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
@@ -392,11 +412,10 @@ class QdrantStorage(RemoteStorage):
                 by_id.setdefault(r.payload[ID_FIELD], r)
             chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
             return chosen, scores, [self._doc(by_id[i]) for i in chosen]
-        # sum / linear: every lexical match and the vector top-`pool`, scored exactly here
+        # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
         lex = self._lexical(text, max(matches, 1), tree)
-        pool = max(candidates, k)
-        vec = self._nearest(q[None, :], pool, tree, max(ef, pool), exact)[0]
+        vec = self._nearest(q[None, :], n, tree, ef, exact)[0]  # API.md: the vector top-`candidates`
         by_id = {r.id: r for r, _ in lex}
         for r in vec:
             by_id.setdefault(r.id, r)
