@@ -23,8 +23,8 @@ class QdrantConfig(RemoteConfig):
                                        "model's name, lowercased")
     api_key: Optional[str] = option(None, None, "the server's API key (url=)", secret=True)
     optimize_after: Optional[int] = option(20000, integer(1, allow_none=True),
-                                           "run Qdrant's optimizer (HNSW build) once this many points were written "
-                                           "since the last run (embedded); None: only on da.optimize()")
+                                           "before a vector query, run Qdrant's optimizer (HNSW build) when this many "
+                                           "points were written since its last run (embedded); None: never")
 
     def validate(self) -> None:
         if self.url is not None and self.path is not None:

@@ -109,6 +109,11 @@ class EdgeEngine:
     def optimize(self) -> None:
         self.shard.optimize()
 
+    def unindexed(self) -> int:
+        """Points whose vectors no HNSW index holds yet."""
+        info = self.shard.info()
+        return max(0, info.points_count - info.indexed_vectors_count) if self.vector else 0
+
     def flush(self) -> None:
         self.shard.flush()
 
@@ -244,6 +249,10 @@ class ClientEngine:
 
     def optimize(self) -> None:
         """A server optimizes in the background; nothing to run here."""
+
+    def unindexed(self) -> int:
+        """A server indexes on its own: nothing is left for the optimizer here."""
+        return 0
 
     def flush(self) -> None:
         """Writes are acknowledged with wait=True, applied when the call returns."""

@@ -18,8 +18,9 @@ insertion order (`hs_seq`). Counts, facets and deletes by condition run in Qdran
 
 Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
 by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. After
-`optimize_after` points the embedded shard runs Qdrant's optimizer, which builds the HNSW
-index: until then a segment is searched exhaustively.
+`optimize_after` points, the next vector query first runs Qdrant's optimizer, which builds the
+HNSW index (embedded; a server optimizes on its own): until then new points sit in segments
+searched exhaustively.
 """
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ class QdrantStorage(RemoteStorage):
             raise self.error("open the collection", *info) from None
         last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
         self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
+        self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
 
     def address(self) -> dict:
         if self.url is not None:
@@ -181,8 +183,13 @@ class QdrantStorage(RemoteStorage):
         self._wrote(len(docs))
 
     def _wrote(self, n: int) -> None:
-        """Counts written points; past `optimize_after`, runs the optimizer (HNSW build)."""
+        """Counts written points: the optimizer runs before the next vector query (`_ready`),
+        so that a load in many batches builds the index once, not after every batch."""
         self.unoptimized += n
+
+    def _ready(self) -> None:
+        """Runs the optimizer (HNSW build) when `optimize_after` points or more were written
+        since it last ran; until then new points sit in segments searched exhaustively."""
         if self.optimize_after is not None and self.unoptimized >= self.optimize_after:
             self.optimize()
 
@@ -335,6 +342,7 @@ class QdrantStorage(RemoteStorage):
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         self.need_vector()
+        self._ready()
         tree = self.compiler.compile(node)
         n = limit + MARGIN
         ef = max(ef or self.ef, n)
@@ -401,6 +409,7 @@ class QdrantStorage(RemoteStorage):
             docs = [self._doc(r) for r, _ in hits]
             return [d.id for d in docs], np.array([s for _, s in hits], dtype=np.float32), docs
         self.need_vector()
+        self._ready()
         q = np.asarray(q[0], dtype=np.float32)
         n = max(candidates, 1)
         ef = max(ef or self.ef, n)
