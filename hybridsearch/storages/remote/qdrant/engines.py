@@ -160,17 +160,6 @@ class EdgeEngine:
                                               with_payload=True, with_vector=True))
         return [Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res]
 
-    def rrf(self, field: str, text: str, v, n: int, k: int, rrf_k: int, tree, ef, exact: bool) -> list:
-        """Qdrant's own RRF of the field's BM25 top-n and the vector top-n."""
-        q = self.q
-        flt = self.filter(tree)
-        pre = [q.Prefetch(limit=n, query=q.TextQuery(field, text), filter=flt),
-               q.Prefetch(limit=n, query=q.Query.Nearest([float(x) for x in v], using=self.vector[0]), filter=flt,
-                          params=self._params(ef, exact))]
-        res = self.shard.query(q.QueryRequest(limit=k, prefetches=pre, query=q.Fusion.Rrf(k=rrf_k),
-                                              with_payload=True, with_vector=True))
-        return [Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res]
-
 
 def _snowball(languages, name: str):
     for member in languages.__members__.values() if hasattr(languages, "__members__") else []:
@@ -185,7 +174,7 @@ class ClientEngine:
     edge = False
 
     def __init__(self, url: str, collection: str, schema: Schema, vector: Optional[tuple], m: int,
-                 ef_construct: int, api_key: Optional[str], timeout: float) -> None:
+                 ef_construct: int, api_key: Optional[str], timeout: float, verify=True) -> None:
         from qdrant_client import QdrantClient, models
         self.q = models
         self.vector = vector
@@ -196,7 +185,9 @@ class ClientEngine:
         elif url.startswith("local:"):
             self.client = QdrantClient(path=url[len("local:"):])
         else:
-            self.client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, timeout)))
+            # verify: a CA bundle or a bool, handed to the HTTP client (httpx) of the REST transport
+            self.client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, timeout)), verify=verify,
+                                       check_compatibility=False)
         if not self.client.collection_exists(collection):
             self.client.create_collection(collection, vectors_config=self._vector_params(vector, m, ef_construct))
             for key, kind in payload_kinds(schema):
@@ -294,6 +285,3 @@ class ClientEngine:
                                        using=field, limit=limit, query_filter=self.filter(tree),
                                        with_payload=True, with_vectors=True)
         return [self._rec(p) for p in res.points]
-
-    def rrf(self, field: str, text: str, v, n: int, k: int, rrf_k: int, tree, ef, exact: bool) -> list:
-        raise NotImplementedError  # the storage fuses client-side for this engine

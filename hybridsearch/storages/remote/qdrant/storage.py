@@ -84,7 +84,7 @@ class QdrantStorage(RemoteStorage):
             if config.url is not None:
                 self.path = None
                 self.q = ClientEngine(config.url, self.collection, schema, vector, config.m, config.ef_construct,
-                                      config.api_key, self.timeout)
+                                      config.api_key, self.timeout, config.ca_certs or config.verify_certs)
             else:
                 if config.path is None:
                     self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
