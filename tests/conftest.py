@@ -21,8 +21,9 @@ STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path",
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # storages whose vector search is exact; approximate ones get recall-based checks
-# (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole)
-EXACT_STORAGES = {"memory", "memory-path", "sqlite", "qdrant", "qdrant-path"}
+# (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole; the
+# client's local mode, qdrant-client, is brute force)
+EXACT_STORAGES = {"memory", "memory-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client"}
 
 
 @pytest.fixture(params=STORAGES)

@@ -169,3 +169,12 @@ def test_the_client_code_path_on_the_local_mode():
 def test_path_and_url_together_are_refused(tmp_path):
     with pytest.raises(hs.ConfigError, match="not both"):
         hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s", url=":memory:")
+
+
+def test_a_second_writer_on_a_path_is_refused(tmp_path):
+    da = hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
+    da.extend(products(2))
+    with pytest.raises(hs.BackendError, match="WAL"):
+        hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
+    assert len(da) == 2
+    da.close()

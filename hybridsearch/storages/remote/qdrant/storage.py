@@ -105,13 +105,14 @@ class QdrantStorage(RemoteStorage):
         return {"path": self.path}
 
     def failure(self, e):
-        """qdrant-edge reports refusals as ValueError / RuntimeError; qdrant-client as its
+        """qdrant-edge reports refusals as ValueError / RuntimeError / Exception; qdrant-client as its
         UnexpectedResponse (with the HTTP status) or ResponseHandlingException."""
         status = getattr(e, "status_code", None)
         if status is not None or type(e).__name__ in ("UnexpectedResponse", "ResponseHandlingException",
                                                       "RpcError"):
             return status, str(e)[:500]
-        if isinstance(e, (ValueError, RuntimeError, OSError)):
+        if isinstance(e, (ValueError, RuntimeError, OSError)) or type(e) is Exception:
+            # qdrant-edge raises a bare Exception for its service errors (a WAL another writer holds)
             return None, f"{type(e).__name__}: {e}"
         return None
 
