@@ -153,11 +153,12 @@ class EdgeEngine:
         out = self.shard.query_batch(q.QueryBatchRequest(reqs))
         return [[Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res] for res in out]
 
-    def text(self, field: str, text: str, limit: int, tree) -> list:
-        """The `limit` best matches of `text` by the field's BM25 (score: Qdrant's BM25)."""
+    def text(self, field: str, text: str, limit: int, tree, full: bool = True) -> list:
+        """The `limit` best matches of `text` by the field's BM25 (score: Qdrant's BM25), with
+        their whole payload and vectors, or (`full` False) only `hs_id` and `hs_seq`."""
         q = self.q
         res = self.shard.query(q.QueryRequest(limit=limit, query=q.TextQuery(field, text), filter=self.filter(tree),
-                                              with_payload=True, with_vector=True))
+                                              with_payload=True if full else [ID_FIELD, SEQ_FIELD], with_vector=full))
         return [Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res]
 
 
@@ -278,10 +279,10 @@ class ClientEngine:
         out = self.client.query_batch_points(self.collection, reqs)
         return [[self._rec(p) for p in res.points] for res in out]
 
-    def text(self, field: str, text: str, limit: int, tree) -> list:
+    def text(self, field: str, text: str, limit: int, tree, full: bool = True) -> list:
         M = self.q
         # the field is named by `using` (TextQueryInput holds only the words)
         res = self.client.query_points(self.collection, query=M.TextQuery(text=M.TextQueryInput(query=text)),
                                        using=field, limit=limit, query_filter=self.filter(tree),
-                                       with_payload=True, with_vectors=True)
+                                       with_payload=True if full else [ID_FIELD, SEQ_FIELD], with_vectors=full)
         return [self._rec(p) for p in res.points]

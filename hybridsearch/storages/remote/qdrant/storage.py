@@ -359,43 +359,43 @@ class QdrantStorage(RemoteStorage):
             return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
         return text, [(f, 1.0) for f in self.texts]
 
-    def _lexical(self, text, n: int, tree) -> list:
+    def _lexical(self, text, n: int, tree, full: bool = True) -> list:
         """The best `n` (record, BM25) by the best field's weighted BM25, ties in insertion
         order: each field's top-n holds every document of the top-n by the maximum."""
         raw, weights = self._text_parts(text)
         best = {}
         for field, w in weights:
-            for r, s in self._field_scores(field, raw, n, tree):
+            for r, s in self._field_scores(field, raw, n, tree, full):
                 s *= w
                 if r.id not in best or s > best[r.id][1]:
                     best[r.id] = (r, s)
         ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
         return ranked[:n]
 
-    def _field_scores(self, field: str, raw: str, n: int, tree) -> list:
+    def _field_scores(self, field: str, raw: str, n: int, tree, full: bool) -> list:
         """(record, BM25) of the field's top-n for the text. Qdrant counts a repeated query
         term once, API.md once per occurrence: such a query is scored term by term over every
         match, each term's BM25 times its count."""
         analyzer = analyzer_for(self.schema.fields[field])
         counts = Counter(analyzer.tokens(raw))
         if all(c == 1 for c in counts.values()):
-            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree)]
+            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree, full)]
         surface = dict(zip(analyzer.tokens(raw), analyzer.words(raw)))  # a word that analyses to each term
         total = {}
         for term, c in counts.items():
             word = surface[term]
             every = self.call("count documents", self.q.count, F.conj([tree, ("text", field, word)]))
-            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree):
+            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree, full):
                 prev = total.get(r.id, (r, 0.0))[1]
                 total[r.id] = (r, prev + c * float(r.score) * BM25_SCALE)
         return sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))[:n]
 
-    def _field_top(self, field: str, raw: str, n: int, tree) -> list:
+    def _field_top(self, field: str, raw: str, n: int, tree, full: bool) -> list:
         """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
         among equal scores in its own order, and ties here go to the earlier document."""
         m = n + 1
         while True:
-            hits = self.call("run a text query", self.q.text, field, raw, m, tree)
+            hits = self.call("run a text query", self.q.text, field, raw, m, tree, full)
             if len(hits) < m or hits[-1].score < hits[n - 1].score:
                 return hits
             m *= 2
@@ -405,23 +405,19 @@ class QdrantStorage(RemoteStorage):
                     weights: Optional[tuple] = None) -> tuple:
         self.need_texts()
         tree = self.compiler.compile(node)
-        if q is None:
-            hits = self._lexical(text, k, tree)
-            docs = [self._doc(r) for r, _ in hits]
-            return [d.id for d in docs], np.array([s for _, s in hits], dtype=np.float32), docs
+        if q is None:  # ids and scores only: the documents are read when asked for (Results)
+            hits = self._lexical(text, k, tree, full=False)
+            return [r.payload[ID_FIELD] for r, _ in hits], np.array([s for _, s in hits], dtype=np.float32), None
         self.need_vector()
         self._ready()
         q = np.asarray(q[0], dtype=np.float32)
         n = max(candidates, 1)
         ef = max(ef or self.ef, n)
-        if fusion == "rrf":
-            lex = self._lexical(text, n, tree)
+        if fusion == "rrf":  # ranks only: the documents are read when asked for
+            lex = self._lexical(text, n, tree, full=False)
             vec = self._nearest(q[None, :], n, tree, ef, exact)[0]
-            by_id = {r.payload[ID_FIELD]: r for r, _ in lex}
-            for r in vec:
-                by_id.setdefault(r.payload[ID_FIELD], r)
             chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
-            return chosen, scores, [self._doc(by_id[i]) for i in chosen]
+            return chosen, scores, None
         # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
         lex = self._lexical(text, max(matches, 1), tree)
