@@ -105,7 +105,6 @@ def test_keyword_ranges_and_filters_match_the_model():
 def test_a_short_vector_answer_falls_back_to_exact():
     """HNSW under a selective filter may return fewer than min(limit, matches): that query is
     asked again exactly. A stand-in engine drops the last approximate hit."""
-    from hybridsearch.storages.config import StorageConfig  # noqa: F401  (the config class is the storage's)
     st = QdrantStorage(schema_of(Product), QdrantStorage.Config.parse("qdrant", {}))
     da_docs = [schema_of(Product).model.model_validate(d) for d in products(40)]
     from hybridsearch.batch import Batch
@@ -117,9 +116,9 @@ def test_a_short_vector_answer_falls_back_to_exact():
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def nearest(self, queries, limit, tree, ef, exact):
+        def nearest(self, queries, limit, tree, ef, exact, full=True):
             calls.append(exact)
-            out = real.nearest(queries, limit, tree, ef, exact)
+            out = real.nearest(queries, limit, tree, ef, exact, full)
             return out if exact else [r[:-1] for r in out]
 
     st.q = Short()

@@ -46,7 +46,20 @@ def payload_kinds(schema: Schema) -> list:
     return out
 
 
-class EdgeEngine:
+class Engine:
+    """What both engines share."""
+
+    vector: Optional[tuple] = None
+
+    def _light(self, full: bool) -> tuple:
+        """(with_payload, with_vector) of a read: everything, or the id, the insertion number
+        and the original vector (`hs_raw` for cosine, which Qdrant keeps normalised)."""
+        if full:
+            return True, True
+        return [ID_FIELD, SEQ_FIELD], [RAW if self.vector[2] == "cosine" else self.vector[0]]
+
+
+class EdgeEngine(Engine):
     """One qdrant-edge shard in a directory."""
 
     edge = True
@@ -143,12 +156,14 @@ class EdgeEngine:
     def _params(self, ef: Optional[int], exact: bool):
         return self.q.SearchParams(hnsw_ef=ef, exact=exact)
 
-    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool) -> list:
-        """Per query row, the `limit` nearest matches with payloads and vectors."""
+    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
+        """Per query row, the `limit` nearest matches with payloads and vectors, or (`full`
+        False) with `hs_id`, `hs_seq` and the original vector only."""
         q = self.q
         flt = self.filter(tree)
+        payload, vectors = self._light(full)
         reqs = [q.QueryRequest(limit=limit, query=q.Query.Nearest([float(x) for x in v], using=self.vector[0]),
-                               filter=flt, params=self._params(ef, exact), with_payload=True, with_vector=True)
+                               filter=flt, params=self._params(ef, exact), with_payload=payload, with_vector=vectors)
                 for v in queries]
         out = self.shard.query_batch(q.QueryBatchRequest(reqs))
         return [[Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res] for res in out]
@@ -169,7 +184,7 @@ def _snowball(languages, name: str):
     return getattr(languages, name.capitalize())
 
 
-class ClientEngine:
+class ClientEngine(Engine):
     """One collection through qdrant-client: a server at `url`, or the client's local mode."""
 
     edge = False
@@ -270,12 +285,13 @@ class ClientEngine:
         res = self.client.facet(self.collection, key, facet_filter=self.filter(tree), limit=limit, exact=True)
         return [(h.value, h.count) for h in res.hits]
 
-    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool) -> list:
+    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
         M = self.q
         flt = self.filter(tree)
+        payload, vectors = self._light(full)
         reqs = [M.QueryRequest(query=[float(x) for x in v], using=self.vector[0], limit=limit, filter=flt,
-                               params=M.SearchParams(hnsw_ef=ef, exact=exact), with_payload=True, with_vector=True)
-                for v in queries]
+                               params=M.SearchParams(hnsw_ef=ef, exact=exact), with_payload=payload,
+                               with_vector=vectors) for v in queries]
         out = self.client.query_batch_points(self.collection, reqs)
         return [[self._rec(p) for p in res.points] for res in out]
 

@@ -40,7 +40,7 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.filters import And, Compare, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import exact_scores
+from hybridsearch.storages.base import exact_scores, rank_exactly
 from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf
 from hybridsearch.storages.remote.qdrant import filters as F
 from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
@@ -326,10 +326,10 @@ class QdrantStorage(RemoteStorage):
         """The tree restricted to documents holding a vector (those a vector query can return)."""
         return F.conj([tree, self.compiler.compile(self._exists_node(self.vec.name))])
 
-    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool) -> list:
+    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
         """Per query, the engine's `n` nearest records; a query answered with fewer than
         min(n, matches) (HNSW under a selective filter can lose some) is asked again exactly."""
-        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact)
+        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact, full)
         total = None
         for i, recs in enumerate(out):
             if len(recs) < n and not exact:
@@ -337,7 +337,7 @@ class QdrantStorage(RemoteStorage):
                     total = self.call("count documents", self.q.count, self._with_vector(tree))
                 if len(recs) < min(n, total):
                     out[i] = self.call("run an exact vector query", self.q.nearest, queries[i:i + 1], n, tree,
-                                       None, True)[0]
+                                       None, True, full)[0]
         return out
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
@@ -347,8 +347,17 @@ class QdrantStorage(RemoteStorage):
         tree = self.compiler.compile(node)
         n = limit + MARGIN
         ef = max(ef or self.ef, n)
-        out = self._nearest(queries, n, tree, ef, exact)
-        return [self.rescored([self._fields(r) for r in recs], q, limit) for q, recs in zip(queries, out)]
+        out = self._nearest(queries, n, tree, ef, exact, full=False)
+        key = RAW if self.cosine else self.vec.name
+        res = []
+        for q, recs in zip(queries, out):  # ranks only: the documents are read when asked for
+            if not recs:
+                res.append(([], np.empty(0, dtype=np.float32), None))
+                continue
+            order, scores = rank_exactly(np.array([r.vectors[key] for r in recs], dtype=np.float32), q,
+                                         self.metric, limit)
+            res.append(([recs[i].payload[ID_FIELD] for i in order], scores, None))
+        return res
 
     # --------------------------------------------------------------- text
     def _text_parts(self, text) -> tuple:
@@ -415,7 +424,7 @@ class QdrantStorage(RemoteStorage):
         ef = max(ef or self.ef, n)
         if fusion == "rrf":  # ranks only: the documents are read when asked for
             lex = self._lexical(text, n, tree, full=False)
-            vec = self._nearest(q[None, :], n, tree, ef, exact)[0]
+            vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]
             chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
             return chosen, scores, None
         # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
