@@ -37,7 +37,7 @@ from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
 from hybridsearch.engine.analysis import analyzer_for
 from hybridsearch.errors import BackendError, UnsupportedError
-from hybridsearch.query.filters import And, Compare, Node
+from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages.base import exact_scores, rank_exactly
@@ -302,7 +302,7 @@ class QdrantStorage(RemoteStorage):
                 bounds = [Compare(field, "$gte", lo)] if lo is not None else []
                 bounds += [Compare(field, "$lt", hi)] if hi is not None else []
                 part = self.compiler.compile(And(tuple(bounds))) if bounds else self.compiler.compile(
-                    self._exists_node(field))
+                    Exists(field))
                 out.append(((lo, hi), self.call("count documents", self.q.count, F.conj([tree, part]))))
             return out
         if limit == 0:
@@ -316,15 +316,10 @@ class QdrantStorage(RemoteStorage):
                 return pairs[:limit]
             n *= 2
 
-    @staticmethod
-    def _exists_node(field: str):
-        from hybridsearch.query.filters import Exists
-        return Exists(field)
-
     # ------------------------------------------------------------ vectors
     def _with_vector(self, tree) -> tuple:
         """The tree restricted to documents holding a vector (those a vector query can return)."""
-        return F.conj([tree, self.compiler.compile(self._exists_node(self.vec.name))])
+        return F.conj([tree, self.compiler.compile(Exists(self.vec.name))])
 
     def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
         """Per query, the engine's `n` nearest records; a query answered with fewer than
