@@ -36,7 +36,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
 from hybridsearch.engine.analysis import analyzer_for
-from hybridsearch.errors import BackendError, UnsupportedError
+from hybridsearch.errors import BackendError, UnsupportedError, missing_extra
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
@@ -90,6 +90,8 @@ class QdrantStorage(RemoteStorage):
                     self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
                 self.path = config.path or self.temp
                 self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+        except ImportError as e:  # qdrant-client is needed only with url=
+            raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
         except Exception as e:
             info = self.failure(e)
             if info is None:
