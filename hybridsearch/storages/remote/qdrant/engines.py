@@ -139,11 +139,13 @@ class EdgeEngine(Engine):
         return [Rec(str(r.id), r.payload or {}, _vectors(r.vector), 0.0) for r in recs]
 
     def scroll(self, tree, limit: int, start: Optional[int], vectors: bool, desc: bool = False) -> list:
-        """Up to `limit` matches ordered by hs_seq from `start` on (ascending, or descending)."""
+        """Up to `limit` matches ordered by hs_seq from `start` on (ascending, or descending):
+        whole points with `vectors`, else only their `hs_id` and `hs_seq`."""
         q = self.q
         order = q.OrderBy(SEQ_FIELD, direction=q.Direction.Desc if desc else q.Direction.Asc, start_from=start)
-        recs, _ = self.shard.scroll(q.ScrollRequest(limit=limit, filter=self.filter(tree), with_payload=True,
-                                                    with_vector=vectors, order_by=order))
+        recs, _ = self.shard.scroll(q.ScrollRequest(limit=limit, filter=self.filter(tree), with_vector=vectors,
+                                                    with_payload=True if vectors else [ID_FIELD, SEQ_FIELD],
+                                                    order_by=order))
         return [Rec(str(r.id), r.payload or {}, _vectors(r.vector), 0.0) for r in recs]
 
     def count(self, tree) -> int:
@@ -275,7 +277,8 @@ class ClientEngine(Engine):
         M = self.q
         order = M.OrderBy(key=SEQ_FIELD, direction=M.Direction.DESC if desc else M.Direction.ASC, start_from=start)
         recs, _ = self.client.scroll(self.collection, scroll_filter=self.filter(tree), limit=limit,
-                                     with_payload=True, with_vectors=vectors, order_by=order)
+                                     with_payload=True if vectors else [ID_FIELD, SEQ_FIELD], with_vectors=vectors,
+                                     order_by=order)
         return [self._rec(r) for r in recs]
 
     def count(self, tree) -> int:

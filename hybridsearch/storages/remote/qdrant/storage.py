@@ -272,9 +272,8 @@ class QdrantStorage(RemoteStorage):
             start = int(page[-1].payload[SEQ_FIELD]) + 1
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
-        recs = self._scan(self.compiler.compile(node), limit, True)
-        docs = [self._doc(r) for r in recs]
-        return [d.id for d in docs], docs
+        recs = self._scan(self.compiler.compile(node), limit, False)  # ids: documents are read when asked for
+        return [r.payload[ID_FIELD] for r in recs], None
 
     def _keyword_values(self, key: str) -> list:
         """Every distinct value of a keyword payload field (for string ranges: filters.py)."""
