@@ -52,10 +52,16 @@ class Engine:
     vector: Optional[tuple] = None
 
     def _light(self, full: bool) -> tuple:
-        """(with_payload, with_vector) of a read: everything, or the id, the insertion number
-        and the original vector (`hs_raw` for cosine, which Qdrant keeps normalised)."""
-        if full:
+        return self._read("all" if full else "vector")
+
+    def _read(self, read: str) -> tuple:
+        """(with_payload, with_vector) of a read: "all" (every field and vector), "ids" (`hs_id`
+        and `hs_seq`) or "vector" (those and the original vector: `hs_raw` for cosine, which
+        Qdrant keeps normalised)."""
+        if read == "all":
             return True, True
+        if read == "ids" or self.vector is None:
+            return [ID_FIELD, SEQ_FIELD], False
         return [ID_FIELD, SEQ_FIELD], [RAW if self.vector[2] == "cosine" else self.vector[0]]
 
 
@@ -170,12 +176,13 @@ class EdgeEngine(Engine):
         out = self.shard.query_batch(q.QueryBatchRequest(reqs))
         return [[Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res] for res in out]
 
-    def text(self, field: str, text: str, limit: int, tree, full: bool = True) -> list:
-        """The `limit` best matches of `text` by the field's BM25 (score: Qdrant's BM25), with
-        their whole payload and vectors, or (`full` False) only `hs_id` and `hs_seq`."""
+    def text(self, field: str, text: str, limit: int, tree, read: str = "all") -> list:
+        """The `limit` best matches of `text` by the field's BM25 (score: Qdrant's BM25); `read`
+        as `Engine._read` says."""
         q = self.q
+        payload, vectors = self._read(read)
         res = self.shard.query(q.QueryRequest(limit=limit, query=q.TextQuery(field, text), filter=self.filter(tree),
-                                              with_payload=True if full else [ID_FIELD, SEQ_FIELD], with_vector=full))
+                                              with_payload=payload, with_vector=vectors))
         return [Rec(str(p.id), p.payload or {}, _vectors(p.vector), p.score) for p in res]
 
 
@@ -298,10 +305,11 @@ class ClientEngine(Engine):
         out = self.client.query_batch_points(self.collection, reqs)
         return [[self._rec(p) for p in res.points] for res in out]
 
-    def text(self, field: str, text: str, limit: int, tree, full: bool = True) -> list:
+    def text(self, field: str, text: str, limit: int, tree, read: str = "all") -> list:
         M = self.q
+        payload, vectors = self._read(read)
         # the field is named by `using` (TextQueryInput holds only the words)
         res = self.client.query_points(self.collection, query=M.TextQuery(text=M.TextQueryInput(query=text)),
                                        using=field, limit=limit, query_filter=self.filter(tree),
-                                       with_payload=True if full else [ID_FIELD, SEQ_FIELD], with_vectors=full)
+                                       with_payload=payload, with_vectors=vectors)
         return [self._rec(p) for p in res.points]

@@ -364,43 +364,43 @@ class QdrantStorage(RemoteStorage):
             return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
         return text, [(f, 1.0) for f in self.texts]
 
-    def _lexical(self, text, n: int, tree, full: bool = True) -> list:
+    def _lexical(self, text, n: int, tree, read: str = "all") -> list:
         """The best `n` (record, BM25) by the best field's weighted BM25, ties in insertion
         order: each field's top-n holds every document of the top-n by the maximum."""
         raw, weights = self._text_parts(text)
         best = {}
         for field, w in weights:
-            for r, s in self._field_scores(field, raw, n, tree, full):
+            for r, s in self._field_scores(field, raw, n, tree, read):
                 s *= w
                 if r.id not in best or s > best[r.id][1]:
                     best[r.id] = (r, s)
         ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
         return ranked[:n]
 
-    def _field_scores(self, field: str, raw: str, n: int, tree, full: bool) -> list:
+    def _field_scores(self, field: str, raw: str, n: int, tree, read: str) -> list:
         """(record, BM25) of the field's top-n for the text. Qdrant counts a repeated query
         term once, API.md once per occurrence: such a query is scored term by term over every
         match, each term's BM25 times its count."""
         analyzer = analyzer_for(self.schema.fields[field])
         counts = Counter(analyzer.tokens(raw))
         if all(c == 1 for c in counts.values()):
-            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree, full)]
+            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree, read)]
         surface = dict(zip(analyzer.tokens(raw), analyzer.words(raw)))  # a word that analyses to each term
         total = {}
         for term, c in counts.items():
             word = surface[term]
             every = self.call("count documents", self.q.count, F.conj([tree, ("text", field, word)]))
-            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree, full):
+            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree, read):
                 prev = total.get(r.id, (r, 0.0))[1]
                 total[r.id] = (r, prev + c * float(r.score) * BM25_SCALE)
         return sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))[:n]
 
-    def _field_top(self, field: str, raw: str, n: int, tree, full: bool) -> list:
+    def _field_top(self, field: str, raw: str, n: int, tree, read: str) -> list:
         """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
         among equal scores in its own order, and ties here go to the earlier document."""
         m = n + 1
         while True:
-            hits = self.call("run a text query", self.q.text, field, raw, m, tree, full)
+            hits = self.call("run a text query", self.q.text, field, raw, m, tree, read)
             if len(hits) < m or hits[-1].score < hits[n - 1].score:
                 return hits
             m *= 2
@@ -411,7 +411,7 @@ class QdrantStorage(RemoteStorage):
         self.need_texts()
         tree = self.compiler.compile(node)
         if q is None:  # ids and scores only: the documents are read when asked for (Results)
-            hits = self._lexical(text, k, tree, full=False)
+            hits = self._lexical(text, k, tree, "ids")
             return [r.payload[ID_FIELD] for r, _ in hits], np.array([s for _, s in hits], dtype=np.float32), None
         self.need_vector()
         self._ready()
@@ -419,34 +419,35 @@ class QdrantStorage(RemoteStorage):
         n = max(candidates, 1)
         ef = max(ef or self.ef, n)
         if fusion == "rrf":  # ranks only: the documents are read when asked for
-            lex = self._lexical(text, n, tree, full=False)
+            lex = self._lexical(text, n, tree, "ids")
             vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]
             chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
             return chosen, scores, None
         # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
+        # from their ids and original vectors (the documents are read when asked for)
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
-        lex = self._lexical(text, max(matches, 1), tree)
-        vec = self._nearest(q[None, :], n, tree, ef, exact)[0]  # API.md: the vector top-`candidates`
+        lex = self._lexical(text, max(matches, 1), tree, "vector")
+        vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]  # API.md: the vector top-`candidates`
         by_id = {r.id: r for r, _ in lex}
         for r in vec:
             by_id.setdefault(r.id, r)
-        recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))
+        recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))  # ties: the earlier document
         if not recs:
-            return [], np.empty(0, dtype=np.float32), []
+            return [], np.empty(0, dtype=np.float32), None
         bm = {r.id: s for r, s in lex}
         bm25 = np.array([bm.get(r.id, 0.0) for r in recs], dtype=np.float64)
-        fields = [self._fields(r) for r in recs]
-        have = np.array([self.vec.name in f for f in fields])
+        key = RAW if self.cosine else self.vec.name
+        have = np.array([key in r.vectors for r in recs])
         vscore = np.zeros(len(recs))
         if have.any():
-            vscore[have] = exact_scores(self.vectors([f for f, h in zip(fields, have) if h]), q, self.metric)
+            X = np.array([r.vectors[key] for r in recs if key in r.vectors], dtype=np.float32)
+            vscore[have] = exact_scores(X, q, self.metric)
         slots = np.arange(len(recs))
         if fusion == "linear":
             order, scores = fuse_linear(slots, bm25, vscore, k, *(weights or (0.5, 0.5)))
         else:
             order, scores = fuse_sum(slots, bm25, vscore, k)
-        docs = [self.codec.document(fields[i]) for i in order]
-        return [d.id for d in docs], scores, docs
+        return [recs[i].payload[ID_FIELD] for i in order], scores, None
 
     def stats(self) -> dict:
         return {**super().stats(), "unoptimized_points": self.unoptimized}
