@@ -426,8 +426,24 @@ class QdrantStorage(RemoteStorage):
         # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
         # from their ids and original vectors (the documents are read when asked for)
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
-        lex = self._lexical(text, max(matches, 1), tree, "vector")
         vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]  # API.md: the vector top-`candidates`
+        if fusion == "linear":  # min-max over every candidate: every match's BM25 and vector score
+            return self._fuse(self._lexical(text, max(matches, 1), tree, "vector"), vec, q, k, weights, True)
+        # "sum": the lexical matches best BM25 first, m at a time, until no match left out can
+        # beat the k-th sum (its BM25 is at most the m-th's, its vector score at most the best's)
+        key = RAW if self.cosine else self.vec.name
+        best = max([float(s) for s in exact_scores(np.array([r.vectors[key] for r in vec], dtype=np.float32), q,
+                                                   self.metric)] + ([0.0] if self.vec.optional or not vec else []))
+        m = max(4 * k, 64)
+        while True:
+            lex = self._lexical(text, min(m, max(matches, 1)), tree, "vector")
+            ids, scores, _ = self._fuse(lex, vec, q, k, None, False)
+            if len(lex) >= matches or (len(scores) >= k and float(scores[k - 1]) > lex[-1][1] + best):
+                return ids, scores, None
+            m *= 4
+
+    def _fuse(self, lex: list, vec: list, q: np.ndarray, k: int, weights, linear: bool) -> tuple:
+        """API.md's "sum" or "linear" of the union of (record, BM25) pairs and vector records."""
         by_id = {r.id: r for r, _ in lex}
         for r in vec:
             by_id.setdefault(r.id, r)
@@ -443,7 +459,7 @@ class QdrantStorage(RemoteStorage):
             X = np.array([r.vectors[key] for r in recs if key in r.vectors], dtype=np.float32)
             vscore[have] = exact_scores(X, q, self.metric)
         slots = np.arange(len(recs))
-        if fusion == "linear":
+        if linear:
             order, scores = fuse_linear(slots, bm25, vscore, k, *(weights or (0.5, 0.5)))
         else:
             order, scores = fuse_sum(slots, bm25, vscore, k)
