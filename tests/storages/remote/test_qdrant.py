@@ -177,3 +177,22 @@ def test_a_second_writer_on_a_path_is_refused(tmp_path):
         hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
     assert len(da) == 2
     da.close()
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_hybrid_sum_reading_matches_best_first_equals_the_memory_storage(metric):
+    """"sum" reads the lexical matches a growing number at a time and stops when none left out
+    can win: the same hits and scores as the memory storage, which scores every match."""
+    docs = products(600, seed=7)
+    qd, mem = hs.DocumentArray(Product, storage="qdrant", metric=metric), hs.DocumentArray(Product, metric=metric)
+    for da in (qd, mem):
+        da.extend(docs)
+    rng = np.random.default_rng(1)
+    for text in ("red phone", "cable", "fast wireless charger", "case"):
+        q = rng.standard_normal(4)
+        for k, candidates in ((10, 10), (3, 50), (20, 5)):
+            a = qd.find(text=text, vector=q, limit=k, candidates=candidates, exact=True)
+            b = mem.find(text=text, vector=q, limit=k, candidates=candidates)
+            assert np.allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6), (text, k, candidates)
+            assert set(a.ids) == set(b.ids) or np.isclose(a.scores[-1], a.scores[-2]), (text, k, candidates)
+    qd.close()

@@ -9,6 +9,7 @@ signatures but not in meaning:
     ("any", key, [values])    MatchAny (str or int)
     ("range", key, {op: v})   Range with gt / gte / lt / lte as floats
     ("text", key, text)       MatchTextAny: the document holds one of the text's terms
+    ("ids", [uuids])          HasId: the points themselves
 
 Semantics kept from the other storages: a comparison is false where the field has no value,
 and a negation (`$ne`, `$nin`, `$not`) matches documents without one, which is Qdrant's
@@ -172,6 +173,8 @@ def _condition(tree: tuple, m, edge: bool):
         return m.Filter(should=[_condition(c, m, edge) for c in tree[1]])
     if tag == "not":
         return m.Filter(must_not=[_condition(tree[1], m, edge)])
+    if tag == "ids":  # point ids (uuids)
+        return m.HasIdCondition(set(tree[1])) if edge else m.HasIdCondition(has_id=list(tree[1]))
     key = tree[1]
     if tag == "eq":
         match = m.MatchValue(tree[2]) if edge else m.MatchValue(value=tree[2])

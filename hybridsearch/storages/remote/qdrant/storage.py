@@ -430,27 +430,38 @@ class QdrantStorage(RemoteStorage):
         if fusion == "linear":  # min-max over every candidate: every match's BM25 and vector score
             return self._fuse(self._lexical(text, max(matches, 1), tree, "vector"), vec, q, k, weights, True)
         # "sum": the lexical matches best BM25 first, m at a time, until no match left out can
-        # beat the k-th sum (its BM25 is at most the m-th's, its vector score at most the best's)
+        # beat the k-th sum: its BM25 is at most the m-th's, and its vector score at most the
+        # last vector candidate's (it is not among the vector top-`candidates`), or 0 without a
+        # vector (when fewer than `candidates` came back, every vector did)
         key = RAW if self.cosine else self.vec.name
-        best = max([float(s) for s in exact_scores(np.array([r.vectors[key] for r in vec], dtype=np.float32), q,
-                                                   self.metric)] + ([0.0] if self.vec.optional or not vec else []))
+        vs = exact_scores(np.array([r.vectors[key] for r in vec], dtype=np.float32), q, self.metric) if vec else []
+        bounds = [float(min(vs))] if len(vec) >= n else []
+        if len(vec) < n or self.vec.optional:
+            bounds.append(0.0)
+        best = max(bounds)
+        # the vector candidates' own BM25 (0 for those holding no query term), whatever their rank
+        known = {r.id: sc for r, sc in self._lexical(text, len(vec), F.conj([tree, ("ids", [r.id for r in vec])]),
+                                                     "ids")} if vec else {}
         m = max(4 * k, 64)
         while True:
             lex = self._lexical(text, min(m, max(matches, 1)), tree, "vector")
-            ids, scores, _ = self._fuse(lex, vec, q, k, None, False)
+            ids, scores, _ = self._fuse(lex, vec, q, k, None, False, known)
             if len(lex) >= matches or (len(scores) >= k and float(scores[k - 1]) > lex[-1][1] + best):
                 return ids, scores, None
             m *= 4
 
-    def _fuse(self, lex: list, vec: list, q: np.ndarray, k: int, weights, linear: bool) -> tuple:
-        """API.md's "sum" or "linear" of the union of (record, BM25) pairs and vector records."""
+    def _fuse(self, lex: list, vec: list, q: np.ndarray, k: int, weights, linear: bool,
+              known: Optional[dict] = None) -> tuple:
+        """API.md's "sum" or "linear" of the union of (record, BM25) pairs and vector records
+        (`known`: point id -> BM25 of vector records that `lex` may not hold)."""
         by_id = {r.id: r for r, _ in lex}
         for r in vec:
             by_id.setdefault(r.id, r)
         recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))  # ties: the earlier document
         if not recs:
             return [], np.empty(0, dtype=np.float32), None
-        bm = {r.id: s for r, s in lex}
+        bm = dict(known or {})
+        bm.update((r.id, s) for r, s in lex)
         bm25 = np.array([bm.get(r.id, 0.0) for r in recs], dtype=np.float64)
         key = RAW if self.cosine else self.vec.name
         have = np.array([key in r.vectors for r in recs])
