@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     titles = [" ".join(t.split()[:k]) for t, k in zip(zipf_titles(n, rng, 12), rng.integers(3, 13, n))]
     X, Q = V.sift_like(n, nq)
     texts = [" ".join(rng.choice(titles[int(i)].split(), 2, replace=False)) for i in rng.integers(0, n, nq)]
-    Doc = type("Doc", (hs.Document,), {"__annotations__": {"title": hs.Text, "v": hs.Vector[128]}, "__module__": __name__})
+    Doc = type("Doc", (hs.Document,), {"__annotations__": {"title": hs.Text, "v": hs.Vector[128]},
+                                       "__module__": __name__})
     cols = {"id": [f"d{i}" for i in range(n)], "title": titles, "v": X}
     path = tempfile.mkdtemp()
     rows, results = {}, {}

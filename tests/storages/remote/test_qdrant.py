@@ -13,7 +13,8 @@ from hybridsearch.query.filters import parse_filter
 from tests.models import FilterItem as Item
 from tests.models import matches
 
-qdrant_edge = pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install 'hybridsearch[qdrant]')")
+qdrant_edge = pytest.importorskip("qdrant_edge",
+                                  reason="qdrant-edge-py is not installed (pip install 'hybridsearch[qdrant]')")
 from hybridsearch.storages.remote.qdrant import filters as F  # noqa: E402
 from hybridsearch.storages.remote.qdrant.storage import QdrantStorage, point_id  # noqa: E402
 
@@ -196,3 +197,12 @@ def test_hybrid_sum_reading_matches_best_first_equals_the_memory_storage(metric)
             assert np.allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6), (text, k, candidates)
             assert set(a.ids) == set(b.ids) or np.isclose(a.scores[-1], a.scores[-2]), (text, k, candidates)
     qd.close()
+
+
+def test_a_shard_opened_with_another_schema_or_metric_is_refused(tmp_path):
+    hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()
+    with pytest.raises(hs.ConfigError, match="another schema or metric"):
+        hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s", metric="l2")
+    with pytest.raises(hs.ConfigError, match="another schema or metric"):
+        hs.DocumentArray(Item, storage="qdrant", path=tmp_path / "s")
+    hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()

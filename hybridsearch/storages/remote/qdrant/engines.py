@@ -225,7 +225,8 @@ class ClientEngine(Engine):
             return {RAW: M.VectorParams(size=1, distance=M.Distance.DOT)}
         name, dim, metric = vector
         dist = {"cosine": M.Distance.COSINE, "ip": M.Distance.DOT, "l2": M.Distance.EUCLID}[metric]
-        out = {name: M.VectorParams(size=dim, distance=dist, hnsw_config=M.HnswConfigDiff(m=m, ef_construct=ef_construct))}
+        graph = M.HnswConfigDiff(m=m, ef_construct=ef_construct)
+        out = {name: M.VectorParams(size=dim, distance=dist, hnsw_config=graph)}
         if metric == "cosine":
             out[RAW] = M.VectorParams(size=dim, distance=M.Distance.DOT, hnsw_config=M.HnswConfigDiff(m=0))
         return out

@@ -5,16 +5,19 @@ Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of i
 id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
 the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
 unindexed fields; `hs_floats` the float fields' exact values: Qdrant's own payload floats can
-be one ulp off what was written, and are used only to filter). The vector is a named vector; with metric="cosine" Qdrant stores vectors
-normalised, so the original is kept too, as an unindexed vector `hs_raw`, and read back.
+be one ulp off what was written, and are used only to filter). The vector is a named vector;
+with metric="cosine" Qdrant stores vectors normalised, so the original is kept too, as an
+unindexed vector `hs_raw`, and read back. An embedded shard's folder also holds
+hybridsearch-schema.json: opening it with another schema or metric is a ConfigError.
 
-Searches: vector hits are rescored exactly (API.md's scores) from the stored vectors; a
+Searches read ids, insertion numbers and original vectors; documents are read by id when the
+results are asked for them. Vector hits are ranked by API.md's scores computed here; a
 (filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
-Lexical search is one Qdrant TextQuery (BM25) per hs.Text field, the best field winning, so the
-top-k is exact with Qdrant's BM25 statistics (docs/storages/qdrant.md says how they differ from
-ours). `rrf` runs in Qdrant (one text field) or here; `sum` and `linear` fuse here, over every
-lexical match and the vector top-`candidates`, scored exactly. Filter-only finds scroll in
-insertion order (`hs_seq`). Counts, facets and deletes by condition run in Qdrant.
+Lexical search is one Qdrant TextQuery (BM25, scaled to Lucene's) per hs.Text field, the best
+field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). `rrf`,
+`sum` and `linear` fuse here (query/fusion.py), `sum` reading the lexical matches best first
+until none left out can win. Filter-only finds scroll in insertion order (`hs_seq`). Counts,
+facets and deletes by condition run in Qdrant.
 
 Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
 by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. After
@@ -25,6 +28,7 @@ searched exhaustively.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -36,7 +40,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
 from hybridsearch.engine.analysis import analyzer_for
-from hybridsearch.errors import BackendError, UnsupportedError, missing_extra
+from hybridsearch.errors import BackendError, ConfigError, HybridSearchError, UnsupportedError, missing_extra
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
@@ -51,12 +55,37 @@ CHUNK = 2000   # points per upsert operation
 PAGE = 1000    # points per scroll page
 FLOATS_FIELD = "hs_floats"  # the float fields' exact values, one JSON string
 BM25_SCALE = 1 / 2.2  # Qdrant's BM25 keeps the (k1 + 1) factor of the classic formula; Lucene's drops it
+FINGERPRINT = "hybridsearch-schema.json"  # the schema and metric a shard was made for
 MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to rounding
 
 
 def point_id(id: str) -> str:
     """The Qdrant point id of a document id (uuid5 in a fixed namespace)."""
     return str(uuid.uuid5(NAMESPACE, id))
+
+
+def _fingerprint(schema, metric: str) -> str:
+    return json.dumps(schema.fingerprint() + [metric])
+
+
+def check_fingerprint(path: str, schema, metric: str) -> None:
+    """ConfigError when the shard at `path` was made for another schema or metric (its
+    FINGERPRINT file, beside the shard's own files, says which)."""
+    try:
+        with open(os.path.join(path, FINGERPRINT)) as f:
+            stored = f.read()
+    except FileNotFoundError:
+        return
+    if stored != _fingerprint(schema, metric):
+        raise ConfigError(f"the Qdrant shard at {path} was made for another schema or metric "
+                          f"({stored}); open it with the same model and metric, or use another path")
+
+
+def write_fingerprint(path: str, schema, metric: str) -> None:
+    target = os.path.join(path, FINGERPRINT)
+    if not os.path.exists(target):
+        with open(target, "w") as f:
+            f.write(_fingerprint(schema, metric))
 
 
 class QdrantStorage(RemoteStorage):
@@ -89,10 +118,14 @@ class QdrantStorage(RemoteStorage):
                 if config.path is None:
                     self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
                 self.path = config.path or self.temp
+                check_fingerprint(self.path, schema, self.metric)
                 self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+                write_fingerprint(self.path, schema, self.metric)
         except ImportError as e:  # qdrant-client is needed only with url=
             raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
         except Exception as e:
+            if self.temp is not None:
+                shutil.rmtree(self.temp, ignore_errors=True)
             info = self.failure(e)
             if info is None:
                 raise
@@ -109,6 +142,8 @@ class QdrantStorage(RemoteStorage):
     def failure(self, e):
         """qdrant-edge reports refusals as ValueError / RuntimeError / Exception; qdrant-client as its
         UnexpectedResponse (with the HTTP status) or ResponseHandlingException."""
+        if isinstance(e, HybridSearchError):  # ours (a ConfigError is a ValueError too): not the engine's
+            return None
         status = getattr(e, "status_code", None)
         if status is not None or type(e).__name__ in ("UnexpectedResponse", "ResponseHandlingException",
                                                       "RpcError"):
