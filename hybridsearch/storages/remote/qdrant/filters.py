@@ -14,8 +14,9 @@ signatures but not in meaning:
 Semantics kept from the other storages: a comparison is false where the field has no value,
 and a negation (`$ne`, `$nin`, `$not`) matches documents without one, which is Qdrant's
 `must_not`. Bools are matched as the 0 / 1 the storage writes for them. `$exists` is a match
-on `hs_present` (the optional fields holding a value) rather than IsEmpty / IsNull: those also call an empty list "empty", and the unindexed fields live
-in one JSON string (`hs_extra`), where no condition reaches them.
+on `hs_present` (the optional fields holding a value) rather than IsEmpty / IsNull: those
+also call an empty list "empty", and the unindexed fields live in one JSON string
+(`hs_extra`), where no condition reaches them.
 
 Qdrant has no range over strings: a range on a hs.Keyword field (or `id`) is compiled to the
 stored values in range (`keyword_values`, one exact facet over the field, then a MatchAny).
