@@ -414,21 +414,29 @@ class QdrantStorage(RemoteStorage):
 
     def _field_scores(self, field: str, raw: str, n: int, tree, read: str) -> list:
         """(record, BM25) of the field's top-n for the text. Qdrant counts a repeated query
-        term once, API.md once per occurrence: such a query is scored term by term over every
-        match, each term's BM25 times its count."""
+        term once, API.md once per occurrence (c times). Such a query reads Qdrant's top-m
+        (each distinct term once), scores those m term by term (c x each term's BM25, one
+        TextQuery per term restricted to them), and stops when no document left out can
+        beat the n-th: its score is at most max(c) x the m-th of Qdrant's."""
         analyzer = analyzer_for(self.schema.fields[field])
         counts = Counter(analyzer.tokens(raw))
         if all(c == 1 for c in counts.values()):
             return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree, read)]
         surface = dict(zip(analyzer.tokens(raw), analyzer.words(raw)))  # a word that analyses to each term
-        total = {}
-        for term, c in counts.items():
-            word = surface[term]
-            every = self.call("count documents", self.q.count, F.conj([tree, ("text", field, word)]))
-            for r in self.call("run a text query", self.q.text, field, word, max(every, 1), tree, read):
-                prev = total.get(r.id, (r, 0.0))[1]
-                total[r.id] = (r, prev + c * float(r.score) * BM25_SCALE)
-        return sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))[:n]
+        most = max(counts.values())
+        m = max(4 * n, 64)
+        while True:
+            top = self._field_top(field, raw, m, tree, read)
+            only = F.conj([tree, ("ids", [r.id for r in top])])
+            total = {r.id: (r, 0.0) for r in top}
+            for term, c in counts.items():
+                for r in self.call("run a text query", self.q.text, field, surface[term], len(top), only, "ids"):
+                    rec, prev = total[r.id]
+                    total[r.id] = (rec, prev + c * float(r.score) * BM25_SCALE)
+            ranked = sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
+            if len(top) < m or (len(ranked) >= n and ranked[n - 1][1] > most * float(top[-1].score) * BM25_SCALE):
+                return ranked[:n]
+            m *= 4
 
     def _field_top(self, field: str, raw: str, n: int, tree, read: str) -> list:
         """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
