@@ -27,7 +27,7 @@ def _docs(n: int, seed: int) -> list:
 
 
 NO_TEXT = {"hnswlib", "annlite"}  # no lexical engine: a text find raises UnsupportedError (test_lexical.py)
-NO_SYNTAX = {"qdrant"}  # Qdrant's text index has no such query language: the syntax and operator="and" are refused
+NO_SYNTAX = {"qdrant", "qdrant-path", "qdrant-client"}  # Qdrant's text index has no such query language: the syntax and operator="and" are refused
 
 
 def _has_text(storage) -> bool:

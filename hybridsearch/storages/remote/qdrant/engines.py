@@ -14,6 +14,7 @@ BM25 scoring per hs.Text field.
 from __future__ import annotations
 
 import os
+import threading
 from typing import NamedTuple, Optional
 
 from hybridsearch.document import Kind, Schema
@@ -193,6 +194,25 @@ def _snowball(languages, name: str):
     return getattr(languages, name.capitalize())
 
 
+class Serialized:
+    """A client whose calls run one at a time: the local mode is not safe for a reader beside a
+    writer (a server is)."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name):
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args, **kwargs):
+            with self._lock:
+                return attr(*args, **kwargs)
+        return locked
+
+
 class ClientEngine(Engine):
     """One collection through qdrant-client: a server at `url`, or the client's local mode."""
 
@@ -206,9 +226,9 @@ class ClientEngine(Engine):
         self.collection = collection
         self.local = url == ":memory:" or url.startswith("local:")
         if url == ":memory:":
-            self.client = QdrantClient(location=":memory:")
+            self.client = Serialized(QdrantClient(location=":memory:"))
         elif url.startswith("local:"):
-            self.client = QdrantClient(path=url[len("local:"):])
+            self.client = Serialized(QdrantClient(path=url[len("local:"):]))
         else:
             # verify: a CA bundle or a bool, handed to the HTTP client (httpx) of the REST transport
             self.client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, timeout)), verify=verify,
