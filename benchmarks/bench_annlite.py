@@ -4,6 +4,7 @@ cannot share a process with hnswlib), same sift-like data (cosine), same HNSW pa
 
     python benchmarks/bench_annlite.py                # 50,000 x 128
     python benchmarks/bench_annlite.py --n 200000
+    python benchmarks/bench_annlite.py --n 100000 --storages qdrant,hnsw --selectivities 5
 """
 import sys
 import tempfile
@@ -21,7 +22,10 @@ SELECTIVITIES = (10, 1)
 def main(argv=None) -> int:
     ap = parser(__doc__, full=(50_000, 200))
     ap.add_argument("--storages", default=",".join(STORAGES))
+    ap.add_argument("--selectivities", default=",".join(map(str, SELECTIVITIES)),
+                    help="percents of the documents the filtered finds match")
     args = ap.parse_args(argv)
+    selectivities = tuple(int(p) for p in args.selectivities.split(","))
     n, nq = sizes(args)
     out, facts = start("annlite", args)
     X, Q = V.sift_like(n, nq)
@@ -31,15 +35,15 @@ def main(argv=None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for s in args.storages.split(","):
-            rows[s] = in_child(storage_tasks, s, X, Q, gt, "cosine", opts, tmp, selectivities=SELECTIVITIES)
+            rows[s] = in_child(storage_tasks, s, X, Q, gt, "cosine", opts, tmp, selectivities=selectivities)
     ok = {s: r for s, r in rows.items() if "error" not in r}
     for s, r in rows.items():
         if "error" in r:
             out.say(f"{s}: failed ({r['error']})")
-    out.table(["storage", "extend s", "recall", "QPS"] + [f"{h} {p}%" for p in SELECTIVITIES for h in ("recall", "QPS")]
+    out.table(["storage", "extend s", "recall", "QPS"] + [f"{h} {p}%" for p in selectivities for h in ("recall", "QPS")]
               + ["updates/s", "reads/s"],
               [[s, fmt(r["create_s"], 1), fmt(r["recall_at_10"], 3), fmt(r["find_by_vector"]["qps"])]
-               + [fmt(r["filtered"][p][h], 3 if h == "recall" else 0) for p in SELECTIVITIES for h in ("recall", "qps")]
+               + [fmt(r["filtered"][p][h], 3 if h == "recall" else 0) for p in selectivities for h in ("recall", "qps")]
                + [fmt(r["update"]["qps"]), fmt(r["read"]["qps"])] for s, r in ok.items()])
     if "annlite" in ok:
         a = ok["annlite"]
@@ -47,7 +51,7 @@ def main(argv=None) -> int:
             if s != "annlite":
                 out.say(f"{s} / annlite: QPS {ratio(o['find_by_vector']['qps'], a['find_by_vector']['qps'], 1)}, "
                         + ", ".join(f"{p}% {ratio(o['filtered'][p]['qps'], a['filtered'][p]['qps'], 1)}"
-                                    for p in SELECTIVITIES)
+                                    for p in selectivities)
                         + f", extend {ratio(a['create_s'], o['create_s'], 1)} faster, "
                           f"updates {ratio(o['update']['qps'], a['update']['qps'], 1)}")
     out.save({"machine": facts, "config": vars(args), "rows": rows})

@@ -15,13 +15,15 @@ import hybridsearch as hs
 from tests.engines import STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
-            "opensearch", "weaviate"]
+            "opensearch", "weaviate", "qdrant"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # storages whose vector search is exact; approximate ones get recall-based checks
-EXACT_STORAGES = {"memory", "memory-path", "sqlite"}
+# (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole; the
+# client's local mode, qdrant-client, is brute force)
+EXACT_STORAGES = {"memory", "memory-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client"}
 
 
 @pytest.fixture(params=STORAGES)
@@ -44,6 +46,12 @@ def make_da(storage, tmp_path):
         elif storage == "annlite":
             options.setdefault("path", tmp_path / f"annlite{len(opened)}")
             da = hs.DocumentArray(schema, storage="annlite", **options)
+        elif storage == "qdrant-path":  # the embedded shard in a directory the test reopens
+            options.setdefault("path", tmp_path / f"qdrant{len(opened)}")
+            da = hs.DocumentArray(schema, storage="qdrant", **options)
+        elif storage == "qdrant-client":  # the qdrant-client code path, on the client's local mode
+            options.setdefault("url", ":memory:")
+            da = hs.DocumentArray(schema, storage="qdrant", **options)
         elif storage == "sqlite":
             options.setdefault("path", tmp_path / f"collection{len(opened)}.db")
             da = hs.DocumentArray(schema, storage="sqlite", **options)

@@ -61,6 +61,8 @@ def open_collection(storage: str, schema: type, options: dict, tmp: str):
     if storage in ("sqlite", "annlite"):
         options.setdefault("path", os.path.join(tmp, f"{storage}-{uuid.uuid4().hex[:8]}"
                                                 + (".db" if storage == "sqlite" else "")))
+    if storage == "qdrant":  # embedded qdrant-edge: its shard in a folder under tmp
+        options.setdefault("path", os.path.join(tmp, f"qdrant-{uuid.uuid4().hex[:8]}"))
     if storage in remote.REMOTE:
         options = {**remote.collection_options(options.pop("hosts"), storage), **options}
     if storage in EXACT_STORAGES:

@@ -1,0 +1,1 @@
+"""storage="qdrant": qdrant-edge embedded, or a Qdrant server through qdrant-client."""

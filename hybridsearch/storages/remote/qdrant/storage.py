@@ -1,0 +1,534 @@
+"""storage="qdrant": the DocumentArray API on Qdrant, embedded (qdrant-edge, `path=`) or on a
+server (qdrant-client, `url=`); engines.py holds the two clients, filters.py the filter compiler.
+
+Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of its id, and the
+id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
+the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
+unindexed fields; `hs_floats` the float fields' exact values: Qdrant's own payload floats can
+be one ulp off what was written, and are used only to filter). The vector is a named vector;
+with metric="cosine" Qdrant stores vectors normalised, so the original is kept too, as an
+unindexed vector `hs_raw`, and read back. An embedded shard's folder also holds
+hybridsearch-schema.json: opening it with another schema or metric is a ConfigError.
+
+Searches read ids, insertion numbers and original vectors; documents are read by id when the
+results are asked for them. Vector hits are ranked by API.md's scores computed here; a
+(filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
+Lexical search is one Qdrant TextQuery (BM25, scaled to Lucene's) per hs.Text field, the best
+field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). `rrf`,
+`sum` and `linear` fuse here (query/fusion.py), `sum` reading the lexical matches best first
+until none left out can win. Filter-only finds scroll in insertion order (`hs_seq`). Counts,
+facets and deletes by condition run in Qdrant.
+
+Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
+by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. After
+`optimize_after` points, the next vector query first runs Qdrant's optimizer, which builds the
+HNSW index (embedded; a server optimizes on its own): until then new points sit in segments
+searched exhaustively.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from typing import Iterator, Optional
+
+import numpy as np
+
+from hybridsearch.batch import Batch
+from hybridsearch.document import Kind
+from hybridsearch.engine.analysis import analyzer_for
+from hybridsearch.errors import BackendError, ConfigError, HybridSearchError, UnsupportedError, missing_extra
+from hybridsearch.query.filters import And, Compare, Exists, Node
+from hybridsearch.query.fusion import fuse_linear, fuse_sum
+from hybridsearch.query.text import TextQuery
+from hybridsearch.storages.base import exact_scores, rank_exactly
+from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf
+from hybridsearch.storages.remote.qdrant import filters as F
+from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
+from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeEngine, Rec
+
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "hybridsearch/qdrant")  # fixed: part of the on-disk format
+CHUNK = 2000   # points per upsert operation
+PAGE = 1000    # points per scroll page
+FLOATS_FIELD = "hs_floats"  # the float fields' exact values, one JSON string
+BM25_SCALE = 1 / 2.2  # Qdrant's BM25 keeps the (k1 + 1) factor of the classic formula; Lucene's drops it
+FINGERPRINT = "hybridsearch-schema.json"  # the schema and metric a shard was made for
+MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to rounding
+
+
+def point_id(id: str) -> str:
+    """The Qdrant point id of a document id (uuid5 in a fixed namespace)."""
+    return str(uuid.uuid5(NAMESPACE, id))
+
+
+def _fingerprint(schema, metric: str) -> str:
+    return json.dumps(schema.fingerprint() + [metric])
+
+
+def check_fingerprint(path: str, schema, metric: str) -> None:
+    """ConfigError when the shard at `path` was made for another schema or metric (its
+    FINGERPRINT file, beside the shard's own files, says which)."""
+    try:
+        with open(os.path.join(path, FINGERPRINT)) as f:
+            stored = f.read()
+    except FileNotFoundError:
+        return
+    if stored != _fingerprint(schema, metric):
+        raise ConfigError(f"the Qdrant shard at {path} was made for another schema or metric "
+                          f"({stored}); open it with the same model and metric, or use another path")
+
+
+def write_fingerprint(path: str, schema, metric: str) -> None:
+    target = os.path.join(path, FINGERPRINT)
+    if not os.path.exists(target):
+        with open(target, "w") as f:
+            f.write(_fingerprint(schema, metric))
+
+
+class QdrantStorage(RemoteStorage):
+    """A collection on Qdrant: an embedded qdrant-edge shard, or a server's collection."""
+
+    name = "qdrant"
+    engine = "Qdrant"
+    Config = QdrantConfig
+    query_options = frozenset({"linear", "text_fields"})
+
+    def __init__(self, schema, config: QdrantConfig) -> None:
+        super().__init__(schema, config, secret_strings(config), FieldCodec(schema))
+        self.cosine = self.metric == "cosine"
+        # qdrant-edge's MatchValue cannot match a stored bool (it reads True as 1): bools are stored as 0 / 1
+        self.bools = [s.name for s in schema.fields.values() if s.kind is Kind.BOOL]
+        self.floats = [s.name for s in schema.fields.values() if s.kind is Kind.FLOAT]
+        self.temp = None
+        vector = (self.vec.name, self.vec.dim, self.metric) if self.vec is not None else None
+        self.compiler = F.Compiler(schema, self._keyword_values)
+        self.optimize_after = config.optimize_after
+        self.unoptimized = 0
+        self.url = config.url
+        self.collection = config.collection or schema.name.lower()
+        try:
+            if config.url is not None:
+                self.path = None
+                self.q = ClientEngine(config.url, self.collection, schema, vector, config.m, config.ef_construct,
+                                      config.api_key, self.timeout, config.ca_certs or config.verify_certs)
+            else:
+                if config.path is None:
+                    self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
+                self.path = config.path or self.temp
+                check_fingerprint(self.path, schema, self.metric)
+                self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+                write_fingerprint(self.path, schema, self.metric)
+        except ImportError as e:  # qdrant-client is needed only with url=
+            raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
+        except Exception as e:
+            if self.temp is not None:
+                shutil.rmtree(self.temp, ignore_errors=True)
+            info = self.failure(e)
+            if info is None:
+                raise
+            raise self.error("open the collection", *info) from None
+        last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
+        self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
+        self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
+
+    def address(self) -> dict:
+        if self.url is not None:
+            return {"url": public_url(self.url), "collection": self.collection}
+        return {"path": self.path}
+
+    def failure(self, e):
+        """qdrant-edge reports refusals as ValueError / RuntimeError / Exception; qdrant-client as its
+        UnexpectedResponse (with the HTTP status) or ResponseHandlingException."""
+        if isinstance(e, HybridSearchError):  # ours (a ConfigError is a ValueError too): not the engine's
+            return None
+        status = getattr(e, "status_code", None)
+        if status is not None or type(e).__name__ in ("UnexpectedResponse", "ResponseHandlingException",
+                                                      "RpcError"):
+            return status, str(e)[:500]
+        if isinstance(e, (ValueError, RuntimeError, OSError)) or type(e) is Exception:
+            # qdrant-edge raises a bare Exception for its service errors (a WAL another writer holds)
+            return None, f"{type(e).__name__}: {e}"
+        return None
+
+    # ------------------------------------------------------------ records
+    def _point(self, doc, seq: int) -> tuple:
+        fields = self.codec.fields(doc, seq)
+        floats = {f: fields[f] for f in self.floats if f in fields}
+        for f in self.bools:
+            if f in fields:
+                fields[f] = int(fields[f])
+        if floats:  # Qdrant's payload parsing can move a float by an ulp: the exact value rides along
+            fields[FLOATS_FIELD] = json.dumps(floats)
+        vectors = {}
+        if self.vec is not None and self.vec.name in fields:
+            v = fields.pop(self.vec.name)
+            vectors[self.vec.name] = v
+            if self.cosine:
+                vectors[RAW] = v
+        return point_id(doc.id), vectors, fields
+
+    def _fields(self, rec: Rec) -> dict:
+        """The engine fields FieldCodec reads: the payload and the original vector."""
+        fields = dict(rec.payload)
+        if FLOATS_FIELD in fields:
+            fields.update(json.loads(fields.pop(FLOATS_FIELD)))
+        for f in self.bools:
+            if f in fields:
+                fields[f] = bool(fields[f])
+        if self.vec is not None:
+            v = rec.vectors.get(RAW if self.cosine else self.vec.name)
+            if v is not None:
+                fields[self.vec.name] = v
+        return fields
+
+    def _doc(self, rec: Rec):
+        return self.codec.document(self._fields(rec))
+
+    def _retrieve(self, ids: list, vectors: bool = True) -> dict:
+        """id -> record of the ids that exist."""
+        recs = self.call("read documents", self.q.retrieve, [point_id(i) for i in ids], vectors)
+        return {r.payload[ID_FIELD]: r for r in recs}
+
+    # ------------------------------------------------------------- writes
+    def _write(self, points: list) -> None:
+        self.call("write documents", self.q.upsert, points)
+
+    def _restore(self, items: list) -> bool:
+        back = [self._point(self._doc(rec), int(rec.payload[SEQ_FIELD])) for _, rec in items if rec is not None]
+        gone = [point_id(i) for i, rec in items if rec is None]
+        if back:
+            self._write(back)
+        if gone:
+            self.call("delete documents", self.q.delete, gone)
+        return True
+
+    def upsert(self, batch: Batch) -> None:
+        docs = batch.docs
+        before = self._retrieve([d.id for d in docs])
+        seq0 = self.next_seq
+        seqs = self.sequence([d.id for d in docs], {i: r.payload for i, r in before.items()})
+        done = []
+        try:
+            for a in range(0, len(docs), CHUNK):
+                part = docs[a:a + CHUNK]
+                done += [d.id for d in part]  # a failed chunk may have been applied in part
+                self._write([self._point(d, s) for d, s in zip(part, seqs[a:a + CHUNK])])
+        except BackendError as e:
+            raise BackendError(f"{e}; {self.rollback(self._restore, done, before, seq0)}") from None
+        self._wrote(len(docs))
+
+    def _wrote(self, n: int) -> None:
+        """Counts written points: the optimizer runs before the next vector query (`_ready`),
+        so that a load in many batches builds the index once, not after every batch."""
+        self.unoptimized += n
+
+    def _ready(self) -> None:
+        """Runs the optimizer (HNSW build) when `optimize_after` points or more were written
+        since it last ran; until then new points sit in segments searched exhaustively."""
+        if self.optimize_after is not None and self.unoptimized >= self.optimize_after:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Runs Qdrant's segment optimizers now (embedded: builds the HNSW index, blocking)."""
+        self.call("optimize", self.q.optimize)
+        self.unoptimized = 0
+
+    def delete(self, ids: list) -> int:
+        found = self._retrieve(list(dict.fromkeys(ids)), vectors=False)
+        if found:
+            self.call("delete documents", self.q.delete, [point_id(i) for i in found])
+        return len(found)
+
+    def update_fields(self, id: str, values: dict) -> None:
+        rec = self._retrieve([id]).get(id)
+        if rec is None:
+            raise KeyError(id)
+        if values:
+            doc = self._doc(rec).model_copy(update=values)
+            self._write([self._point(doc, int(rec.payload[SEQ_FIELD]))])
+
+    def delete_where(self, node: Node) -> int:
+        """One delete-by-filter in Qdrant -> the documents it matched (counted first)."""
+        tree = self.compiler.compile(node)
+        n = self.call("count documents", self.q.count, tree)
+        if n:
+            self.call("delete documents by condition", self.q.delete_where, tree)
+        return n
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """The matching documents rewritten with the values in one upsert (per CHUNK points)."""
+        recs = self._scan(self.compiler.compile(node), None, True)
+        if values and recs:
+            before = {r.payload[ID_FIELD]: r for r in recs}
+            points = [self._point(self._doc(r).model_copy(update=values), int(r.payload[SEQ_FIELD])) for r in recs]
+            try:
+                for a in range(0, len(points), CHUNK):
+                    self._write(points[a:a + CHUNK])
+            except BackendError as e:
+                raise BackendError(f"{e}; {self.rollback(self._restore, list(before), before)}") from None
+        return len(recs)
+
+    # --------------------------------------------------------------- reads
+    def count(self) -> int:
+        return self.call("count documents", self.q.count, F.ALL)
+
+    def contains(self, id: str) -> bool:
+        return bool(self._retrieve([id], vectors=False))
+
+    def get(self, ids: list) -> list:
+        found = {}
+        for a in range(0, len(ids), PAGE):
+            found.update(self._retrieve(ids[a:a + PAGE]))
+        return [self._doc(found[i]) if i in found else None for i in ids]
+
+    def _scan(self, tree, limit: Optional[int], vectors: bool) -> list:
+        """The matches in insertion order (up to `limit`), page after page of hs_seq."""
+        out, start = [], None
+        while limit is None or len(out) < limit:
+            size = PAGE if limit is None else min(PAGE, limit - len(out))
+            page = self.call("scroll documents", self.q.scroll, tree, size, start, vectors)
+            out += page
+            if len(page) < size:
+                break
+            start = int(page[-1].payload[SEQ_FIELD]) + 1
+        return out
+
+    def iter_ids(self) -> Iterator[str]:
+        start = None
+        while True:
+            page = self.call("scroll documents", self.q.scroll, F.ALL, PAGE, start, False)
+            for r in page:
+                yield r.payload[ID_FIELD]
+            if len(page) < PAGE:
+                return
+            start = int(page[-1].payload[SEQ_FIELD]) + 1
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        recs = self._scan(self.compiler.compile(node), limit, False)  # ids: documents are read when asked for
+        return [r.payload[ID_FIELD] for r in recs], None
+
+    def _keyword_values(self, key: str) -> list:
+        """Every distinct value of a keyword payload field (for string ranges: filters.py)."""
+        n = max(self.count(), 1)
+        return [v for v, _ in self.call("count facet values", self.q.facet, key, F.ALL, n)]
+
+    def _text_tree(self, text) -> tuple:
+        raw, weights = self._text_parts(text)
+        return F.text_tree([f for f, _ in weights], raw)
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        tree = self.compiler.compile(node)
+        if text is not None:
+            tree = F.conj([tree, self._text_tree(text)])
+        return self.call("count documents", self.q.count, tree)
+
+    def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
+        """Qdrant's exact facet counts (ranges: one exact count each). When the last value kept
+        ties with the first left out, Qdrant is asked for twice as many, so that ties are
+        broken by value here."""
+        tree = self.compiler.compile(node)
+        if text is not None:
+            tree = F.conj([tree, self._text_tree(text)])
+        if ranges is not None:
+            out = []
+            for lo, hi in ranges:
+                bounds = [Compare(field, "$gte", lo)] if lo is not None else []
+                bounds += [Compare(field, "$lt", hi)] if hi is not None else []
+                part = self.compiler.compile(And(tuple(bounds))) if bounds else self.compiler.compile(
+                    Exists(field))
+                out.append(((lo, hi), self.call("count documents", self.q.count, F.conj([tree, part]))))
+            return out
+        if limit == 0:
+            return []
+        n = limit + 1
+        while True:
+            hits = self.call("count facet values", self.q.facet, field, tree, n)
+            cast = bool if field in self.bools else (lambda v: v)
+            pairs = sorted(((cast(v), int(c)) for v, c in hits if c > 0), key=lambda p: (-p[1], p[0]))
+            if len(hits) < n or pairs[limit - 1][1] > pairs[-1][1]:
+                return pairs[:limit]
+            n *= 2
+
+    # ------------------------------------------------------------ vectors
+    def _with_vector(self, tree) -> tuple:
+        """The tree restricted to documents holding a vector (those a vector query can return)."""
+        return F.conj([tree, self.compiler.compile(Exists(self.vec.name))])
+
+    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
+        """Per query, the engine's `n` nearest records; a query answered with fewer than
+        min(n, matches) (HNSW under a selective filter can lose some) is asked again exactly."""
+        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact, full)
+        total = None
+        for i, recs in enumerate(out):
+            if len(recs) < n and not exact:
+                if total is None:
+                    total = self.call("count documents", self.q.count, self._with_vector(tree))
+                if len(recs) < min(n, total):
+                    out[i] = self.call("run an exact vector query", self.q.nearest, queries[i:i + 1], n, tree,
+                                       None, True, full)[0]
+        return out
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        self.need_vector()
+        self._ready()
+        tree = self.compiler.compile(node)
+        n = limit + MARGIN
+        ef = max(ef or self.ef, n)
+        out = self._nearest(queries, n, tree, ef, exact, full=False)
+        key = RAW if self.cosine else self.vec.name
+        res = []
+        for q, recs in zip(queries, out):  # ranks only: the documents are read when asked for
+            if not recs:
+                res.append(([], np.empty(0, dtype=np.float32), None))
+                continue
+            order, scores = rank_exactly(np.array([r.vectors[key] for r in recs], dtype=np.float32), q,
+                                         self.metric, limit)
+            res.append(([recs[i].payload[ID_FIELD] for i in order], scores, None))
+        return res
+
+    # --------------------------------------------------------------- text
+    def _text_parts(self, text) -> tuple:
+        """(query string, [(field, weight)]) of a string or a TextQuery."""
+        if isinstance(text, TextQuery):
+            if text.operator != "or":
+                raise UnsupportedError("storage 'qdrant' has no operator=\"and\" for text queries")
+            return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
+        return text, [(f, 1.0) for f in self.texts]
+
+    def _lexical(self, text, n: int, tree, read: str = "all") -> list:
+        """The best `n` (record, BM25) by the best field's weighted BM25, ties in insertion
+        order: each field's top-n holds every document of the top-n by the maximum."""
+        raw, weights = self._text_parts(text)
+        best = {}
+        for field, w in weights:
+            for r, s in self._field_scores(field, raw, n, tree, read):
+                s *= w
+                if r.id not in best or s > best[r.id][1]:
+                    best[r.id] = (r, s)
+        ranked = sorted(best.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
+        return ranked[:n]
+
+    def _field_scores(self, field: str, raw: str, n: int, tree, read: str) -> list:
+        """(record, BM25) of the field's top-n for the text. Qdrant counts a repeated query
+        term once, API.md once per occurrence (c times). Such a query reads Qdrant's top-m
+        (each distinct term once), scores those m term by term (c x each term's BM25, one
+        TextQuery per term restricted to them), and stops when no document left out can
+        beat the n-th: its score is at most max(c) x the m-th of Qdrant's."""
+        analyzer = analyzer_for(self.schema.fields[field])
+        counts = Counter(analyzer.tokens(raw))
+        if all(c == 1 for c in counts.values()):
+            return [(r, float(r.score) * BM25_SCALE) for r in self._field_top(field, raw, n, tree, read)]
+        surface = dict(zip(analyzer.tokens(raw), analyzer.words(raw)))  # a word that analyses to each term
+        most = max(counts.values())
+        m = max(4 * n, 64)
+        while True:
+            top = self._field_top(field, raw, m, tree, read)
+            only = F.conj([tree, ("ids", [r.id for r in top])])
+            total = {r.id: (r, 0.0) for r in top}
+            for term, c in counts.items():
+                for r in self.call("run a text query", self.q.text, field, surface[term], len(top), only, "ids"):
+                    rec, prev = total[r.id]
+                    total[r.id] = (rec, prev + c * float(r.score) * BM25_SCALE)
+            ranked = sorted(total.values(), key=lambda p: (-p[1], int(p[0].payload[SEQ_FIELD])))
+            if len(top) < m or (len(ranked) >= n and ranked[n - 1][1] > most * float(top[-1].score) * BM25_SCALE):
+                return ranked[:n]
+            m *= 4
+
+    def _field_top(self, field: str, raw: str, n: int, tree, read: str) -> list:
+        """The field's top-n by Qdrant's BM25 and every hit tying with the n-th: Qdrant cuts
+        among equal scores in its own order, and ties here go to the earlier document."""
+        m = n + 1
+        while True:
+            hits = self.call("run a text query", self.q.text, field, raw, m, tree, read)
+            if len(hits) < m or hits[-1].score < hits[n - 1].score:
+                return hits
+            m *= 2
+
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
+        self.need_texts()
+        tree = self.compiler.compile(node)
+        if q is None:  # ids and scores only: the documents are read when asked for (Results)
+            hits = self._lexical(text, k, tree, "ids")
+            return [r.payload[ID_FIELD] for r, _ in hits], np.array([s for _, s in hits], dtype=np.float32), None
+        self.need_vector()
+        self._ready()
+        q = np.asarray(q[0], dtype=np.float32)
+        n = max(candidates, 1)
+        ef = max(ef or self.ef, n)
+        if fusion == "rrf":  # ranks only: the documents are read when asked for
+            lex = self._lexical(text, n, tree, "ids")
+            vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]
+            chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
+            return chosen, scores, None
+        # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
+        # from their ids and original vectors (the documents are read when asked for)
+        matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
+        vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]  # API.md: the vector top-`candidates`
+        if fusion == "linear":  # min-max over every candidate: every match's BM25 and vector score
+            return self._fuse(self._lexical(text, max(matches, 1), tree, "vector"), vec, q, k, weights, True)
+        # "sum": the lexical matches best BM25 first, m at a time, until no match left out can
+        # beat the k-th sum: its BM25 is at most the m-th's, and its vector score at most the
+        # last vector candidate's (it is not among the vector top-`candidates`), or 0 without a
+        # vector (when fewer than `candidates` came back, every vector did)
+        key = RAW if self.cosine else self.vec.name
+        vs = exact_scores(np.array([r.vectors[key] for r in vec], dtype=np.float32), q, self.metric) if vec else []
+        bounds = [float(min(vs))] if len(vec) >= n else []
+        if len(vec) < n or self.vec.optional:
+            bounds.append(0.0)
+        best = max(bounds)
+        # the vector candidates' own BM25 (0 for those holding no query term), whatever their rank
+        known = {r.id: sc for r, sc in self._lexical(text, len(vec), F.conj([tree, ("ids", [r.id for r in vec])]),
+                                                     "ids")} if vec else {}
+        m = max(4 * k, 64)
+        while True:
+            lex = self._lexical(text, min(m, max(matches, 1)), tree, "vector")
+            ids, scores, _ = self._fuse(lex, vec, q, k, None, False, known)
+            if len(lex) >= matches or (len(scores) >= k and float(scores[k - 1]) > lex[-1][1] + best):
+                return ids, scores, None
+            m *= 4
+
+    def _fuse(self, lex: list, vec: list, q: np.ndarray, k: int, weights, linear: bool,
+              known: Optional[dict] = None) -> tuple:
+        """API.md's "sum" or "linear" of the union of (record, BM25) pairs and vector records
+        (`known`: point id -> BM25 of vector records that `lex` may not hold)."""
+        by_id = {r.id: r for r, _ in lex}
+        for r in vec:
+            by_id.setdefault(r.id, r)
+        recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))  # ties: the earlier document
+        if not recs:
+            return [], np.empty(0, dtype=np.float32), None
+        bm = dict(known or {})
+        bm.update((r.id, s) for r, s in lex)
+        bm25 = np.array([bm.get(r.id, 0.0) for r in recs], dtype=np.float64)
+        key = RAW if self.cosine else self.vec.name
+        have = np.array([key in r.vectors for r in recs])
+        vscore = np.zeros(len(recs))
+        if have.any():
+            X = np.array([r.vectors[key] for r in recs if key in r.vectors], dtype=np.float32)
+            vscore[have] = exact_scores(X, q, self.metric)
+        slots = np.arange(len(recs))
+        if linear:
+            order, scores = fuse_linear(slots, bm25, vscore, k, *(weights or (0.5, 0.5)))
+        else:
+            order, scores = fuse_sum(slots, bm25, vscore, k)
+        return [recs[i].payload[ID_FIELD] for i in order], scores, None
+
+    def stats(self) -> dict:
+        return {**super().stats(), "unoptimized_points": self.unoptimized}
+
+    def close(self) -> None:
+        if self.q is None:
+            return
+        try:
+            self.q.flush()
+            self.q.close()
+        finally:
+            self.q = None
+            if self.temp is not None:
+                shutil.rmtree(self.temp, ignore_errors=True)
