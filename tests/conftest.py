@@ -15,7 +15,7 @@ import hybridsearch as hs
 from tests.engines import STORAGE_KIND, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
-            "opensearch"]
+            "opensearch", "elasticsearch-cluster", "opensearch-cluster"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
@@ -51,11 +51,14 @@ def make_da(storage, tmp_path):
             url, why = engine(STORAGE_KIND[storage])
             if url is None:
                 pytest.skip(f"no {storage} node: {why}")
+            if storage.endswith("-cluster"):  # three nodes (url: their list): 3 primary shards, 1 replica each
+                options.setdefault("shards", 3)
+                options.setdefault("replicas", 1)
             options.setdefault("hosts", url)
             options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
             options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart
-            da = hs.DocumentArray(schema, storage=storage, **options)
-            remote.append(f"{url}/{options['index']}")
+            da = hs.DocumentArray(schema, storage=storage.removesuffix("-cluster"), **options)
+            remote.append(f"{url[0] if isinstance(url, list) else url}/{options['index']}")
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)

@@ -3,6 +3,11 @@
 A node is used when it answers at HS_ES_URL / HS_OS_URL (default ports 9260 / 9250,
 as scripts/searchnode.sh binds them); otherwise the script is asked to fetch and start
 it. Only when that fails too are the remote tests skipped, with the reason.
+
+The three-node clusters ("es3" / "os3": HTTP ports 9271-9273 / 9281-9283, or the comma-separated
+URLs in HS_ES3_URL / HS_OS3_URL) are used when they answer with three nodes, and started by
+scripts/searchcluster.sh only with HS_START_CLUSTER=1 (six more JVMs: opt-in). Their storages
+("elasticsearch-cluster", "opensearch-cluster") get the list of the three URLs as `hosts`.
 """
 import functools
 import os
@@ -11,45 +16,62 @@ import urllib.request
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "searchnode.sh"
-DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250"}
-ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL"}
-STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os"}
-STARTED: list = []  # kinds of node this process started
+CLUSTER_SCRIPT = SCRIPT.with_name("searchcluster.sh")
+DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250",
+            "es3": ",".join(f"http://127.0.0.1:{p}" for p in (9271, 9272, 9273)),
+            "os3": ",".join(f"http://127.0.0.1:{p}" for p in (9281, 9282, 9283))}
+ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL", "es3": "HS_ES3_URL", "os3": "HS_OS3_URL"}
+STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os",
+                "elasticsearch-cluster": "es3", "opensearch-cluster": "os3"}
+STARTED: list = []  # kinds of node (or cluster) this process started
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, nodes: int = 1) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", timeout=10) as r:
+        with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}"
+                                    "&timeout=5s", timeout=10) as r:
             return r.status == 200
     except OSError:
         return False
 
 
+def _script(kind: str) -> Path:
+    return CLUSTER_SCRIPT if kind.endswith("3") else SCRIPT
+
+
 @functools.lru_cache(maxsize=None)
 def engine(kind: str) -> tuple:
-    """(url, None) of a healthy node of this kind, or (None, why not)."""
-    url = os.environ.get(ENV[kind], DEFAULTS[kind])
-    if not url.startswith(("http://127.0.0.1", "https://127.0.0.1", "http://localhost", "https://localhost")):
-        return None, f"{ENV[kind]}={url} is not a loopback address; the tests only talk to 127.0.0.1"
-    if _healthy(url):
-        return url, None
+    """(url, None) of a healthy node of this kind (a cluster: the list of its three URLs), or
+    (None, why not)."""
+    urls = os.environ.get(ENV[kind], DEFAULTS[kind]).split(",")
+    cluster = kind.endswith("3")
+    for url in urls:
+        if not url.startswith(("http://127.0.0.1", "https://127.0.0.1", "http://localhost", "https://localhost")):
+            return None, f"{ENV[kind]}={url} is not a loopback address; the tests only talk to 127.0.0.1"
+    found = (urls if cluster else urls[0]), None
+    if _healthy(urls[0], len(urls)):
+        return found
+    if cluster and os.environ.get("HS_START_CLUSTER", "0") != "1":
+        return None, f"no {len(urls)}-node cluster answers at {urls[0]}; HS_START_CLUSTER=1 starts one"
     if os.environ.get("HS_START_ENGINES", "1") == "0":
-        return None, f"no node answers at {url} and HS_START_ENGINES=0"
+        return None, f"no node answers at {urls[0]} and HS_START_ENGINES=0"
+    script = _script(kind)
     try:
-        proc = subprocess.run(["bash", str(SCRIPT), "start", kind], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(["bash", str(script), "start", kind[:2]], capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"scripts/searchnode.sh start {kind} failed: {e}"
+        return None, f"scripts/{script.name} start {kind[:2]} failed: {e}"
     if "already running" not in proc.stdout:
         # stopped when the test session ends (tests/conftest.py); a node another process started
         # meanwhile (the script waits on its lock, then finds it running) is that process's to stop
         STARTED.append(kind)
-    if proc.returncode != 0 or not _healthy(url):
+    if proc.returncode != 0 or not _healthy(urls[0], len(urls)):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return None, f"scripts/searchnode.sh start {kind} could not start a node: {' | '.join(tail)}"
-    return url, None
+        return None, f"scripts/{script.name} start {kind[:2]} could not start: {' | '.join(tail)}"
+    return found
 
 
 def stop_started() -> None:
     """Stops the nodes this test process started (a node that was already running is left alone)."""
     while STARTED:
-        subprocess.run(["bash", str(SCRIPT), "stop", STARTED.pop()], capture_output=True, timeout=120)
+        kind = STARTED.pop()
+        subprocess.run(["bash", str(_script(kind)), "stop", kind[:2]], capture_output=True, timeout=300)

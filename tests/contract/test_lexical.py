@@ -23,8 +23,9 @@ import hybridsearch as hs
 from tests.conftest import STORAGES
 from tests.models import english_tokens
 
-TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch"]
-REMOTE = ("elasticsearch", "opensearch")  # collections opened by conftest's make_da, on real nodes
+TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch",
+                 "elasticsearch-cluster", "opensearch-cluster"]
+REMOTE = ("elasticsearch", "opensearch", "elasticsearch-cluster", "opensearch-cluster")  # collections opened by conftest's make_da, on real nodes
 FIXTURES = [HealthCheck.function_scoped_fixture]  # make_da opens a fresh collection per example
 K1, B = 1.2, 0.75
 WORDS = ("red blue green phone phones case cases running runner charger cable fast slow nokia apple "

@@ -1,5 +1,6 @@
 """Reading the engines' answers: what a failed bulk item, a failed by-query run or an error
-body says, and answers that came back successful but incomplete.
+body says, and answers that came back successful but incomplete; and what an index of several
+shards on several nodes asks of the client (`spread`, `failover_retries`).
 
 An index spread over several nodes answers a search from one copy of each shard. When no copy
 of a shard can answer (its node left and no replica was promoted yet, a shard failed), the
@@ -18,6 +19,14 @@ PARTIAL_STATUS = 503
 
 class PartialAnswer(Exception):
     """A successful answer without every shard (search, count) or document (mget) in it."""
+
+
+def spread(shards: int) -> dict:
+    """The search parameters of an index of `shards` primary shards. Each shard scores BM25 with
+    its own term statistics unless asked for the index's (dfs_query_then_fetch: one more round
+    trip per shard), and then a document's score, and so the ranking, would depend on the shard
+    its id hashed to: several shards search as one."""
+    return {"search_type": "dfs_query_then_fetch"} if shards > 1 else {}
 
 
 def failover_retries(hosts: Union[str, list]) -> int:

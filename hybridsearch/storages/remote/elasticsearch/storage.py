@@ -163,7 +163,11 @@ class SearchEngineStorage(RemoteStorage):
                 raise BackendError(f"index {self.index!r} exists and was not created by hybridsearch")
             if meta[Q.META_KEY] != fp:
                 raise BackendError(f"index {self.index!r} holds another schema or metric ({meta[Q.META_KEY]})")
+            res = self.call("read the index settings", self.client.indices.get_settings, index=self.index,
+                            name="index.number_of_shards", flat_settings=True)
+            self.spread = A.spread(int(dict(res)[self.index]["settings"]["index.number_of_shards"]))
             return
+        self.spread = A.spread(options["shards"])
         vector = self._vector_mapping(options) if self.vec else None
         body = {"settings": self._index_settings(options),
                 "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
@@ -171,7 +175,7 @@ class SearchEngineStorage(RemoteStorage):
         self.call("create the index", self.client.indices.create, index=self.index, body=body)
 
     def _search(self, body: dict, what: str = "search", **params) -> list:
-        res = self.call(what, self.client.search, index=self.index, body=body, **params)
+        res = self.call(what, self.client.search, index=self.index, body=body, **self.spread, **params)
         return list(res["hits"]["hits"])
 
     def _max_seq(self) -> int:
@@ -320,7 +324,7 @@ class SearchEngineStorage(RemoteStorage):
             if after is not None:
                 body["search_after"] = after
             res = self.call("list documents" if not total else "run a sorted query", self.client.search,
-                            index=self.index, body=body)
+                            index=self.index, body=body, **self.spread)
             page = list(res["hits"]["hits"])
             if total and after is None:
                 count = int(res["hits"]["total"]["value"])
@@ -596,7 +600,7 @@ class SearchEngineStorage(RemoteStorage):
         for a in range(0, len(bodies), MSEARCH):
             lines = []
             for body in bodies[a:a + MSEARCH]:
-                lines += [{"index": self.index}, body]
+                lines += [{"index": self.index, **self.spread}, body]
             res = self.call(what, self.client.msearch, body=lines)
             for r in res["responses"]:
                 if "error" in r:  # one failed search fails the call, with its own status and reason
