@@ -58,19 +58,25 @@ def make_da(storage, tmp_path):
             options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
             options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart
             da = hs.DocumentArray(schema, storage=storage.removesuffix("-cluster"), **options)
-            remote.append(f"{url[0] if isinstance(url, list) else url}/{options['index']}")
+            remote.append([f"{u}/{options['index']}" for u in (url if isinstance(url, list) else [url])])
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)
         return da
 
     yield make
-    for index_url in remote:  # drop the test's index over HTTP (the test may have closed da)
-        try:
-            urllib.request.urlopen(urllib.request.Request(index_url, method="DELETE"), timeout=60).close()
-        except urllib.error.HTTPError as e:
-            if e.code != 404:  # already gone is fine
+    for index_urls in remote:  # drop the test's index over HTTP (the test may have closed da)
+        for n, index_url in enumerate(index_urls):  # a cluster: through the first node that answers
+            try:
+                urllib.request.urlopen(urllib.request.Request(index_url, method="DELETE"), timeout=60).close()
+            except urllib.error.HTTPError as e:
+                if e.code != 404:  # already gone is fine
+                    raise
+            except urllib.error.URLError:
+                if n + 1 < len(index_urls):
+                    continue
                 raise
+            break
     for da in opened:
         da.close()
 
