@@ -29,6 +29,13 @@ def spread(shards: int) -> dict:
     return {"search_type": "dfs_query_then_fetch"} if shards > 1 else {}
 
 
+def spread_of(params: dict, body: dict) -> dict:
+    """`spread`'s parameters for one search body: none beside Elasticsearch's top-level `knn`,
+    whose search type the engine picks itself (it refuses one: "cannot set [search_type] when
+    using [knn] search")."""
+    return {} if "knn" in body else params
+
+
 def failover_retries(hosts: Union[str, list]) -> int:
     """Resends the client makes itself after a connection error: one to each other node of a
     list of hosts (the client's node pool skips a node it saw fail), none with a single host

@@ -175,7 +175,8 @@ class SearchEngineStorage(RemoteStorage):
         self.call("create the index", self.client.indices.create, index=self.index, body=body)
 
     def _search(self, body: dict, what: str = "search", **params) -> list:
-        res = self.call(what, self.client.search, index=self.index, body=body, **self.spread, **params)
+        res = self.call(what, self.client.search, index=self.index, body=body, **A.spread_of(self.spread, body),
+                        **params)
         return list(res["hits"]["hits"])
 
     def _max_seq(self) -> int:
@@ -600,7 +601,7 @@ class SearchEngineStorage(RemoteStorage):
         for a in range(0, len(bodies), MSEARCH):
             lines = []
             for body in bodies[a:a + MSEARCH]:
-                lines += [{"index": self.index, **self.spread}, body]
+                lines += [{"index": self.index, **A.spread_of(self.spread, body)}, body]
             res = self.call(what, self.client.msearch, body=lines)
             for r in res["responses"]:
                 if "error" in r:  # one failed search fails the call, with its own status and reason
