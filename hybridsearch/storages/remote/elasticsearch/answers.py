@@ -32,7 +32,8 @@ def spread(shards: int) -> dict:
 def spread_of(params: dict, body: dict) -> dict:
     """`spread`'s parameters for one search body: none beside Elasticsearch's top-level `knn`,
     whose search type the engine picks itself (it refuses one: "cannot set [search_type] when
-    using [knn] search")."""
+    using [knn] search"); its knn search has a DFS phase of its own, and the BM25 of a hybrid
+    query's lexical clause there is the index-wide one too."""
     return {} if "knn" in body else params
 
 
