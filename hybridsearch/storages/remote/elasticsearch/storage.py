@@ -625,7 +625,9 @@ class SearchEngineStorage(RemoteStorage):
         return {"bool": {"must": [self._lexical_clause(text)], "filter": [flt] if flt else []}}
 
     def _lexical_body(self, text, size: int, flt: Optional[dict]) -> dict:
-        return {"size": size, "query": self._lexical_query(text, flt)}
+        # equal scores in insertion order, as the embedded storages rank them (on several shards
+        # the engine would order them by shard): which of them make a top-n cut is the same
+        return {"size": size, "query": self._lexical_query(text, flt), "sort": Q.sort_clauses([], True)}
 
     def _bm25(self, hits: list) -> np.ndarray:
         """The hits' engine scores as Lucene's BM25 (float64)."""
