@@ -32,7 +32,10 @@ from hybridsearch.bench.script import parser, start
 
 SETTINGS = {"memory": {}, "hnsw": {"m": 16, "ef_construct": 64, "ef": 32},
             "hnsw-r95": {"m": 16, "ef_construct": 100, "ef": 96},  # a recall >= 0.95 setting (lowrank data)
-            "sqlite": {}, "annlite": {"m": 16, "ef_construct": 64, "ef": 32}}
+            "sqlite": {}, "annlite": {"m": 16, "ef_construct": 64, "ef": 32},
+            # remote engines: a fresh index / collection on the node the harness finds (dropped after)
+            "elasticsearch": {"m": 16, "ef_construct": 64, "ef": 32},
+            "weaviate": {"m": 16, "ef_construct": 64, "ef": 32}}
 
 
 def _median_ms(fn, args_list) -> float:
@@ -59,6 +62,7 @@ def vectors(kind: str, n: int, rng) -> np.ndarray:
 
 def child(storage: str, n: int, repeats: int, queries: int, data: str) -> dict:
     import hybridsearch as hs
+    from hybridsearch.bench.adapters import remote
     from hybridsearch.engine.exact import exact_topk
 
     class Doc(hs.Document):
@@ -73,6 +77,11 @@ def child(storage: str, n: int, repeats: int, queries: int, data: str) -> dict:
     opts = dict(SETTINGS[storage])
     if storage in ("sqlite", "annlite"):
         opts["path"] = os.path.join(tempfile.mkdtemp(), "col.db" if storage == "sqlite" else "col")
+    if storage in remote.REMOTE:
+        url, _ = remote.find_node(storage)
+        if url is None:
+            raise SystemExit(f"{storage}: no node answers (start one with {remote.start_line(storage)})")
+        opts.update(remote.collection_options(url, storage))
     da = hs.DocumentArray(Doc, storage=storage.split("-")[0], metric=metric, **opts)
     t = time.perf_counter()
     da.extend_columns(cols)
@@ -102,6 +111,8 @@ def child(storage: str, n: int, repeats: int, queries: int, data: str) -> dict:
     vector = _median_ms(lambda q: found.append(da.find(vector=q, limit=10).ids), Q)
     recall = float(np.mean([len({int(i[1:]) for i in f} & set(g.tolist())) / 10 for f, g in zip(found, truth)]))
     da.close()
+    if storage in remote.REMOTE:
+        remote.drop_index(url, opts.get("collection") or opts["index"], storage)
     return {"storage": storage, "n": n, "data": data, "metric": metric, "settings": SETTINGS[storage], "create_s": create_s, "read_ms": read,
             "update_ms": update, "update_field_ms": field, "delete_ms": delete, "condition_ms": condition, "vector_ms": vector,
             "recall_at_10": recall, "scan_ms": scan, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.engines import STORAGE_KIND, engine, stop_started
+from tests.engines import STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
-            "opensearch", "elasticsearch-cluster", "opensearch-cluster"]
+            "opensearch", "weaviate", "elasticsearch-cluster", "opensearch-cluster"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
@@ -59,6 +59,15 @@ def make_da(storage, tmp_path):
             options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart
             da = hs.DocumentArray(schema, storage=storage.removesuffix("-cluster"), **options)
             remote.append([f"{u}/{options['index']}" for u in (url if isinstance(url, list) else [url])])
+        elif storage == "weaviate":  # a real server on 127.0.0.1 (tests/engines.py), a fresh collection
+            url, why = engine("weaviate")
+            if url is None:
+                pytest.skip(f"no weaviate server: {why}")
+            options.setdefault("url", url)
+            options.setdefault("grpc_port", WEAVIATE_GRPC)
+            options.setdefault("collection", f"HsTest{uuid.uuid4().hex}")
+            da = hs.DocumentArray(schema, storage="weaviate", **options)
+            remote.append([f"{url}/v1/schema/{options['collection']}"])
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)

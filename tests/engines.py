@@ -1,7 +1,8 @@
-"""Real Elasticsearch / OpenSearch nodes on 127.0.0.1 for the remote storages' tests.
+"""Real Elasticsearch / OpenSearch / Weaviate nodes on 127.0.0.1 for the remote storages' tests.
 
 A node is used when it answers at HS_ES_URL / HS_OS_URL (default ports 9260 / 9250,
-as scripts/searchnode.sh binds them); otherwise the script is asked to fetch and start
+as scripts/searchnode.sh binds them) and HS_WEAVIATE_URL (port 9290, gRPC on 50091, as
+scripts/weaviatenode.sh binds it); otherwise the script is asked to fetch and start
 it. Only when that fails too are the remote tests skipped, with the reason.
 
 The three-node clusters ("es3" / "os3": HTTP ports 9271-9273 / 9281-9283, or the comma-separated
@@ -18,26 +19,25 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "searchnode.sh"
 CLUSTER_SCRIPT = SCRIPT.with_name("searchcluster.sh")
-DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250",
+SCRIPTS = {"weaviate": SCRIPT.parent / "weaviatenode.sh"}  # kinds with a script of their own
+DEFAULTS = {"es": "http://127.0.0.1:9260", "os": "http://127.0.0.1:9250", "weaviate": "http://127.0.0.1:9290",
             "es3": ",".join(f"http://127.0.0.1:{p}" for p in (9271, 9272, 9273)),
             "os3": ",".join(f"http://127.0.0.1:{p}" for p in (9281, 9282, 9283))}
-ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL", "es3": "HS_ES3_URL", "os3": "HS_OS3_URL"}
+ENV = {"es": "HS_ES_URL", "os": "HS_OS_URL", "weaviate": "HS_WEAVIATE_URL", "es3": "HS_ES3_URL", "os3": "HS_OS3_URL"}
 STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os",
                 "elasticsearch-cluster": "es3", "opensearch-cluster": "os3"}
+WEAVIATE_GRPC = int(os.environ.get("HS_WEAVIATE_GRPC_PORT", "50091"))
 STARTED: list = []  # kinds of node (or cluster) this process started
 
 
-def _healthy(url: str, nodes: int = 1) -> bool:
+def _healthy(url: str, kind: str = "es", nodes: int = 1) -> bool:
+    probe = ("/v1/.well-known/ready" if kind == "weaviate"
+             else f"/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}&timeout=5s")
     try:
-        with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}"
-                                    "&timeout=5s", timeout=10) as r:
+        with urllib.request.urlopen(f"{url}{probe}", timeout=10) as r:
             return r.status == 200
     except OSError:
         return False
-
-
-def _script(kind: str) -> Path:
-    return CLUSTER_SCRIPT if kind.endswith("3") else SCRIPT
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,27 +53,34 @@ def engine(kind: str) -> tuple:
     if cluster and os.environ.get("HS_START_CLUSTER", "0") != "1":
         # opt-in even when one answers: the shared suite on a cluster takes many minutes
         return None, "the cluster tests run with HS_START_CLUSTER=1 (tests/README.md)"
-    if _healthy(urls[0], len(urls)):
+    if _healthy(urls[0], kind, len(urls)):
         return found
     if os.environ.get("HS_START_ENGINES", "1") == "0":
         return None, f"no node answers at {urls[0]} and HS_START_ENGINES=0"
-    script = _script(kind)
     try:
-        proc = subprocess.run(["bash", str(script), "start", kind[:2]], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(_command(kind, "start"), capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"scripts/{script.name} start {kind[:2]} failed: {e}"
+        return None, f"{' '.join(_command(kind, 'start')[1:])} failed: {e}"
     if "already running" not in proc.stdout:
         # stopped when the test session ends (tests/conftest.py); a node another process started
         # meanwhile (the script waits on its lock, then finds it running) is that process's to stop
         STARTED.append(kind)
-    if proc.returncode != 0 or not _healthy(urls[0], len(urls)):
+    if proc.returncode != 0 or not _healthy(urls[0], kind, len(urls)):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return None, f"scripts/{script.name} start {kind[:2]} could not start: {' | '.join(tail)}"
+        return None, f"{' '.join(_command(kind, 'start')[1:])} could not start a node: {' | '.join(tail)}"
     return found
+
+
+def _command(kind: str, verb: str) -> list:
+    """The script line that starts / stops a node (or a cluster: "es3" / "os3") of this kind."""
+    if kind in SCRIPTS:
+        return ["bash", str(SCRIPTS[kind]), verb]
+    if kind.endswith("3"):
+        return ["bash", str(CLUSTER_SCRIPT), verb, kind[:2]]
+    return ["bash", str(SCRIPT), verb, kind]
 
 
 def stop_started() -> None:
     """Stops the nodes this test process started (a node that was already running is left alone)."""
     while STARTED:
-        kind = STARTED.pop()
-        subprocess.run(["bash", str(_script(kind)), "stop", kind[:2]], capture_output=True, timeout=300)
+        subprocess.run(_command(STARTED.pop(), "stop"), capture_output=True, timeout=300)

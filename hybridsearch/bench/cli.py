@@ -40,7 +40,7 @@ SIZES = {
     "full": dict(ann_n=200000, ann_q=1000, efs=[10, 16, 32, 64, 128, 256, 512], m=[16, 32], efc=[64, 128, 256],
                  six_n=100000, six_q=500, eco_n=50000, eco_q=500, threads=[1, 2, 4, 8], rel_q=1000),
 }
-ALL = ["memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "opensearch"]
+ALL = ["memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "opensearch", "weaviate"]
 
 
 def select_storages(storages: list, engines: dict, installed) -> tuple:
@@ -49,7 +49,7 @@ def select_storages(storages: list, engines: dict, installed) -> tuple:
     usable, skipped = [], []
     for s in storages:
         if s in engines and engines[s][0] is None:
-            skipped.append(f"{s}: no node answers (start one with scripts/searchnode.sh start {remote.KIND[s]})")
+            skipped.append(f"{s}: no node answers (start one with {remote.start_line(s)})")
         elif s in ("hnswlib", "annlite") and not installed(s):
             skipped.append(f"{s}: not installed")
         elif s in engines and not installed(remote.CLIENT[s]):

@@ -195,8 +195,12 @@ class TextAnalyzer:
                     for t in texts]
 
 
+_known_settings: set = set()  # the (stemmer, lowercase) pairs _cached has made an analyzer for
+
+
 @lru_cache(maxsize=None)
 def _cached(stemmer: Optional[str], lowercase: bool) -> TextAnalyzer:
+    _known_settings.add((stemmer, lowercase))
     return TextAnalyzer(stemmer, lowercase)
 
 
@@ -213,3 +217,12 @@ def analyzer_for(config: Union[Analyzer, FieldSpec, None] = None) -> TextAnalyze
         raise ConfigError(f"stemmer must be a name or None, got {config.stemmer!r}; valid: "
                           f"None, {', '.join(stemmer_names())}")
     return _cached(config.stemmer, bool(config.lowercase))
+
+
+def forget_stems() -> None:
+    """Empties every shared analyzer's stem memo, so the next batch stems its words again:
+    a benchmark that builds several collections in one process starts each one cold."""
+    for stemmer, lowercase in list(_known_settings):
+        memo = _cached(stemmer, lowercase)._memo
+        if memo is not None:
+            memo.clear()

@@ -15,7 +15,9 @@ MaxScore search above. Both give the same scores for the same plain query.
 """
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Optional
 
@@ -31,6 +33,9 @@ K1, B = 1.2, 0.75
 # of TextIndex.export(): bump when its arrays change meaning. 2: token positions (pos_off,
 # fwd_pos). An older export is not attached: the storage re-indexes the text from its columns.
 EXPORT_FORMAT = 2
+# a batch indexes its text fields on threads from this many rows: below it, starting the threads
+# costs more than the overlap saves (each field's tokenising and postings run without the GIL)
+PARALLEL_MIN_ROWS = 4096
 
 
 def _pack(strings: list) -> tuple:
@@ -261,19 +266,34 @@ class TextField:
 
 
 class TextIndex:
-    """Every hs.Text field of a schema, kept in step with the collection's slots."""
+    """Every hs.Text field of a schema, kept in step with the collection's slots.
 
-    def __init__(self, schema: Schema) -> None:
+    `threads`: how many text fields a large batch indexes at once (None: one per core). The
+    fields share nothing but the analyzer's stem memo, which is thread-safe; each field's
+    tokenising and postings release the GIL, so two fields overlap on two cores."""
+
+    def __init__(self, schema: Schema, threads: Optional[int] = None) -> None:
         self.fields = [TextField(spec.name, analyzer_for(spec.analyzer))
                        for spec in schema.fields.values() if spec.kind is Kind.TEXT]
+        self.threads = max(1, threads or os.cpu_count() or 1)
 
     def __bool__(self) -> bool:
         return bool(self.fields)
 
     def add(self, slots: np.ndarray, columns: dict) -> None:
-        """(Re-)indexes the rows at these slots; columns: text field -> list of str or None."""
-        for f in self.fields:
-            f.add(slots, columns[f.name])
+        """(Re-)indexes the rows at these slots; columns: text field -> list of str or None.
+        A large batch indexes its fields in parallel (see the class); an error in one field is
+        raised after every field has finished, as the serial loop would leave them."""
+        jobs = [(f, columns[f.name]) for f in self.fields]
+        workers = min(self.threads, len(jobs))
+        if workers < 2 or len(slots) < PARALLEL_MIN_ROWS:
+            for f, texts in jobs:
+                f.add(slots, texts)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="hs-text") as pool:
+            done = [pool.submit(f.add, slots, texts) for f, texts in jobs]
+        for d in done:
+            d.result()
 
     def remove(self, slots: np.ndarray) -> None:
         for f in self.fields:

@@ -17,12 +17,14 @@ REGISTRY = {
     "elasticsearch": "hybridsearch.storages.remote.elasticsearch.storage:ElasticsearchStorage",
     "opensearch": "hybridsearch.storages.remote.elasticsearch.opensearch:OpenSearchStorage",
     "vespa": "hybridsearch.storages.remote.vespa.storage:VespaStorage",
+    "weaviate": "hybridsearch.storages.remote.weaviate.storage:WeaviateStorage",
 }
 
 # third-party packages a storage imports: `available()` looks for them without importing
 # them, because importing is not free and some cannot share a process (below)
 REQUIRES = {"hnswlib": ("hnswlib",), "annlite": ("annlite",), "elasticsearch": ("elasticsearch",),
-            "opensearch": ("opensearchpy",), "vespa": ("requests",)}
+            "opensearch": ("opensearchpy",), "vespa": ("requests",),
+            "weaviate": ("weaviate",)}
 # annlite and hnswlib both register a pybind11 class named "Index": whichever is
 # imported second fails with ImportError, so one process can use only one of them
 CONFLICTS = {"annlite": ("hnswlib",), "hnswlib": ("annlite",)}

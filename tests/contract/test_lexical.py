@@ -23,9 +23,10 @@ import hybridsearch as hs
 from tests.conftest import STORAGES
 from tests.models import english_tokens
 
-TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch",
+TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch", "weaviate",
                  "elasticsearch-cluster", "opensearch-cluster"]
-REMOTE = ("elasticsearch", "opensearch", "elasticsearch-cluster", "opensearch-cluster")  # collections opened by conftest's make_da, on real nodes
+# collections opened by conftest's make_da, on real nodes
+REMOTE = ("elasticsearch", "opensearch", "weaviate", "elasticsearch-cluster", "opensearch-cluster")
 FIXTURES = [HealthCheck.function_scoped_fixture]  # make_da opens a fresh collection per example
 K1, B = 1.2, 0.75
 WORDS = ("red blue green phone phones case cases running runner charger cable fast slow nokia apple "
@@ -58,20 +59,34 @@ def plain_tokens(text) -> list:
     return re.findall(r"[a-z0-9]+", (text or "").lower())
 
 
+def weaviate_tokens(text) -> list:
+    """plain_tokens, for a model of Weaviate's BM25: its idf counts every object of the
+    collection (N), where Lucene counts the documents holding a term in the field
+    (docs/storages/weaviate.md); the average length is over the non-empty values in both."""
+    return plain_tokens(text)
+
+
+weaviate_tokens.count_every_document = True
+
+
 def schema_and_tokens(storage) -> tuple:
     """(the schema to open on `storage`, the models' tokenizer for it)."""
+    if storage == "weaviate":
+        return PlainProduct, weaviate_tokens
     return (PlainProduct, plain_tokens) if storage in REMOTE else (Product, english_tokens)
 
 
 def bm25_field(docs, field, query_tokens, tokens=english_tokens):
-    """BM25 of one field for every doc id (Lucene's formula with exact lengths)."""
+    """BM25 of one field for every doc id (Lucene's formula with exact lengths; N every
+    document when the tokenizer says `count_every_document`)."""
     toks = {i: tokens(getattr(d, field)) for i, d in docs.items()}
+    every = len(toks)
     toks = {i: t for i, t in toks.items() if t}
-    n = len(toks)
+    n = every if getattr(tokens, "count_every_document", False) else len(toks)
     out = {}
-    if not n:
+    if not toks:
         return out
-    avgdl = sum(len(t) for t in toks.values()) / n
+    avgdl = sum(len(t) for t in toks.values()) / len(toks)
     for i, t in toks.items():
         s, hit = 0.0, False
         for q in query_tokens:

@@ -58,7 +58,8 @@ def test_progress_without_rich_says_what_to_install(monkeypatch):
 
 
 def test_a_missing_client_says_what_to_install(monkeypatch):
-    for storage, module in (("elasticsearch", "elasticsearch"), ("opensearch", "opensearchpy")):
+    for storage, module in (("elasticsearch", "elasticsearch"), ("opensearch", "opensearchpy"),
+                            ("weaviate", "weaviate")):
         code = textwrap.dedent(f"""
             import sys
             sys.modules[{module!r}] = None

@@ -5,7 +5,7 @@ A block's fence info string is `python` followed by optional `key=value` words:
     ```python node=elasticsearch
     ```
 
-`node=elasticsearch|opensearch|vespa` marks a block that needs a running search node
+`node=elasticsearch|opensearch|vespa|weaviate` marks a block that needs a running search node
 (tests/docs/test_docs.py runs it only where one answers). Any other word is an error,
 so a typo cannot silently skip a block. Standard library only: the child process that
 runs the blocks (run_blocks.py) imports it too.
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-NODES = ("elasticsearch", "opensearch", "vespa")
+NODES = ("elasticsearch", "opensearch", "vespa", "weaviate")
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "vespa")
+PAGES = ("memory", "hnsw", "sqlite", "hnswlib", "annlite", "elasticsearch", "vespa", "weaviate")
 BEGIN = "<!-- options: generated from the config dataclass by tests/docs/option_tables.py -->"
 END = "<!-- /options -->"
 

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 MARKDOWN = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
-URL_ENV = {"elasticsearch": "HS_ES_URL", "opensearch": "HS_OS_URL", "vespa": "HS_VESPA_URL"}
+URL_ENV = {"elasticsearch": "HS_ES_URL", "opensearch": "HS_OS_URL", "vespa": "HS_VESPA_URL",
+           "weaviate": "HS_WEAVIATE_URL"}
 TIMEOUT = 600
 
 # Pages expected to fail, with the reason (none: every page runs).
@@ -67,7 +68,7 @@ def _node(kind: str) -> tuple:
     """(url, None) of a running node of this kind, or (None, why not)."""
     if kind == "vespa":
         return _vespa()
-    return engine(STORAGE_KIND[kind])
+    return engine(STORAGE_KIND.get(kind, kind))  # weaviate is a kind of its own
 
 
 def _run(cmd: list, cwd: Path, env: dict) -> subprocess.CompletedProcess:

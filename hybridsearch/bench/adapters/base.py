@@ -93,6 +93,7 @@ class TextAdapter:
     name = ""
     label = ""
     note = ""
+    searched = True  # False: a row of index time only (its searches would repeat another row's)
 
     def build(self, ids: list, fields: dict, docs: list | None = None) -> None:
         """Indexes the documents (timed by the caller)."""

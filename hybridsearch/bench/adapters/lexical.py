@@ -79,7 +79,7 @@ class Tantivy(TextAdapter):
         self.index.reload()
         self.searcher = self.index.searcher()
         self._fast = hasattr(self.searcher, "fast_field_values")  # decided once, not per query
-        self.note += f", {self.searcher.num_segments} segment(s)"
+        self.note = f"en_stem, {self.threads} indexing threads, {self.searcher.num_segments} segment(s)"
 
     def _ids(self, result) -> list:
         addrs = [a for _, a in result.hits]

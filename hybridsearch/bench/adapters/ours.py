@@ -11,6 +11,7 @@ import numpy as np
 import hybridsearch as hs
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.base import TextAdapter, VectorAdapter
+from hybridsearch.engine.analysis import forget_stems
 from hybridsearch.engine.exact import ExactIndex
 from hybridsearch.engine.graph import PLAIN, TWO_HOP, HnswGraph
 
@@ -61,12 +62,14 @@ def open_collection(storage: str, schema: type, options: dict, tmp: str):
         options.setdefault("path", os.path.join(tmp, f"{storage}-{uuid.uuid4().hex[:8]}"
                                                 + (".db" if storage == "sqlite" else "")))
     if storage in remote.REMOTE:
-        options = {**remote.collection_options(options.pop("hosts")), **options}
+        options = {**remote.collection_options(options.pop("hosts"), storage), **options}
     if storage in EXACT_STORAGES:
         for key in GRAPH_OPTIONS:
             options.pop(key, None)
     da = hs.DocumentArray(schema, storage=storage, **options)
-    if storage in remote.REMOTE:
+    if storage == "weaviate":
+        _remote_indexes[id(da)] = (options["url"], options["collection"], storage)
+    elif storage in remote.REMOTE:
         _remote_indexes[id(da)] = (options["hosts"], options["index"])
     return da
 
@@ -155,6 +158,7 @@ class Collection(VectorAdapter):
     def close(self) -> None:
         """Closes the collection (dropping a remote index)."""
         close_collection(self.da)
+        self.da = None
 
 
 class Graph(VectorAdapter):
@@ -211,8 +215,9 @@ class Texts(TextAdapter):
     e.g. products with their vectors, under `schema`), searched with find(text=q, limit=k)."""
 
     def __init__(self, storage: str = "memory", name: str = "ours", schema: type | None = None,
-                 tmp: str = "/tmp", join: bool = False, **options) -> None:
+                 tmp: str = "/tmp", join: bool = False, searched: bool = True, **options) -> None:
         self.storage, self.name, self.schema, self.tmp, self.options = storage, name, schema, tmp, options
+        self.searched = searched
         self.join = join  # the fields joined into one "text" field (the work a one-field library does)
         self.label = f"ours (storage={storage!r}, {'1 field' if join else 'best field'})"
 
@@ -224,6 +229,9 @@ class Texts(TextAdapter):
         if docs is None or self.schema is None:
             names = list(fields)
             docs = [{"id": d, **{f: fields[f][j] for f in names}} for j, d in enumerate(ids)]
+        if getattr(self, "da", None) is not None:  # built before (a warm-up): that collection goes first
+            self.close()
+        forget_stems()  # each build stems its words, as a fresh process would: none rides on an earlier row's memo
         self.da = open_collection(self.storage, schema, self.options, self.tmp)
         extend_in_batches(self.da, docs)
 
@@ -235,3 +243,4 @@ class Texts(TextAdapter):
     def close(self) -> None:
         """Closes the collection (dropping a remote index)."""
         close_collection(self.da)
+        self.da = None

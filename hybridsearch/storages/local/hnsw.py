@@ -38,7 +38,7 @@ class HnswConfig(GraphConfig):
     quantization: Optional[str] = option("auto", one_of("auto", None, "none", "int8"),
                                          '"int8" walks the graph on int8 codes (scores stay exact); "auto": '
                                          "int8 for a new collection, what the files hold on reopen; None")
-    threads: Optional[int] = option(None, integer(1, allow_none=True), "insert threads; None = every core")
+    threads: Optional[int] = option(None, integer(1, allow_none=True), "insert threads (graph and text fields); None = every core")
     exact_below: float = option(0.02, number(0, 1), "planner: scan the matches below this selectivity...")
     exact_max: int = option(10000, integer(0), "...or when at most this many documents match")
     filter_first_below: float = option(0.0, number(0, 1), "planner: two-hop filtered walk below this selectivity")
@@ -77,7 +77,7 @@ class HnswStorage(JournaledStorage):
         self.dim = self.store.dim
         self.graph = self._new_graph() if self.dim else None
         self.lock = RWLock()
-        self.text = TextIndex(schema)
+        self.text = TextIndex(schema, self.threads)
         self._init_writes()
         self.graph_writes = 0  # calls that changed the graph, for stats(); written under the write lock
         self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)

@@ -13,7 +13,7 @@ from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import ConfigError
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.config import StorageConfig, boolean, option, path_or_none
+from hybridsearch.storages.config import StorageConfig, boolean, integer, option, path_or_none
 from hybridsearch.storages.local.journaled import JournaledStorage
 
 
@@ -23,6 +23,8 @@ class MemoryConfig(StorageConfig):
 
     path: Optional[str] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+    threads: Optional[int] = option(None, integer(1, allow_none=True),
+                                    "text fields a large batch indexes at once; None = every core")
 
     def validate(self) -> None:
         if self.read_only and self.path is None:
@@ -39,7 +41,8 @@ class MemoryStorage(JournaledStorage):
         super().__init__(schema, config)
         self.store = ColumnStore(schema, self.metric)
         self.lock = RWLock()
-        self.text = TextIndex(schema)
+        # sqlite's config has no threads option: its text fields are indexed one per core
+        self.text = TextIndex(schema, getattr(config, "threads", None))
         self._init_writes()
         # subclasses with files of their own (sqlite) take another config and their own write path
         if isinstance(config, MemoryConfig) and config.path is not None:

@@ -80,6 +80,13 @@ def userinfo_secrets(url) -> list:
     return [userinfo] + password + [urllib.parse.unquote(p) for p in password]
 
 
+def http_url(v):
+    """An option check: v if it is an http(s) URL, else ValueError."""
+    if not isinstance(v, str) or not v.startswith(("http://", "https://")):
+        raise ValueError("an http(s) URL")
+    return v
+
+
 def public_url(url):
     """A URL as messages and stats show it: without credentials (anything else as it is)."""
     return split_userinfo(url)[0] if isinstance(url, str) else url

@@ -42,7 +42,7 @@ from hybridsearch.query.fusion import fuse_linear
 from hybridsearch.storages.base import exact_scores
 from hybridsearch.storages.config import integer, one_of, option, path_or_none
 from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, FieldCodec, RemoteConfig,
-                                               RemoteStorage, rrf, split_userinfo)
+                                               RemoteStorage, http_url, rrf, split_userinfo)
 from hybridsearch.storages.remote.vespa import app as A
 from hybridsearch.storages.remote.vespa import lexical as L
 from hybridsearch.storages.remote.vespa import yql as Y
@@ -69,12 +69,6 @@ def doc_path(namespace: str, doctype: str, id: str) -> str:
     return f"/document/v1/{namespace}/{doctype}/docid/{quoted}"
 
 
-def _url(v):
-    if not isinstance(v, str) or not v.startswith(("http://", "https://")):
-        raise ValueError("an http(s) URL")
-    return v
-
-
 def _vespa_name(what: str, allow_none: bool = False):
     def check(v):
         if v is None and allow_none:
@@ -90,7 +84,7 @@ def _vespa_name(what: str, allow_none: bool = False):
 class VespaConfig(RemoteConfig):
     """Options of storage="vespa"."""
 
-    url: str = option("http://127.0.0.1:8080", _url,
+    url: str = option("http://127.0.0.1:8080", http_url,
                       "the container's URL; a user:password@ in it is sent as basic auth, never shown",
                       secret=True)  # only the URL without user:password appears (stats, errors)
     namespace: str = option("hybridsearch", _vespa_name("namespace"), "the namespace of the /document/v1 ids")

@@ -1,0 +1,506 @@
+"""storage="weaviate": the DocumentArray API on a real Weaviate server, through weaviate-client v4.
+
+One collection per DocumentArray (`collection=`), created from the schema on first open
+(config.py): the schema's fields are properties, the vector is the object's own (self-provided)
+vector in an HNSW index, and the collection's description records the schema's fingerprint.
+Weaviate takes only uuids as object ids: a document's object id is uuid5 of its id, and the id
+itself is the `hs_id` property. What every remote storage shares (retries, redaction, rollback,
+document <-> fields, exact rescoring, rrf) lives in ../base.py.
+
+Semantics of API.md kept here:
+- writes go through batch requests (an object with an existing uuid is replaced) and are
+  visible on return; when the server refuses any object of a batch, or a request fails
+  half-way, what the batch overwrote is put back and what it added is deleted;
+- insertion order: the `hs_seq` property, kept by upserts of an existing id; filter-only finds
+  page through the matches sorted by it (`hs_seq > last`, no deep offsets);
+- vector scores are recomputed from the hits' stored vectors (Weaviate reports distances); a
+  query asks for max(limit, ef) neighbours, so `ef` works per query; a filtered query that
+  comes back short of min(limit, matches) is answered exactly here;
+- lexical scores: Weaviate's multi-property BM25 is BM25F-like (one score over the properties
+  together), ours is the best field's BM25: each text property is queried on its own and a
+  document keeps its best score (times its `text_fields` weight). Per property, Weaviate's
+  BM25 is Lucene's (k1 1.2, b 0.75, stopwords off); its `word` tokenization is lowercased runs
+  of letters and digits, without stemming;
+- fusion (sum, rrf, linear) is computed here (query/fusion.py): Weaviate's relativeScore and
+  ranked fusions normalise or rank its BM25F, which is not API.md's;
+- API.md section 7: counts and value facets are aggregations (group by), range facets one
+  filtered count per range; text counts / facets and sorted finds read the matches here
+  (Weaviate sorts missing values first); writes by condition read the matches and write them
+  as batches with the same rollback as extend.
+"""
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from typing import Iterator, Optional
+
+import numpy as np
+import weaviate  # imported here, so that a missing client is the registry's "pip install" error
+
+from hybridsearch.batch import Batch
+from hybridsearch.document import Kind
+from hybridsearch.errors import BackendError, UnsupportedError
+from hybridsearch.query.filters import MatchAll, Node
+from hybridsearch.query.fusion import fuse_linear, fuse_sum
+from hybridsearch.query.text import TextQuery
+from hybridsearch.storages.base import exact_scores, rank_exactly
+from hybridsearch.storages.remote.base import (ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, rrf,
+                                               userinfo_secrets)
+from hybridsearch.storages.remote.weaviate import config as C
+from hybridsearch.storages.remote.weaviate import filters as F
+
+log = logging.getLogger("hybridsearch")
+PAGE = 2000    # objects per page when listing
+GET = 500      # ids per fetch-by-id request
+EXACT_INT = 2 ** 53  # the largest int a float64 holds with every smaller one
+
+
+class WeaviateStorage(RemoteStorage):
+    """One Weaviate collection, reached over REST and gRPC (weaviate-client v4)."""
+
+    name = "weaviate"
+    engine = "Weaviate"
+    Config = C.WeaviateConfig
+    # text_fields weights and operator="and" run per property; the query syntax (phrases, +/-,
+    # prefix*) has no Weaviate BM25 equivalent and is refused by the array
+    query_options = frozenset({"linear", "text_fields", "operator"})
+
+    def __init__(self, schema, config: C.WeaviateConfig) -> None:
+        super().__init__(schema, config, [config.api_key] + userinfo_secrets(config.url), FieldCodec(schema))
+        parts = urllib.parse.urlsplit(config.url)
+        self.url = f"{parts.scheme}://{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        self.collection_name = config.collection
+        self.batch_size, self.max_results = config.batch_size, config.max_results
+        self.m, self.ef_construct = config.m, config.ef_construct
+        self.ints = [s.name for s in schema.fields.values() if s.kind is Kind.INT]
+        self.client = self.call("connect", self._connect, parts, config)
+        try:
+            self.col = self._open_collection()
+            self.next_seq = self._max_seq() + 1
+        except BaseException:
+            self.close()
+            raise
+
+    def address(self) -> dict:
+        return {"url": self.url, "collection": self.collection_name}
+
+    # ------------------------------------------------------------ client
+    def _connect(self, parts, config):
+        from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+        auth = Auth.api_key(config.api_key) if config.api_key else None
+        secure = parts.scheme == "https"
+        t = float(config.timeout)
+        return weaviate.connect_to_custom(
+            http_host=parts.hostname, http_port=parts.port or (443 if secure else 80), http_secure=secure,
+            grpc_host=parts.hostname, grpc_port=config.grpc_port, grpc_secure=secure, auth_credentials=auth,
+            additional_config=AdditionalConfig(timeout=Timeout(init=min(t, 10.0), query=t, insert=t)))
+
+    def failure(self, e):
+        from weaviate.exceptions import WeaviateBaseError
+        if not isinstance(e, WeaviateBaseError):
+            return None
+        status = getattr(e, "status_code", None)
+        message = getattr(e, "message", None) or str(e)
+        return status, f"{type(e).__name__}: {' '.join(str(message).split())[:500]}"
+
+    def _open_collection(self):
+        fp = C.fingerprint(self.schema, self.metric)
+        name = self.collection_name
+        if self.call("check the collection", self.client.collections.exists, name):
+            col = self.client.collections.get(name)
+            desc = self.call("read the collection", col.config.get).description or ""
+            if not desc.startswith(C.META):
+                raise BackendError(f"collection {name!r} exists and was not created by hybridsearch")
+            if desc[len(C.META):] != fp:
+                raise BackendError(f"collection {name!r} holds another schema or metric ({desc[len(C.META):]})")
+            return col
+        return self.call("create the collection", self.client.collections.create, name,
+                         description=C.META + fp, properties=C.properties(self.schema),
+                         vector_config=C.vector_config(self.metric, self.m, self.ef_construct, self.ef),
+                         inverted_index_config=C.inverted_config())
+
+    def drop(self) -> None:
+        """Deletes the collection and everything in it from the server."""
+        self.call("delete the collection", self.client.collections.delete, self.collection_name)
+
+    # ----------------------------------------------------------- records
+    def _record(self, obj) -> dict:
+        """The engine fields of a returned object: its properties (absent ones left out) and,
+        when it was asked for and holds one, its vector under the vector field's name."""
+        rec = {k: v for k, v in obj.properties.items() if v is not None}
+        vec = obj.vector.get("default") if isinstance(obj.vector, dict) else None
+        if vec is not None and self.vec is not None:
+            rec[self.vec.name] = vec
+        return rec
+
+    def _object(self, fields: dict):
+        """A DataObject of engine fields (the vector out of the properties)."""
+        from weaviate.classes.data import DataObject
+        props = dict(fields)
+        vec = props.pop(self.vec.name, None) if self.vec is not None else None
+        return DataObject(properties=props, uuid=C.object_id(props[ID_FIELD]), vector=vec)
+
+    def _fetch(self, what: str, **kwargs) -> list:
+        res = self.call(what, self.col.query.fetch_objects, **kwargs)
+        return [self._record(o) for o in res.objects]
+
+    def _by_ids(self, ids: list, vectors: bool = True) -> dict:
+        """id -> engine fields of the ids that exist."""
+        from weaviate.classes.query import Filter
+        out = {}
+        for a in range(0, len(ids), GET):
+            chunk = list(dict.fromkeys(ids[a:a + GET]))
+            recs = self._fetch("read documents", filters=Filter.by_id().contains_any([C.object_id(i) for i in chunk]),
+                               limit=len(chunk), include_vector=vectors and self.vec is not None)
+            out.update({r[ID_FIELD]: r for r in recs})
+        return out
+
+    def _max_seq(self) -> int:
+        from weaviate.classes.query import Sort
+        recs = self._fetch("read the insertion sequence", limit=1, sort=Sort.by_property(SEQ_FIELD, ascending=False),
+                           return_properties=[SEQ_FIELD])
+        return int(recs[0][SEQ_FIELD]) if recs else 0
+
+    # -------------------------------------------------------------- writes
+    def _insert(self, records: list) -> Optional[str]:
+        """Writes engine-field records in batches -> None, or why some were refused."""
+        for a in range(0, len(records), self.batch_size):
+            res = self.call("write documents", self.col.data.insert_many,
+                            [self._object(r) for r in records[a:a + self.batch_size]])
+            if res.errors:
+                first = list(res.errors.items())[:3]
+                return self.redact(f"{self.engine} rejected {len(res.errors)} objects (" + "; ".join(
+                    f"{records[a + n][ID_FIELD]!r}: {getattr(e, 'message', e)}" for n, e in first) + ")")
+        return None
+
+    def _remove(self, ids: list) -> int:
+        from weaviate.classes.query import Filter
+        n = 0
+        for a in range(0, len(ids), GET):
+            chunk = ids[a:a + GET]
+            res = self.call("delete documents", self.col.data.delete_many,
+                            where=Filter.by_id().contains_any([C.object_id(i) for i in chunk]))
+            if res.failed:
+                raise self.refused("delete documents", f"{res.failed} of {res.matches} objects were not deleted")
+            n += int(res.successful)
+        return n
+
+    def _restore(self, items: list) -> bool:
+        """Puts back (id, fields or None: delete it); whether every one went back."""
+        back = [f for _, f in items if f is not None]
+        gone = [i for i, f in items if f is None]
+        if gone:
+            self._remove(gone)
+        return not back or self._insert(back) is None
+
+    def _check_ints(self, records: list) -> None:
+        """UnsupportedError (before anything is written) for an int beyond +-2**53: Weaviate's
+        batch requests carry property values as JSON-like numbers (float64), which hold larger
+        ints only approximately, so they would come back changed or be refused."""
+        for r in records:
+            for name in self.ints:
+                v = r.get(name)
+                if v is not None and abs(v) > EXACT_INT:
+                    raise UnsupportedError(f"storage 'weaviate' holds int values up to +-2**53 exactly (Weaviate "
+                                           f"sends numbers as float64); document {r[ID_FIELD]!r} has {name}={v}")
+
+    def _write(self, records: list, before: dict, seq0: Optional[int] = None) -> None:
+        """Writes records; any failure rolls every one of them back and raises BackendError."""
+        self._check_ints(records)
+        try:
+            refused = self._insert(records)
+        except BackendError as e:
+            refused = str(e)
+        if refused is not None:
+            state = self.rollback(self._restore, [r[ID_FIELD] for r in records], before, seq0)
+            raise BackendError(f"{refused}; {state}")
+
+    def upsert(self, batch: Batch) -> None:
+        if not batch.docs:
+            return
+        ids = [d.id for d in batch.docs]
+        before = self._by_ids(ids)
+        seq0 = self.next_seq
+        # a batch may name one id twice: the last document wins, at the place of the first
+        records = {}
+        for d, seq in zip(batch.docs, self.sequence(ids, before)):
+            records[d.id] = self.codec.fields(d, records[d.id][SEQ_FIELD] if d.id in records else seq)
+        self._write(list(records.values()), before, seq0)
+
+    def delete(self, ids: list) -> int:
+        ids = list(dict.fromkeys(ids))
+        before = self._by_ids(ids) if ids else {}
+        if not before:
+            return 0
+        try:
+            return self._remove(list(before))
+        except BackendError as e:
+            raise BackendError(f"{e}; {self.rollback(self._restore, list(before), before)}") from None
+
+    def update_fields(self, id: str, values: dict) -> None:
+        old = self._by_ids([id]).get(id)
+        if old is None:
+            raise KeyError(id)
+        if values:
+            self._write([self._updated(old, values)], {id: old})
+
+    def _updated(self, old: dict, values: dict) -> dict:
+        """The engine fields of a stored document with `values` set (None removes a value)."""
+        return self.codec.fields(self.codec.document(old).model_copy(update=values), int(old[SEQ_FIELD]))
+
+    def update_where(self, node: Node, values: dict) -> int:
+        """The matching documents read, changed here and written back in batches, rolled back
+        like extend when the server refuses one (Weaviate has no update by filter)."""
+        recs = self._scan(F.compile_filter(node, self.schema), None, vectors=True)
+        if values and recs:
+            self._write([self._updated(r, values) for r in recs], {r[ID_FIELD]: r for r in recs})
+        return len(recs)
+
+    # --------------------------------------------------------------- reads
+    def _aggregate(self, what: str, flt, **kwargs):
+        return self.call(what, self.col.aggregate.over_all, filters=flt, total_count=True, **kwargs)
+
+    def count(self) -> int:
+        return int(self._aggregate("count documents", None).total_count or 0)
+
+    def contains(self, id: str) -> bool:
+        return bool(self._by_ids([id], vectors=False))
+
+    def get(self, ids: list) -> list:
+        found = self._by_ids(list(ids))
+        return [self.codec.document(found[i]) if i in found else None for i in ids]
+
+    def _scan(self, flt, limit: Optional[int], vectors: bool = False, props=None) -> list:
+        """Matching records in insertion order, up to limit (None: all): pages sorted by hs_seq,
+        each after the last one's number (no deep offset)."""
+        from weaviate.classes.query import Filter, Sort
+        out, last = [], None
+        while limit is None or len(out) < limit:
+            size = PAGE if limit is None else min(PAGE, limit - len(out))
+            after = None if last is None else Filter.by_property(SEQ_FIELD).greater_than(last)
+            where = flt if after is None else (after if flt is None else Filter.all_of([flt, after]))
+            page = self._fetch("list documents", filters=where, limit=size, sort=Sort.by_property(SEQ_FIELD),
+                               include_vector=vectors and self.vec is not None, return_properties=props)
+            out += page
+            if len(page) < size:
+                break
+            last = int(page[-1][SEQ_FIELD])
+        return out
+
+    def iter_ids(self) -> Iterator[str]:
+        return iter([r[ID_FIELD] for r in self._scan(None, None, props=[ID_FIELD, SEQ_FIELD])])
+
+    def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
+        if limit == 0:
+            return [], []
+        docs = [self.codec.document(r) for r in self._scan(F.compile_filter(node, self.schema), limit, True)]
+        return [d.id for d in docs], docs
+
+    def count_matches(self, node: Optional[Node], text) -> int:
+        """An aggregation's total count (filter only); with text, the matches read here."""
+        if text is not None:
+            return len(self._lexical(text, self._flt(node)))
+        return int(self._aggregate("count matches", self._flt(node)).total_count or 0)
+
+    def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
+        """Filter-only facets are aggregations: one count per range, or the values grouped by
+        Weaviate (every group asked for, then ordered here by count and value, since the server
+        breaks ties its own way). With text, the matches are read and counted here."""
+        if text is not None:
+            return super().facets(field, node, text, limit, ranges)
+        flt = self._flt(node)
+        if ranges is not None:
+            return [((lo, hi), self._range_count(field, flt, lo, hi)) for lo, hi in ranges]
+        if limit == 0:
+            return []
+        from weaviate.classes.aggregate import GroupByAggregate
+        kind = self.schema.fields[field].kind
+        n = max(limit * 4, 100)
+        while True:
+            res = self._aggregate("count facet values", flt, group_by=GroupByAggregate(prop=field, limit=n))
+            groups = [(g.grouped_by.value, int(g.total_count or 0)) for g in res.groups]
+            if len(groups) < n:
+                break
+            n *= 4
+        pairs = [(_value(kind, v), c) for v, c in groups if c > 0]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))[:limit]
+
+    def _range_count(self, field: str, flt, lo, hi) -> int:
+        from hybridsearch.query.filters import And, Compare
+        parts = [Compare(field, "$gte", lo)] if lo is not None else []
+        parts += [Compare(field, "$lt", hi)] if hi is not None else []
+        if not parts:
+            from hybridsearch.query.filters import Exists
+            parts = [Exists(field)]
+        where = F.compile_filter(And(tuple(parts)), self.schema)
+        return int(self._aggregate("count facet ranges", where if flt is None else
+                                   _all_of([flt, where])).total_count or 0)
+
+    def delete_where(self, node: Node) -> int:
+        ids = [r[ID_FIELD] for r in self._scan(F.compile_filter(node, self.schema), None, props=[ID_FIELD, SEQ_FIELD])]
+        return self.delete(ids) if ids else 0
+
+    # ------------------------------------------------------------- vectors
+    def _flt(self, node: Optional[Node]):
+        return None if node is None else F.compile_filter(node, self.schema)
+
+    def _with_vector(self, flt):
+        """The filter of the objects holding a vector (and matching flt)."""
+        if not self.vec.optional:
+            return flt
+        has = F.exists(self.vec.name, self.schema)
+        return has if flt is None else _all_of([flt, has])
+
+    def _near(self, q: np.ndarray, n: int, flt) -> list:
+        if n > self.max_results:
+            raise self._too_many(n)
+        res = self.call("run a vector query", self.col.query.near_vector, near_vector=[float(x) for x in q],
+                        limit=n, filters=flt, include_vector=True)
+        return [self._record(o) for o in res.objects]
+
+    def _too_many(self, n: int) -> UnsupportedError:
+        return UnsupportedError(f"storage 'weaviate' returns at most max_results={self.max_results} objects per "
+                                f"query and {n} were needed: ask for fewer, or start the server with a larger "
+                                "QUERY_MAXIMUM_RESULTS and open the collection with that max_results")
+
+    def _exact_hits(self, q: np.ndarray, n: int, flt) -> list:
+        """The n matching records nearest to q by exact score (every matching vector read here)."""
+        every = self._scan(self._with_vector(flt), None, vectors=True)
+        every = [r for r in every if self.vec.name in r]
+        if not every:
+            return []
+        order, _ = rank_exactly(self.vectors(every), q, self.metric, n)
+        return [every[i] for i in order]
+
+    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int]) -> list:
+        self.need_vector()
+        flt = self._flt(node)
+        if exact:
+            every = [r for r in self._scan(self._with_vector(flt), None, vectors=True) if self.vec.name in r]
+            return self.rescored_each(every, queries, limit)
+        n = max(limit, ef or self.ef)
+        out, matches = [], None
+        for q in queries:
+            recs = self._near(q, min(n, self.max_results), flt)
+            if len(recs) < limit:
+                if matches is None:
+                    matches = int(self._aggregate("count matches", self._with_vector(flt)).total_count or 0)
+                if len(recs) < matches:  # the graph walk came back short: answered exactly
+                    recs = self._exact_hits(q, limit, flt)
+            out.append(self.rescored(recs, q, limit))
+        return out
+
+    # ----------------------------------------------------------------- text
+    def _fields(self, text) -> tuple:
+        """(query string, [(property, weight)], operator) of a string or a TextQuery."""
+        if isinstance(text, TextQuery):
+            return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts], text.operator
+        return text, [(f, 1.0) for f in self.texts], "or"
+
+    def _lexical(self, text, flt) -> dict:
+        """id -> (best weighted BM25 over the searched properties, insertion number) of every
+        lexical match. Each property is queried on its own, so a document's score is its best
+        field's (API.md), not Weaviate's BM25F over the properties together. Every match is
+        read (ids and scores only): Weaviate's top-k of a BM25 query (BlockMax WAND) can miss
+        better-scoring documents, and the top-k must equal exhaustive evaluation (API.md)."""
+        from weaviate.classes.query import BM25Operator, MetadataQuery
+        raw, fields, operator = self._fields(text)
+        best: dict = {}
+        if not any(ch.isalnum() for ch in raw):  # no word to search (Weaviate refuses an empty query)
+            return best
+        for prop, weight in fields:
+            objects = self.call("run a text query", self.col.query.bm25, raw, query_properties=[prop],
+                                limit=self.max_results, filters=flt,
+                                operator=BM25Operator.and_() if operator == "and" else None,
+                                return_metadata=MetadataQuery(score=True),
+                                return_properties=[ID_FIELD, SEQ_FIELD]).objects
+            if len(objects) >= self.max_results:
+                raise self._too_many(self.max_results + 1)
+            for o in objects:
+                i, s = o.properties[ID_FIELD], float(o.metadata.score or 0.0) * weight
+                if i not in best or s > best[i][0]:
+                    best[i] = (s, int(o.properties[SEQ_FIELD]))
+        return best
+
+    @staticmethod
+    def _ranked(best: dict, k: Optional[int]) -> list:
+        """(id, score) by score descending, ties in insertion order, cut to k."""
+        return [(i, p[0]) for i, p in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1]))[:k]]
+
+    def _records(self, ids: list, known: Optional[dict] = None) -> list:
+        """The engine fields of ids (all existing), those in `known` not read again."""
+        known = dict(known or {})
+        missing = [i for i in ids if i not in known]
+        if missing:
+            known.update(self._by_ids(missing))
+        return [known[i] for i in ids]
+
+    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
+                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
+                    weights: Optional[tuple] = None) -> tuple:
+        self.need_texts()
+        flt = self._flt(node)
+        best = self._lexical(text, flt)
+        if q is None:
+            top = self._ranked(best, k)
+            docs = [self.codec.document(r) for r in self._records([i for i, _ in top])]
+            return [d.id for d in docs], np.array([s for _, s in top], dtype=np.float32), docs
+        q = q[0]
+        if exact:
+            vec = self._exact_hits(q, candidates, flt)
+        else:
+            vec_n = max(candidates, ef or self.ef)
+            vec = self.rescored_records(self._near(q, min(vec_n, self.max_results), flt), q, candidates)
+        by_id = {r[ID_FIELD]: r for r in vec}
+        if fusion == "rrf":
+            lex = [i for i, _ in self._ranked(best, candidates)]
+            chosen, scores = rrf(lex, list(by_id), k, rrf_k)
+            return chosen, scores, [self.codec.document(r) for r in self._records(chosen, by_id)]
+        # sum / linear: the vector top-`candidates` and the lexical matches (every one with
+        # exact=True, else the max(candidates, k) best), each scored here
+        lex = [i for i, _ in self._ranked(best, None if exact else max(candidates, k))]
+        ids = list(dict.fromkeys(lex + list(by_id)))
+        hits = sorted(self._records(ids, by_id), key=lambda r: int(r[SEQ_FIELD]))  # ties: insertion order
+        if not hits:
+            return [], np.empty(0, dtype=np.float32), []
+        bm25 = np.array([best[r[ID_FIELD]][0] if r[ID_FIELD] in best else 0.0 for r in hits], dtype=np.float64)
+        with_vec = [n for n, r in enumerate(hits) if self.vec.name in r]
+        vs = np.zeros(len(hits))
+        if with_vec:
+            vs[with_vec] = exact_scores(self.vectors([hits[n] for n in with_vec]), q, self.metric)
+        slots = np.arange(len(hits))
+        if fusion == "linear":
+            order, scores = fuse_linear(slots, bm25, vs, k, *(weights or (0.5, 0.5)))
+        else:
+            order, scores = fuse_sum(slots, bm25, vs, k)
+        docs = [self.codec.document(hits[n]) for n in order.tolist()]
+        return [d.id for d in docs], scores, docs
+
+    def rescored_records(self, records: list, q: np.ndarray, limit: int) -> list:
+        """The records holding a vector, best first by exact score for q, cut to limit."""
+        records = [r for r in records if self.vec.name in r]
+        if not records:
+            return []
+        order, _ = rank_exactly(self.vectors(records), q, self.metric, limit)
+        return [records[i] for i in order]
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # closing a client whose server is gone must not raise
+            pass
+
+
+def _all_of(parts: list):
+    from weaviate.classes.query import Filter
+    return Filter.all_of(parts)
+
+
+def _value(kind, v):
+    """A group's value as the field's type (Weaviate groups numbers as floats)."""
+    if kind is Kind.INT:
+        return int(v)
+    if kind is Kind.BOOL:
+        return v is True or str(v).lower() == "true"
+    return v
