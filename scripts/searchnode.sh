@@ -108,10 +108,10 @@ start() {
   rm -f "$pidf"
   if [ "$kind" = os ]; then
     (cd "$ROOT/opensearch-$OS_VER" && as_user env OPENSEARCH_JAVA_HOME="$JAVA21" \
-        OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/opensearch -d -p "$pidf" >"$ROOT/os-stdout.log" 2>&1)
+        OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/opensearch -d -p "$pidf" >"$ROOT/os-stdout.log" 2>&1 9>&-)
   else
     (cd "$ROOT/elasticsearch-$ES_VER" && as_user env ES_JAVA_HOME="$JAVA17" \
-        ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/elasticsearch -d -p "$pidf" >"$ROOT/es-stdout.log" 2>&1)
+        ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" bin/elasticsearch -d -p "$pidf" >"$ROOT/es-stdout.log" 2>&1 9>&-)
   fi
   wait_ready "$kind" "$port" "$pidf" "$t0"
 }
@@ -125,6 +125,8 @@ stop() {
   kill -9 "$pid" 2>/dev/null || true; echo "$1 killed"
 }
 
+# sourced (scripts/searchcluster.sh): the functions above only
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi
 case "${1:-}" in
   fetch) locked fetch fetch ;;
   start) locked "${2:?es or os}" start "$2" ;;

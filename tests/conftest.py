@@ -15,7 +15,7 @@ import hybridsearch as hs
 from tests.engines import STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
-            "opensearch", "weaviate", "qdrant"]
+            "opensearch", "weaviate", "qdrant", "elasticsearch-cluster", "opensearch-cluster"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
@@ -59,11 +59,14 @@ def make_da(storage, tmp_path):
             url, why = engine(STORAGE_KIND[storage])
             if url is None:
                 pytest.skip(f"no {storage} node: {why}")
+            if storage.endswith("-cluster"):  # three nodes (url: their list): 3 primary shards, 1 replica each
+                options.setdefault("shards", 3)
+                options.setdefault("replicas", 1)
             options.setdefault("hosts", url)
             options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
             options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart
-            da = hs.DocumentArray(schema, storage=storage, **options)
-            remote.append(f"{url}/{options['index']}")
+            da = hs.DocumentArray(schema, storage=storage.removesuffix("-cluster"), **options)
+            remote.append([f"{u}/{options['index']}" for u in (url if isinstance(url, list) else [url])])
         elif storage == "weaviate":  # a real server on 127.0.0.1 (tests/engines.py), a fresh collection
             url, why = engine("weaviate")
             if url is None:
@@ -72,19 +75,25 @@ def make_da(storage, tmp_path):
             options.setdefault("grpc_port", WEAVIATE_GRPC)
             options.setdefault("collection", f"HsTest{uuid.uuid4().hex}")
             da = hs.DocumentArray(schema, storage="weaviate", **options)
-            remote.append(f"{url}/v1/schema/{options['collection']}")
+            remote.append([f"{url}/v1/schema/{options['collection']}"])
         else:
             da = hs.DocumentArray(schema, storage=storage, **options)
         opened.append(da)
         return da
 
     yield make
-    for index_url in remote:  # drop the test's index over HTTP (the test may have closed da)
-        try:
-            urllib.request.urlopen(urllib.request.Request(index_url, method="DELETE"), timeout=60).close()
-        except urllib.error.HTTPError as e:
-            if e.code != 404:  # already gone is fine
+    for index_urls in remote:  # drop the test's index over HTTP (the test may have closed da)
+        for n, index_url in enumerate(index_urls):  # a cluster: through the first node that answers
+            try:
+                urllib.request.urlopen(urllib.request.Request(index_url, method="DELETE"), timeout=60).close()
+            except urllib.error.HTTPError as e:
+                if e.code != 404:  # already gone is fine
+                    raise
+            except urllib.error.URLError:
+                if n + 1 < len(index_urls):
+                    continue
                 raise
+            break
     for da in opened:
         da.close()
 

@@ -23,8 +23,10 @@ import hybridsearch as hs
 from tests.conftest import STORAGES
 from tests.models import english_tokens
 
-TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch", "weaviate", "qdrant"]
-REMOTE = ("elasticsearch", "opensearch", "weaviate")  # collections opened by conftest's make_da, on real nodes
+TEXT_STORAGES = ["memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "elasticsearch", "opensearch", "weaviate",
+                 "qdrant", "elasticsearch-cluster", "opensearch-cluster"]
+# collections opened by conftest's make_da, on real nodes
+REMOTE = ("elasticsearch", "opensearch", "weaviate", "elasticsearch-cluster", "opensearch-cluster")
 FIXTURES = [HealthCheck.function_scoped_fixture]  # make_da opens a fresh collection per example
 K1, B = 1.2, 0.75
 WORDS = ("red blue green phone phones case cases running runner charger cable fast slow nokia apple "

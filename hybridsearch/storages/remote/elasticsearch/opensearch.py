@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from hybridsearch.errors import ConfigError
+from hybridsearch.storages.remote.elasticsearch.answers import failover_retries
 from hybridsearch.storages.remote.elasticsearch.lexical import named
 from hybridsearch.storages.remote.elasticsearch.storage import LEXICAL, SearchEngineStorage
 
@@ -22,8 +23,9 @@ class OpenSearchStorage(SearchEngineStorage):
 
     def _make_client(self, options: dict):
         from opensearchpy import OpenSearch
+        # a connection error goes on to the next of several hosts; statuses are resent by `call`
         kw = {"timeout": float(options["timeout"]), "verify_certs": bool(options["verify_certs"]),
-              "max_retries": 0, "retry_on_timeout": False}
+              "max_retries": failover_retries(options["hosts"]), "retry_on_status": (), "retry_on_timeout": False}
         if options.get("basic_auth") is not None:
             kw["http_auth"] = tuple(options["basic_auth"])
         if options.get("api_key") is not None:
@@ -95,7 +97,7 @@ class OpenSearchStorage(SearchEngineStorage):
         from opensearchpy.helpers import streaming_bulk  # resends 429s only (no retry_on_status)
         return streaming_bulk(client, actions, **kwargs)
 
-    def failure(self, e):
+    def _client_failure(self, e):
         from opensearchpy.exceptions import ConnectionError as OSConnectionError
         from opensearchpy.exceptions import ConnectionTimeout, TransportError
         if isinstance(e, ConnectionTimeout):

@@ -58,6 +58,7 @@ from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.storages.base import exact_scores, rank_exactly
 from hybridsearch.storages.remote.base import RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
+from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
 from hybridsearch.storages.remote.elasticsearch.config import SearchEngineConfig, secret_strings
@@ -74,31 +75,6 @@ FACET_PAGE = 1000       # values per composite-aggregation page (well below sear
 
 class _NoByQuery(Exception):
     """The node has no _delete_by_query / _update_by_query endpoint (no reindex module)."""
-
-
-def _bulk_reasons(failed: list) -> str:
-    """The first few (id, bulk item) failures as "'id': type reason; ..."."""
-    return "; ".join(f"{i!r}: {info.get('error', {}).get('type', '')} "
-                     f"{info.get('error', {}).get('reason', info.get('status'))}" for i, info in failed[:5])
-
-
-def _error_answer(e: BaseException) -> Optional[dict]:
-    """The JSON body of an error answer of either client (elasticsearch: ApiError.body,
-    opensearch-py: TransportError.info), None for anything else."""
-    for attr in ("body", "info"):
-        v = getattr(e, attr, None)
-        if isinstance(v, dict):
-            return v
-    return None
-
-
-def _failure_reason(failures: list) -> str:
-    """What a by-query answer's `failures` say: how many, and the first one's cause."""
-    first = failures[0]
-    cause = first.get("cause") or first.get("reason") or first
-    if isinstance(cause, dict):
-        cause = f"{cause.get('type', '')} {cause.get('reason', '')}".strip()
-    return f"{len(failures)} failures, the first on document {first.get('id')!r}: {cause}"
 
 
 class SearchEngineStorage(RemoteStorage):
@@ -130,6 +106,16 @@ class SearchEngineStorage(RemoteStorage):
     def address(self) -> dict:
         return {"hosts": self.config.hosts, "index": self.index}
 
+    def call(self, what: str, fn, *args, **kwargs):
+        """RemoteStorage.call, where an answer missing shards or documents (answers.py) is a
+        failure too: resent like a 503, then BackendError, never returned as if whole."""
+        return super().call(what, A.whole, fn, *args, **kwargs)
+
+    def failure(self, e):
+        if isinstance(e, A.PartialAnswer):
+            return A.PARTIAL_STATUS, f"partial answer: {e}"
+        return self._client_failure(e)
+
     # ------------------------------------------------------------ dialect
     def _make_client(self, options: dict):
         raise NotImplementedError
@@ -153,6 +139,10 @@ class SearchEngineStorage(RemoteStorage):
         """The client library's `helpers.streaming_bulk`."""
         raise NotImplementedError
 
+    def _client_failure(self, e):
+        """(status or None, reason) when `e` is an error of the client library, else None."""
+        raise NotImplementedError
+
     def _with_params(self, body: dict) -> dict:
         """The keyword arguments carrying a request body when query parameters travel beside it
         (opensearch-py: `body=`)."""
@@ -173,7 +163,11 @@ class SearchEngineStorage(RemoteStorage):
                 raise BackendError(f"index {self.index!r} exists and was not created by hybridsearch")
             if meta[Q.META_KEY] != fp:
                 raise BackendError(f"index {self.index!r} holds another schema or metric ({meta[Q.META_KEY]})")
+            res = self.call("read the index settings", self.client.indices.get_settings, index=self.index,
+                            name="index.number_of_shards", flat_settings=True)
+            self.spread = A.spread(int(dict(res)[self.index]["settings"]["index.number_of_shards"]))
             return
+        self.spread = A.spread(options["shards"])
         vector = self._vector_mapping(options) if self.vec else None
         body = {"settings": self._index_settings(options),
                 "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
@@ -181,7 +175,8 @@ class SearchEngineStorage(RemoteStorage):
         self.call("create the index", self.client.indices.create, index=self.index, body=body)
 
     def _search(self, body: dict, what: str = "search", **params) -> list:
-        res = self.call(what, self.client.search, index=self.index, body=body, **params)
+        res = self.call(what, self.client.search, index=self.index, body=body, **A.spread_of(self.spread, body),
+                        **params)
         return list(res["hits"]["hits"])
 
     def _max_seq(self) -> int:
@@ -263,7 +258,7 @@ class SearchEngineStorage(RemoteStorage):
         if stopped is not None:
             raise BackendError(f"{stopped}; {state}")
         raise BackendError(self.redact(f"{self.engine} rejected {len(failed)} of {len(ids)} documents "
-                                       f"({_bulk_reasons(failed)}); {state}"))
+                                       f"({A.bulk_reasons(failed)}); {state}"))
 
     def delete(self, ids: list) -> int:
         ids = list(dict.fromkeys(ids))
@@ -330,7 +325,7 @@ class SearchEngineStorage(RemoteStorage):
             if after is not None:
                 body["search_after"] = after
             res = self.call("list documents" if not total else "run a sorted query", self.client.search,
-                            index=self.index, body=body)
+                            index=self.index, body=body, **self.spread)
             page = list(res["hits"]["hits"])
             if total and after is None:
                 count = int(res["hits"]["total"]["value"])
@@ -479,7 +474,7 @@ class SearchEngineStorage(RemoteStorage):
             try:
                 return fn(index=self.index, **self._with_params(body), conflicts="proceed", refresh=True)
             except Exception as e:  # a run stopped by failures answers 4xx / 5xx with its counts
-                answer = _error_answer(e)
+                answer = A.error_answer(e)
                 if answer is not None and "failures" in answer:
                     return answer
                 raise
@@ -497,7 +492,7 @@ class SearchEngineStorage(RemoteStorage):
             failures = list(res.get("failures") or [])
             if failures:
                 raise self.error(what, failures[0].get("status"),
-                                 f"{_failure_reason(failures)}; {self._partial(runs, done)}")
+                                 f"{A.failure_reason(failures)}; {self._partial(runs, done)}")
             if res.get("timed_out"):
                 raise self.refused(what, f"the engine timed out; {self._partial(runs, done)}")
             if not res.get("version_conflicts"):
@@ -536,7 +531,7 @@ class SearchEngineStorage(RemoteStorage):
         if stopped is not None:
             raise BackendError(f"{stopped}; {state}")
         raise BackendError(self.redact(f"{self.engine} rejected {len(failed)} of {len(ids)} updated documents "
-                                       f"({_bulk_reasons(failed)}); {state}"))
+                                       f"({A.bulk_reasons(failed)}); {state}"))
 
     # --------------------------------------------------------------- vectors
     def _filter_clause(self, node: Optional[Node]) -> Optional[dict]:
@@ -606,7 +601,7 @@ class SearchEngineStorage(RemoteStorage):
         for a in range(0, len(bodies), MSEARCH):
             lines = []
             for body in bodies[a:a + MSEARCH]:
-                lines += [{"index": self.index}, body]
+                lines += [{"index": self.index, **A.spread_of(self.spread, body)}, body]
             res = self.call(what, self.client.msearch, body=lines)
             for r in res["responses"]:
                 if "error" in r:  # one failed search fails the call, with its own status and reason
@@ -630,7 +625,9 @@ class SearchEngineStorage(RemoteStorage):
         return {"bool": {"must": [self._lexical_clause(text)], "filter": [flt] if flt else []}}
 
     def _lexical_body(self, text, size: int, flt: Optional[dict]) -> dict:
-        return {"size": size, "query": self._lexical_query(text, flt)}
+        # equal scores in insertion order, as the embedded storages rank them (on several shards
+        # the engine would order them by shard): which of them make a top-n cut is the same
+        return {"size": size, "query": self._lexical_query(text, flt), "sort": Q.sort_clauses([], True)}
 
     def _bm25(self, hits: list) -> np.ndarray:
         """The hits' engine scores as Lucene's BM25 (float64)."""
@@ -740,8 +737,10 @@ class ElasticsearchStorage(SearchEngineStorage):
 
     def _make_client(self, options: dict):
         from elasticsearch import Elasticsearch
+        # a connection error goes on to the next of several hosts; statuses are resent by `call`
         kw = {"request_timeout": float(options["timeout"]), "verify_certs": bool(options["verify_certs"]),
-              "max_retries": 0, "retry_on_timeout": False}
+              "max_retries": A.failover_retries(options["hosts"]), "retry_on_status": (),
+              "retry_on_timeout": False}
         for key in ("basic_auth", "api_key", "ca_certs", "client_cert", "client_key"):
             if options.get(key) is not None:
                 kw[key] = tuple(options[key]) if key == "basic_auth" else options[key]
@@ -779,7 +778,8 @@ class ElasticsearchStorage(SearchEngineStorage):
         from elasticsearch.helpers import streaming_bulk
         return streaming_bulk(client, actions, retry_on_status=RETRY_STATUS, **kwargs)
 
-    def failure(self, e):
+    def _client_failure(self, e):
+        """(status or None, reason) of an error of the elasticsearch client, else None."""
         import elastic_transport
         from elasticsearch import ApiError
         if isinstance(e, ApiError):
