@@ -23,8 +23,8 @@ from tests.conftest import STORAGES
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
-EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite"}
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite") if s in STORAGES]
+EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite", "qdrant"}
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 import urllib.parse
+import uuid
 from typing import Callable, Optional
 
 import numpy as np
@@ -60,6 +61,20 @@ class RemoteConfig(GraphConfig):
 
 
 # ------------------------------------------------------------------ credentials
+def uuid_of(namespace: uuid.UUID, id: str) -> uuid.UUID:
+    """uuid5 of a document id in `namespace`, for engines whose object ids must be uuids. An id
+    with a lone surrogate has no UTF-8 form, so no document can have it (writes refuse it); a
+    delete or a lookup of one still needs an answer (nothing there), so it maps, through its
+    surrogate-escaped bytes, into a namespace of its own where no stored id can land."""
+    try:
+        return uuid.uuid5(namespace, id)
+    except UnicodeEncodeError:
+        return uuid.uuid5(_UNSTORABLE_IDS, id.encode("utf-8", "surrogatepass").hex())
+
+
+_UNSTORABLE_IDS = uuid.uuid5(uuid.NAMESPACE_URL, "hybridsearch/ids-without-utf-8")
+
+
 def split_userinfo(url: str) -> tuple:
     """(the URL without `user:password@`, (user, password) decoded or None)."""
     parts = urllib.parse.urlsplit(url)

@@ -45,7 +45,7 @@ from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf
+from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf, uuid_of
 from hybridsearch.storages.remote.qdrant import filters as F
 from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
 from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeEngine, Rec
@@ -61,7 +61,7 @@ MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to
 
 def point_id(id: str) -> str:
     """The Qdrant point id of a document id (uuid5 in a fixed namespace)."""
-    return str(uuid.uuid5(NAMESPACE, id))
+    return str(uuid_of(NAMESPACE, id))
 
 
 def _fingerprint(schema, metric: str) -> str:
@@ -126,6 +126,9 @@ class QdrantStorage(RemoteStorage):
         except Exception as e:
             if self.temp is not None:
                 shutil.rmtree(self.temp, ignore_errors=True)
+            if self.url is None and "WouldBlock" in str(e):  # qdrant-edge locks its write-ahead log
+                raise BackendError(f"the qdrant collection at {self.path} is already open by another writer "
+                                   "(in this or another process); close it first") from None
             info = self.failure(e)
             if info is None:
                 raise

@@ -12,7 +12,7 @@ from typing import Optional
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import ConfigError
 from hybridsearch.storages.config import integer, option
-from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig, http_url
+from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig, http_url, uuid_of
 
 META = "hybridsearch:"  # the collection description starts with this, then the fingerprint
 # ids are uuid5 of the original id in this namespace (Weaviate takes only uuids as object ids)
@@ -25,7 +25,7 @@ DISTANCE = {"cosine": "COSINE", "ip": "DOT", "l2": "L2_SQUARED"}
 
 def object_id(id: str) -> uuid.UUID:
     """The Weaviate object id of a document id."""
-    return uuid.uuid5(NAMESPACE, id)
+    return uuid_of(NAMESPACE, id)
 
 
 def collection_name(name) -> str:
