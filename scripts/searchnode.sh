@@ -119,6 +119,8 @@ start() {
 stop() {
   local pidf=$ROOT/$1-logs/node.pid pid
   [ -s "$pidf" ] || { echo "$1: not running (no $pidf)"; return 0; }
+  # a pid file left by a node that died (a reboot, a crash) may name another program by now
+  alive "$pidf" || { rm -f "$pidf"; echo "$1: not running (stale $pidf)"; return 0; }
   pid=$(cat "$pidf")
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || { echo "$1 stopped"; return 0; }; sleep 0.5; done

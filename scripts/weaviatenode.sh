@@ -70,21 +70,35 @@ start() {
   mkdir -p "$DATA"
   rm -f "$PIDF"
   # CLUSTER_ADVERTISE_ADDR: without it the node may pick an IPv6 address and exit with
-  # "too many colons in address"; the gossip / data ports sit next to the HTTP port
+  # "too many colons in address"; the gossip / data ports sit next to the HTTP port, bound to
+  # loopback (CLUSTER_BIND_ADDR); no Go profiling server (it would listen on :6060, every interface).
+  # Weaviate 1.35 has no setting for the gRPC listener's address: it listens on every interface
+  # (checked below and said in docs/storages/weaviate.md)
   env PERSISTENCE_DATA_PATH="$DATA" AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED=true \
       DEFAULT_VECTORIZER_MODULE=none ENABLE_MODULES= CLUSTER_HOSTNAME=node1 CLUSTER_ADVERTISE_ADDR=127.0.0.1 \
+      CLUSTER_BIND_ADDR=127.0.0.1 GO_PROFILING_DISABLE=true PROMETHEUS_MONITORING_ENABLED=false \
       CLUSTER_GOSSIP_BIND_PORT=$((PORT + 10)) CLUSTER_DATA_BIND_PORT=$((PORT + 11)) \
       RAFT_PORT=$((PORT + 12)) RAFT_INTERNAL_RPC_PORT=$((PORT + 13)) RAFT_BOOTSTRAP_EXPECT=1 \
       GRPC_PORT="$GRPC" DISABLE_TELEMETRY=true LOG_LEVEL=warning QUERY_DEFAULTS_LIMIT=25 \
       QUERY_MAXIMUM_RESULTS="$MAX_RESULTS" \
       nohup "$BIN" --host 127.0.0.1 --port "$PORT" --scheme http >"$LOG" 2>&1 &
   echo $! >"$PIDF"
-  wait_ready "$t0"
+  wait_ready "$t0" && open_ports
+}
+
+open_ports() {  # warns of any listener of the node beyond loopback (only the gRPC port is expected)
+  local pid others
+  command -v ss >/dev/null 2>&1 || return 0
+  pid=$(cat "$PIDF")
+  others=$(ss -Hltnp 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | grep -v -E '^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):' || true)
+  [ -z "$others" ] || echo "note: weaviate listens beyond loopback on: $(echo $others) (Weaviate has no bind setting for gRPC)" >&2
 }
 
 stop() {
   local pid
   [ -s "$PIDF" ] || { echo "weaviate: not running (no $PIDF)"; return 0; }
+  # a pid file left by a node that died (a reboot, a crash) may name another program by now
+  alive || { rm -f "$PIDF"; echo "weaviate: not running (stale $PIDF)"; return 0; }
   pid=$(cat "$PIDF")
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || { rm -f "$PIDF"; echo "weaviate stopped"; return 0; }; sleep 0.5; done

@@ -457,9 +457,9 @@ class WeaviateStorage(RemoteStorage):
             lex = [i for i, _ in self._ranked(best, candidates)]
             chosen, scores = rrf(lex, list(by_id), k, rrf_k)
             return chosen, scores, [self.codec.document(r) for r in self._records(chosen, by_id)]
-        # sum / linear: the vector top-`candidates` and the lexical matches (every one with
-        # exact=True, else the max(candidates, k) best), each scored here
-        lex = [i for i, _ in self._ranked(best, None if exact else max(candidates, k))]
+        # sum / linear: the vector top-`candidates` and every lexical match (API.md), each scored
+        # here; `best` already holds them all (read for the exhaustive BM25 top-k)
+        lex = [i for i, _ in self._ranked(best, None)]
         ids = list(dict.fromkeys(lex + list(by_id)))
         hits = sorted(self._records(ids, by_id), key=lambda r: int(r[SEQ_FIELD]))  # ties: insertion order
         if not hits:
