@@ -124,6 +124,12 @@ class QdrantStorage(RemoteStorage):
         except ImportError as e:  # qdrant-client is needed only with url=
             raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
         except Exception as e:
+            if getattr(self, "q", None) is not None:  # opened, then failed: release the shard's lock
+                try:
+                    self.q.close()
+                except Exception:  # noqa: BLE001 -- the first error is the one to report
+                    pass
+                self.q = None
             if self.temp is not None:
                 shutil.rmtree(self.temp, ignore_errors=True)
             if self.url is None and "WouldBlock" in str(e):  # qdrant-edge locks its write-ahead log
@@ -529,8 +535,10 @@ class QdrantStorage(RemoteStorage):
         if self.q is None:
             return
         try:
-            self.q.flush()
-            self.q.close()
+            try:
+                self.q.flush()
+            finally:  # a failed flush still releases the shard (and its lock)
+                self.q.close()
         finally:
             self.q = None
             if self.temp is not None:
