@@ -174,7 +174,7 @@ def test_path_and_url_together_are_refused(tmp_path):
 def test_a_second_writer_on_a_path_is_refused(tmp_path):
     da = hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
     da.extend(products(2))
-    with pytest.raises(hs.BackendError, match="WAL"):
+    with pytest.raises(hs.BackendError, match="already open by another writer"):
         hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
     assert len(da) == 2
     da.close()
