@@ -128,6 +128,18 @@ def test_a_node_stopped_mid_run_keeps_reads_and_writes_and_every_acknowledged_wr
         _drop(storage, urls[0], index)
 
 
+def same_ranking(a, b, what) -> None:
+    """a and b rank alike: the same ids at every place, except that documents whose scores agree to
+    1e-4 (a tie up to the float rounding of per-shard sums) may swap within their group; the last
+    group may be cut at the limit, so only its size is compared."""
+    assert len(a) == len(b), what
+    groups = np.split(np.arange(len(b)), np.flatnonzero(np.diff(np.round(b.scores, 4))) + 1) if len(b) else []
+    for n, g in enumerate(groups):
+        if n == len(groups) - 1:
+            break
+        assert {a.ids[i] for i in g} == {b.ids[i] for i in g}, (what, a.ids, b.ids)
+
+
 def test_three_shards_answer_like_one_node(cluster, rng):
     """The same writes on the cluster (3 shards, 1 replica) and on a one-shard index of the single
     node: lexical and hybrid results equal, ids and scores (BM25 term statistics are the whole
@@ -152,7 +164,7 @@ def test_three_shards_answer_like_one_node(cluster, rng):
                        dict(text=text, vector=q, exact=True), dict(vector=q, exact=True)):
                 a, b = three.find(limit=10, **kw), one.find(limit=10, **kw)
                 assert np.allclose(a.scores, b.scores, rtol=1e-5), (kw, a.scores, b.scores)
-                assert a.ids == b.ids or len(set(np.round(b.scores, 4))) < len(b.scores), (kw, a.ids, b.ids)
+                same_ranking(a, b, kw)
             assert three.count(text=text) == one.count(text=text)
     finally:
         three.close()
