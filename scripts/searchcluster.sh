@@ -86,7 +86,9 @@ wait_cluster() {  # until some node reports $2 health (green / yellow) with 3 no
   local kind=$1 status=$2 t0=$3 n any
   for _ in $(seq 1 600); do
     for n in $NODES; do
-      if curl -sf --max-time 5 "http://127.0.0.1:$(http_of "$kind" "$n")/_cluster/health?wait_for_status=$status&wait_for_nodes=3&timeout=1s" >/dev/null 2>&1; then
+      # ours only: another cluster answering on these ports is not taken for it
+      if curl -sf --max-time 5 "http://127.0.0.1:$(http_of "$kind" "$n")/_cluster/health?wait_for_status=$status&wait_for_nodes=3&timeout=1s" 2>/dev/null \
+          | grep -q "\"cluster_name\":\"hs-${kind}3\""; then
         echo "${kind}3 $status with 3 nodes after $(echo "$(date +%s.%N) - $t0" | bc) s: $(urls "$kind")"
         return 0
       fi
