@@ -72,8 +72,8 @@ start() {
   # CLUSTER_ADVERTISE_ADDR: without it the node may pick an IPv6 address and exit with
   # "too many colons in address"; the gossip / data ports sit next to the HTTP port, bound to
   # loopback (CLUSTER_BIND_ADDR); no Go profiling server (it would listen on :6060, every interface).
-  # Weaviate 1.35 has no setting for the gRPC listener's address: it listens on every interface
-  # (checked below and said in docs/storages/weaviate.md)
+  # Weaviate 1.35 has no setting for the address of its gRPC and internal data listeners: they
+  # listen on every interface (checked below and said in docs/storages/weaviate.md)
   env PERSISTENCE_DATA_PATH="$DATA" AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED=true \
       DEFAULT_VECTORIZER_MODULE=none ENABLE_MODULES= CLUSTER_HOSTNAME=node1 CLUSTER_ADVERTISE_ADDR=127.0.0.1 \
       CLUSTER_BIND_ADDR=127.0.0.1 GO_PROFILING_DISABLE=true PROMETHEUS_MONITORING_ENABLED=false \
@@ -86,12 +86,12 @@ start() {
   wait_ready "$t0" && open_ports
 }
 
-open_ports() {  # warns of any listener of the node beyond loopback (only the gRPC port is expected)
+open_ports() {  # warns of any listener of the node beyond loopback (the gRPC and data ports are expected)
   local pid others
   command -v ss >/dev/null 2>&1 || return 0
   pid=$(cat "$PIDF")
   others=$(ss -Hltnp 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | grep -v -E '^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):' || true)
-  [ -z "$others" ] || echo "note: weaviate listens beyond loopback on: $(echo $others) (Weaviate has no bind setting for gRPC)" >&2
+  [ -z "$others" ] || echo "note: weaviate listens beyond loopback on: $(echo $others) (Weaviate 1.35 has no bind setting for its gRPC and data ports)" >&2
 }
 
 stop() {
