@@ -28,6 +28,17 @@ class FilterItem(hs.Document):
     vec: hs.Vector[2]
 
 
+class TwoTextItem(hs.Document):
+    """Two text fields, a keyword, an int and a 4-d vector: the remote engines' own tests
+    (tests/storages/remote/test_elasticsearch.py, test_weaviate.py)."""
+
+    title: hs.Text
+    body: hs.Text = ""
+    tag: hs.Keyword = "a"
+    n: int = 0
+    v: hs.Vector[4]
+
+
 class AnnliteItem(hs.Document):
     """The annlite storage's own tests (tests/storages/wrapped/annlite_cases.py): SQL keywords as field names."""
 

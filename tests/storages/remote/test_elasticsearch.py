@@ -19,17 +19,10 @@ import pytest
 import hybridsearch as hs
 from hybridsearch.storages.remote.elasticsearch import query as Q
 from tests.engines import STORAGE_KIND, engine
+from tests.models import TwoTextItem as Item
 from tests.storages.remote.proxy import DROP, FaultProxy, Forward, Reply, official_client
 
 REMOTE = ["elasticsearch", "opensearch"]
-
-
-class Item(hs.Document):
-    title: hs.Text
-    body: hs.Text = ""
-    tag: hs.Keyword = "a"
-    n: int = 0
-    v: hs.Vector[4]
 
 
 @pytest.fixture(params=REMOTE)

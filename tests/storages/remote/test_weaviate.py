@@ -17,14 +17,7 @@ from hybridsearch.query.filters import Compare, parse_filter
 from hybridsearch.storages.remote.weaviate import config as C
 from hybridsearch.storages.remote.weaviate import filters as F
 from tests.engines import WEAVIATE_GRPC, engine
-
-
-class Item(hs.Document):
-    title: hs.Text
-    body: hs.Text = ""
-    tag: hs.Keyword = "a"
-    n: int = 0
-    v: hs.Vector[4]
+from tests.models import TwoTextItem as Item
 
 
 def items(a, b, rng):
