@@ -363,10 +363,13 @@ class WeaviateStorage(RemoteStorage):
                                 f"query and {n} were needed: ask for fewer, or start the server with a larger "
                                 "QUERY_MAXIMUM_RESULTS and open the collection with that max_results")
 
+    def _with_vectors(self, flt) -> list:
+        """Every matching record that holds a vector, its vector read."""
+        return [r for r in self._scan(self._with_vector(flt), None, vectors=True) if self.vec.name in r]
+
     def _exact_hits(self, q: np.ndarray, n: int, flt) -> list:
         """The n matching records nearest to q by exact score (every matching vector read here)."""
-        every = self._scan(self._with_vector(flt), None, vectors=True)
-        every = [r for r in every if self.vec.name in r]
+        every = self._with_vectors(flt)
         if not every:
             return []
         order, _ = rank_exactly(self.vectors(every), q, self.metric, n)
@@ -377,8 +380,7 @@ class WeaviateStorage(RemoteStorage):
         self.need_vector()
         flt = self._flt(node)
         if exact:
-            every = [r for r in self._scan(self._with_vector(flt), None, vectors=True) if self.vec.name in r]
-            return self.rescored_each(every, queries, limit)
+            return self.rescored_each(self._with_vectors(flt), queries, limit)
         n = max(limit, ef or self.ef)
         out, matches = [], None
         for q in queries:
