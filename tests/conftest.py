@@ -15,7 +15,8 @@ import hybridsearch as hs
 from tests.engines import STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
-            "opensearch", "weaviate", "qdrant", "elasticsearch-cluster", "opensearch-cluster"]
+            "opensearch", "weaviate", "qdrant", "qdrant-path", "qdrant-client", "elasticsearch-cluster",
+            "opensearch-cluster"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):

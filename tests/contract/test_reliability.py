@@ -472,8 +472,12 @@ def test_hostile_calls_give_a_typed_error_or_the_right_answer(make_da, embedded,
                 res = da.find(text=op[1], limit=op[2], filter=op[3], **kwargs)
                 assert len(res) <= int(op[2]) and np.isfinite(res.scores).all()
                 assert all(op[3] is None or matches(_as_model(da[i]), op[3]) for i in res.ids)
-        except hs.UnsupportedError:
-            assert op[0] == "text" and da.storage in ("annlite", "hnswlib")
+        except hs.UnsupportedError as e:
+            # no text index there; Qdrant compares ints in ranges as floats and refuses bounds
+            # beyond +-2**53 (docs/storages/qdrant.md) rather than answer inexactly
+            assert (op[0] == "text" and da.storage in ("annlite", "hnswlib")) or (
+                da.storage == "qdrant" and "2**53" in str(e)), e
+            assert _snapshot(da) == before, f"{op[0]} was refused but changed the data"
         except typed as e:
             assert str(e), "an error without a sentence"
             assert _snapshot(da) == before, f"{op[0]} failed with {type(e).__name__} but changed the data"
