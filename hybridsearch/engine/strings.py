@@ -87,6 +87,7 @@ class StringColumn:
         old = self.length[slots]
         self.garbage += int(old[old > 0].sum())
         self.length[slots] = -1
+        self.start[slots] = 0  # a span of no bytes points nowhere: a later compaction cannot strand it
 
     def raw(self, slot: int) -> Optional[bytes]:
         return self.raw_many([slot])[0]
@@ -131,6 +132,8 @@ class StringColumn:
             within = np.arange(total, dtype=np.int64) - np.repeat(new_starts, lengths)
             data[:total] = self.data[np.repeat(starts, lengths) + within]
             self.start[have] = new_starts
+        # empty strings and Nones hold no bytes: their old offsets may lie past the new end
+        self.start[self.length <= 0] = 0
         self.data, self.used, self.garbage = data, total, 0
 
     def export(self, n: int) -> tuple:
@@ -145,9 +148,15 @@ class StringColumn:
                 or start.dtype != np.int64 or start.shape != (n,) or length.dtype != np.int32
                 or length.shape != (n,) or type(garbage) is not int or not 0 <= garbage <= len(data)):
             raise ValueError(f"{prefix}: missing or malformed string column")
-        if n and (int(start.min()) < 0 or int(length.min()) < -1
-                  or int((start + np.maximum(length, 0)).max()) > len(data)):
+        if n and int(length.min()) < -1:
+            raise ValueError(f"{prefix}: a string has a negative length")
+        spans = length > 0
+        if spans.any() and (int(start[spans].min()) < 0 or int((start[spans] + length[spans]).max()) > len(data)):
             raise ValueError(f"{prefix}: a string runs outside its buffer")
+        empty = ~spans & (start != 0)
+        if empty.any():  # files written before compact() reset them (a copy-on-write mapping)
+            start = start.copy() if not start.flags.writeable else start
+            start[empty] = 0
         self.data, self.start, self.length = data, start, length
         self.used, self.garbage = len(data), garbage
 

@@ -45,6 +45,12 @@ def test_reliability_suite_on_annlite_in_a_child_process():
     assert passed >= 30, summary
 
 
+def test_reopen_property_on_annlite_in_a_child_process():
+    summary = _child_pytest("tests/contract/test_reopen.py", "-k", "annlite")
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed >= 2, summary
+
+
 def test_paging_and_text_refusals_on_annlite_in_a_child_process():
     # API.md section 7 against its models, and the text options refused saying why (annlite has
     # no lexical engine); the tests not parametrised over storages run in this process
