@@ -17,7 +17,7 @@ from hybridsearch.document import Document, Kind, check_storable, schema_of, val
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
 from hybridsearch.query.filters import parse_filter
-from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
+from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
@@ -98,10 +98,11 @@ class DocumentArray(Generic[T]):
             raise ConfigError("this DocumentArray was opened with read_only=True: writes are refused")
         return storage
 
-    def _validate_batch(self, docs: Iterable[Any]) -> list:
-        """Every document validated; a bad one raises SchemaError naming its position and id."""
+    def _validate_batch(self, docs: Iterable[Any], first: int = 0) -> list:
+        """Every document validated; a bad one raises SchemaError naming its position (counted
+        from `first`) and id."""
         out = []
-        for i, d in enumerate(docs):
+        for i, d in enumerate(docs, first):
             try:
                 out.append(self._validate(d))
             except SchemaError as e:
@@ -133,13 +134,13 @@ class DocumentArray(Generic[T]):
     # ---------------------------------------------------------------- CRUD
     def extend(self, docs: Iterable[Any], progress: bool = False) -> None:
         """Batch upsert; atomic: one invalid document -> SchemaError naming its position and id,
-        and nothing written. `progress=True` shows a progress bar (rich) on long ingests: the
-        batch is then written in parts of 10,000 (each part atomic)."""
+        and nothing written. `progress=True` shows a progress bar (rich) while a long batch is
+        validated; the batch is still written in one atomic write."""
         storage = self._writable_storage()
         if progress:
-            self._extend_with_progress(docs)
-            return
-        validated = self._validate_batch(docs)
+            validated = self._validate_with_progress(docs)
+        else:
+            validated = self._validate_batch(docs)
         if not validated:
             return
         # last write wins for a repeated id, at the position of its first occurrence
@@ -151,20 +152,23 @@ class DocumentArray(Generic[T]):
         self._check_storable(validated)
         storage.upsert(build_batch(self._schema, validated))
 
-    def _extend_with_progress(self, docs: Iterable[Any]) -> None:
+    def _validate_with_progress(self, docs: Iterable[Any]) -> list:
+        """_validate_batch with a progress bar over parts of _PROGRESS_MIN documents (validation
+        is most of an extend's Python time); nothing is written here."""
         try:
             from rich.progress import Progress
         except ImportError:
             raise missing_extra("extend(progress=True)", "rich", "progress") from None
         docs = list(docs)
         if len(docs) < _PROGRESS_MIN:
-            self.extend(docs)
-            return
+            return self._validate_batch(docs)
+        out: list = []
         with Progress(transient=True) as bar:
-            task = bar.add_task(f"extend {self._model.__name__}", total=len(docs))
+            task = bar.add_task(f"validate {self._model.__name__}", total=len(docs))
             for start in range(0, len(docs), _PROGRESS_MIN):
-                self.extend(docs[start:start + _PROGRESS_MIN])
+                out.extend(self._validate_batch(docs[start:start + _PROGRESS_MIN], first=start))
                 bar.advance(task, min(_PROGRESS_MIN, len(docs) - start))
+        return out
 
     def extend_columns(self, columns: Any) -> None:
         """Batch upsert from columns: a dict of name -> values (a numpy array, a list; the
@@ -312,6 +316,12 @@ class DocumentArray(Generic[T]):
         only_filter = vector is None and text is None
         tq = self._text_query(storage, text, text_fields, operator)
         min_score = check_min_score(min_score)
+        # every option is checked whatever the mode, so a bad one is never silently ignored
+        ef = check_ef(ef)
+        fusion = check_fusion(fusion)
+        candidates = check_size(candidates, "candidates", 1)
+        rrf_k = check_size(rrf_k, "rrf_k", 0)
+        linear = check_weights(weights, fusion)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
         if sort is not None:
@@ -326,16 +336,13 @@ class DocumentArray(Generic[T]):
             return Results(ids, scores, storage.get, docs, total).page(offset)
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
-        ef = check_ef(ef)
-        fusion = check_fusion(fusion)
         q = self._query_vectors(vector, "vector") if vector is not None else None
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
-        linear = check_weights(weights, fusion) if q is not None and text is not None else check_weights(None, "sum")
+        if q is None or text is None:  # one list (or none): nothing to weigh against another
+            linear = None
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
         if text is not None:
-            candidates = check_size(candidates, "candidates", 1)
-            rrf_k = check_size(rrf_k, "rrf_k", 0)
             total = (lambda: storage.count_matches(node, tq)) if q is None and min_score is None else None
             if k == 0:
                 return Results.empty(total)
@@ -396,7 +403,13 @@ class DocumentArray(Generic[T]):
         limit = check_size(limit, "limit", 0)
         tq = self._text_query(storage, text, text_fields, operator)
         node = parse_filter(filter, self._schema) if filter is not None else None
-        return storage.facets(field, node, tq, limit, ranges)
+        if ranges is None:
+            return storage.facets(field, node, tq, limit, None)
+        # bounds beyond what the field holds are cut here once, for every storage
+        bounds = facet_bounds(ranges, self._schema.fields[field].kind.name)
+        asked = [b for b in bounds if b is not None]
+        counts = iter(storage.facets(field, node, tq, limit, asked) if asked else [])
+        return [((lo, hi), 0 if b is None else next(counts)[1]) for (lo, hi), b in zip(ranges, bounds)]
 
     def count(self, filter: Optional[dict] = None, text: Optional[str] = None,
               text_fields: Optional[dict] = None, operator: str = "or") -> int:

@@ -15,6 +15,23 @@ from hybridsearch.errors import ConfigError
 FUSIONS = ("sum", "rrf", "linear")
 SIZE_CAP = 2**40
 EF_MAX = 1 << 20  # the largest ef a find accepts (documented in docs/storages/hnsw.md)
+# a weight scales float32 scores: beyond this bound a weighted score (a part in [0, 1], a BM25 of
+# a few hundred at most) would overflow float32 (3.4e38) or vanish below its smallest normal
+WEIGHT_MIN, WEIGHT_MAX = 1e-30, 1e30
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+
+
+def is_number(value: Any) -> bool:
+    """An int, float or numpy number, not a bool (of any magnitude: 10**400 is a number)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def as_float(value: Any) -> float:
+    """A number as a Python float; an int beyond float64 becomes +-inf (never OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def is_integer(value: Any) -> bool:
@@ -78,11 +95,29 @@ def check_facet(field: Any, ranges: Any, schema) -> Optional[list]:
     out = []
     for r in ranges:
         ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
-            v is None or (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-                          and np.isfinite(v)) for v in r)
+            v is None or (is_number(v) and (is_integer(v) or np.isfinite(v))) for v in r)
         if not ok:
             raise ConfigError(f"facets: each range is (lo, hi) of finite numbers or None, got {r!r}")
         out.append((r[0], r[1]))
+    return out
+
+
+def facet_bounds(ranges: list, kind: str) -> list:
+    """The ranges as every storage can compare them, one per range, None for a range no stored
+    value can fall in. A bound beyond what the field holds (int64 for an int field, float64 for
+    a float field) is cut to None (unbounded) or makes the range empty, so that 2**64 or -2**70
+    count right instead of overflowing a comparison."""
+    if kind == "INT":
+        low, high = _INT64_MIN, _INT64_MAX
+    else:
+        low, high = float("-inf"), float("inf")
+        ranges = [tuple(None if b is None else as_float(b) for b in r) for r in ranges]
+    out = []
+    for lo, hi in ranges:
+        if (lo is not None and (lo > high or lo == float("inf"))) or (hi is not None and hi <= low):
+            out.append(None)  # above every value the field can hold, or below every one
+            continue
+        out.append((None if lo is None or lo <= low else lo, None if hi is None or hi > high else hi))
     return out
 
 
@@ -99,12 +134,11 @@ def check_weights(weights: Any, fusion: str) -> Optional[tuple]:
     out = []
     for key in ("text", "vector"):
         w = weights.get(key, 0.0)
-        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(w) or w < 0:
-            raise ConfigError(f"weights[{key!r}] must be a finite number >= 0, got {w!r}")
+        if not is_number(w) or not 0 <= as_float(w) <= WEIGHT_MAX:
+            raise ConfigError(f"weights[{key!r}] must be a number between 0 and {WEIGHT_MAX:g}, got {w!r}")
         out.append(float(w))
-    if sum(out) <= 0:
-        raise ConfigError("weights must not all be 0")
+    if max(out) < WEIGHT_MIN:  # a tiny weight beside a normal one is fine: its part just counts little
+        raise ConfigError(f"weights must not all be 0 (the largest must be at least {WEIGHT_MIN:g}), got {weights!r}")
     return tuple(out)
 
 
@@ -117,9 +151,9 @@ def check_text_fields(value: Any, schema) -> tuple:
         spec = schema.fields.get(name) if isinstance(name, str) else None
         if spec is None or spec.kind.name != "TEXT":
             raise ConfigError(f"text_fields: {name!r} is not an hs.Text field of {schema.name}")
-        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(w) or w <= 0:
-            raise ConfigError(f"text_fields[{name!r}] must be a finite number > 0, got {w!r}")
+        if not is_number(w) or not WEIGHT_MIN <= as_float(w) <= WEIGHT_MAX:
+            raise ConfigError(f"text_fields[{name!r}] must be a number between {WEIGHT_MIN:g} and {WEIGHT_MAX:g}, "
+                              f"got {w!r}")
         out.append((name, float(w)))
     return tuple(out)
 
@@ -127,10 +161,9 @@ def check_text_fields(value: Any, schema) -> tuple:
 def check_min_score(value: Any) -> Optional[float]:
     if value is None:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or np.isnan(value):
+    if not is_number(value) or np.isnan(as_float(value)):
         raise ConfigError(f"min_score must be a number, got {value!r}")
-    return float(value)
+    return as_float(value)  # 10**400 keeps nothing, as it should: no score reaches it
 
 
 def check_fusion(value: Any) -> str:

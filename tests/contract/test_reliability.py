@@ -427,6 +427,19 @@ ops = st.one_of(
     st.tuples(st.just("filter"), filters, limits),
     st.tuples(st.just("vector"), queries, limits, st.one_of(st.none(), filters)),
     st.tuples(st.just("text"), texts, limits, st.one_of(st.none(), filters), st.one_of(ints, st.none())),
+    # API.md sections 7-8: writes by condition, facet ranges, fusion options, a progress bar
+    st.tuples(st.just("update_many"), filters,
+              st.dictionaries(st.sampled_from(["price", "rating", "meta", "category", "title"]),
+                              st.one_of(ints, floats, texts, unindexed), min_size=1, max_size=2)),
+    st.tuples(st.just("delete_where"), filters),
+    st.tuples(st.just("facets"), st.sampled_from(["price", "rating"]),
+              st.lists(st.tuples(st.one_of(st.none(), ints, floats), st.one_of(st.none(), ints, floats)),
+                       min_size=1, max_size=3)),
+    st.tuples(st.just("hybrid"), texts, queries, st.sampled_from(["sum", "rrf", "linear", "max", None]),
+              st.one_of(st.none(), st.dictionaries(st.sampled_from(["text", "vector", "title"]),
+                                                   st.one_of(ints, floats), max_size=2)),
+              st.one_of(st.none(), ints, floats)),
+    st.tuples(st.just("extend_progress"), st.lists(docs, min_size=1, max_size=3)),
 )
 
 
@@ -467,6 +480,33 @@ def test_hostile_calls_give_a_typed_error_or_the_right_answer(make_da, embedded,
                         and (op[3] is None or matches(_as_model(da[i]), op[3]))]
                 assert len(res) == min(int(op[2]), len(pool)) and set(res.ids) <= set(pool)
                 assert np.isfinite(res.scores).all()
+            elif op[0] == "update_many":
+                hit = [i for i in order if matches(_as_model(da[i]), op[1])]
+                assert da.update_many(op[1], **op[2]) == len(hit)
+                for i in hit:
+                    _assert_reads_back(da[i], op[2])
+                assert {i: v for i, v in _snapshot(da).items() if i not in hit} == \
+                    {i: v for i, v in before.items() if i not in hit}
+            elif op[0] == "delete_where":
+                hit = {i for i in order if matches(_as_model(da[i]), op[1])}
+                assert da.delete(filter=op[1]) == len(hit)
+                assert _snapshot(da) == {i: v for i, v in before.items() if i not in hit}
+            elif op[0] == "facets":
+                got = da.facets(op[1], ranges=op[2])
+                values = [getattr(da[i], op[1]) for i in order]
+                assert got == [((lo, hi), sum(1 for v in values if (lo is None or v >= lo) and (hi is None or v < hi)))
+                               for lo, hi in op[2]]
+            elif op[0] == "hybrid":
+                kwargs = {k: v for k, v in (("fusion", op[3]), ("weights", op[4]), ("min_score", op[5]))
+                          if v is not None}
+                res = da.find(text=op[1], vector=op[2], limit=5, **kwargs)
+                assert len(res) <= 5 and np.isfinite(res.scores).all()
+                assert list(res.scores) == sorted(res.scores, reverse=True)
+                assert op[5] is None or all(x >= float(op[5]) for x in res.scores)
+            elif op[0] == "extend_progress":
+                da.extend(op[1], progress=True)
+                for d in {d["id"]: d for d in op[1]}.values():
+                    _assert_reads_back(da[d["id"]], d)
             else:
                 kwargs = {} if op[4] is None else {"candidates": op[4]}
                 res = da.find(text=op[1], limit=op[2], filter=op[3], **kwargs)
@@ -475,7 +515,7 @@ def test_hostile_calls_give_a_typed_error_or_the_right_answer(make_da, embedded,
         except hs.UnsupportedError as e:
             # no text index there; Qdrant compares ints in ranges as floats and refuses bounds
             # beyond +-2**53 (docs/storages/qdrant.md) rather than answer inexactly
-            assert (op[0] == "text" and da.storage in ("annlite", "hnswlib")) or (
+            assert (op[0] in ("text", "hybrid") and da.storage in ("annlite", "hnswlib")) or (
                 da.storage == "qdrant" and "2**53" in str(e)), e
             assert _snapshot(da) == before, f"{op[0]} was refused but changed the data"
         except typed as e:
