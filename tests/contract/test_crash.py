@@ -148,10 +148,11 @@ _CHILD = "import sys\nfrom tests.contract.test_crash import run_child\nrun_child
 
 
 def start_writer(storage: str, path, op: str) -> subprocess.Popen:
+    # unbuffered: communicate() reads the pipe itself, past any buffer of ours
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, storage, str(path), op], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     line = proc.stdout.readline()
-    if line.strip() != "ready":
+    if line.strip() != b"ready":
         proc.kill()
         raise AssertionError(f"the writer did not start: {line}{proc.communicate()[1][-3000:]}")
     return proc
@@ -178,7 +179,7 @@ def test_kill_9_during_a_write_keeps_every_acknowledged_call_and_the_one_in_flig
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
         acked = [int(x) for x in out.split()]
-        assert proc.returncode == -signal.SIGKILL, err[-3000:]
+        assert proc.returncode == -signal.SIGKILL, err[-3000:].decode()
         n = acked[-1] if acked else 0
         assert acked == list(range(1, n + 1))
         states = model_states(op, n + 1)
@@ -231,7 +232,7 @@ def test_every_read_only_view_beside_a_writer_process_is_one_acknowledged_state(
                 problems = _view_of(ro, seen)
             assert not problems, f"view {len(views)} is not one state: {problems}"
             assert proc.poll() is None, f"the writer stopped: {proc.communicate()[1][-3000:]}"
-            acked = max([acked] + [int(x) for x in (proc.stdout.read() or "").split()])
+            acked = max([acked] + [int(x) for x in (proc.stdout.read() or b"").split()])
             views.append((seen, acked))
         assert len(views) >= 5 and acked >= 20, (len(views), acked)
         # each view's state is one the writer reached: acknowledged, or the call then in flight
