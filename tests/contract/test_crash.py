@@ -47,8 +47,9 @@ def doc(key: str, price: int, category: str, k: int) -> dict:
 def call(op: str, k: int) -> tuple:
     """The k-th call (k >= 1) of a writer running `op`: ("extend"|"extend_columns", docs),
     ("update_many", filter, values), ("delete", filter), ("update", id, values) or ("close",)."""
-    if op == "extend_columns":  # replaces 60 documents, some new, all with price k
-        keys = [f"d{(k * 53 + j) % 400}" for j in range(60)]
+    if op == "extend_columns":  # 2,100 documents, new and replaced, all with price k: a batch larger
+        # than a storage might split into parts (qdrant's 2,000 points), each call all or nothing
+        keys = [f"d{(k * 531 + j) % 2400}" for j in range(2100)]
         return ("extend_columns", [doc(key, k, CATEGORIES[(k + j) % 3], k) for j, key in enumerate(keys)])
     if op == "update_many":
         return ("update_many", {"category": CATEGORIES[k % 3]}, {"price": 1000 + k, "title": f"updated {k}"})
@@ -139,7 +140,7 @@ def run_child(storage: str, path: str, op: str) -> None:
     print("ready", flush=True)
     for k in range(1, 100_000):
         da = apply(da, call(op, k), lambda: open_da(storage, path))
-        print(k, flush=True)
+        print("ack", k, flush=True)  # a line of its own: a wrapped library may log to stdout too
         if op == "mixed":  # readers open views meanwhile; a bounded number of states to model
             time.sleep(0.005)
 
@@ -151,11 +152,16 @@ def start_writer(storage: str, path, op: str) -> subprocess.Popen:
     # unbuffered: communicate() reads the pipe itself, past any buffer of ours
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, storage, str(path), op], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    line = proc.stdout.readline()
-    if line.strip() != b"ready":
-        proc.kill()
-        raise AssertionError(f"the writer did not start: {line}{proc.communicate()[1][-3000:]}")
-    return proc
+    for line in iter(proc.stdout.readline, b""):
+        if line.strip() == b"ready":
+            return proc
+    proc.kill()
+    raise AssertionError(f"the writer did not start: {proc.communicate()[1][-3000:]}")
+
+
+def acks(out: bytes) -> list:
+    """The calls a writer acknowledged, from its output."""
+    return [int(line.split()[1]) for line in out.splitlines() if line.startswith(b"ack ")]
 
 
 def state(da) -> dict:
@@ -164,21 +170,30 @@ def state(da) -> dict:
 
 # ------------------------------------------------------------------ kill -9
 OPS = ["extend_columns", "update_many", "delete", "close"]
-TRIALS = 2
+TRIALS = 1  # with a kill at a random moment: each run tries other moments (~1 min for the whole file)
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("storage", FILE_BACKED)
+# qdrant splits a batch over 2,000 points into parts and a kill between them leaves it half
+# applied (issue 28 item 4, another engineer's fix). Not strict: the kill lands at a random moment
+# and misses that window in some runs, which would make a strict xfail fail at random.
+_SPLIT = pytest.mark.xfail(reason="issue 28 item 4: qdrant applies a batch of 2,100 in parts; a kill "
+                                  "between them leaves it half written", strict=False)
+KILLED = [pytest.param(s, op, marks=[_SPLIT] if (s, op) == ("qdrant", "extend_columns") else [])
+          for s in FILE_BACKED for op in OPS]
+
+
+@pytest.mark.parametrize("storage,op", KILLED)
 def test_kill_9_during_a_write_keeps_every_acknowledged_call_and_the_one_in_flight_is_all_or_nothing(
         storage, op, tmp_path):
-    rng = random.Random(f"{storage}-{op}")
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
     for trial in range(TRIALS):
         path = tmp_path / (f"t{trial}.db" if storage == "sqlite" else f"t{trial}")
         proc = start_writer(storage, path, op)
         time.sleep(rng.uniform(0.02, 0.5))
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
-        acked = [int(x) for x in out.split()]
+        acked = acks(out)
         assert proc.returncode == -signal.SIGKILL, err[-3000:].decode()
         n = acked[-1] if acked else 0
         assert acked == list(range(1, n + 1))
@@ -186,7 +201,7 @@ def test_kill_9_during_a_write_keeps_every_acknowledged_call_and_the_one_in_flig
         with open_da(storage, path) as again:  # it opens at all
             got = state(again)
             assert got in (states[n], states[n + 1]), (
-                f"trial {trial}: {n} calls acknowledged; the reopened collection is neither the state after "
+                f"trial {trial} (seed {seed}): {n} calls acknowledged; the reopened collection is neither the state after "
                 f"them nor after one more: {len(got)} documents, {sorted(set(got) ^ set(states[n]))[:10]} differ")
             assert again.count() == len(got)
 
@@ -221,18 +236,20 @@ def test_every_read_only_view_beside_a_writer_process_is_one_acknowledged_state(
     path = tmp_path / ("c.db" if storage == "sqlite" else "col")
     proc = start_writer(storage, path, "mixed")
     try:
-        acked = 0
+        acked, pending = 0, b""
         views = []  # (the state a view saw, calls acknowledged after it was read)
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 5
         os.set_blocking(proc.stdout.fileno(), False)
-        while len(views) < 12 and time.monotonic() < deadline:
+        while len(views) < 8 and time.monotonic() < deadline:
             with open_da(storage, path, read_only=True) as ro:
                 seen = state(ro)
                 time.sleep(0.15)  # the writer goes on meanwhile
                 problems = _view_of(ro, seen)
             assert not problems, f"view {len(views)} is not one state: {problems}"
             assert proc.poll() is None, f"the writer stopped: {proc.communicate()[1][-3000:]}"
-            acked = max([acked] + [int(x) for x in (proc.stdout.read() or b"").split()])
+            pending += proc.stdout.read() or b""
+            done, _, pending = pending.rpartition(b"\n")  # a line cut by the read waits for its end
+            acked = max([acked] + acks(done))
             views.append((seen, acked))
         assert len(views) >= 5 and acked >= 20, (len(views), acked)
         # each view's state is one the writer reached: acknowledged, or the call then in flight
