@@ -201,8 +201,9 @@ def test_kill_9_during_a_write_keeps_every_acknowledged_call_and_the_one_in_flig
         with open_da(storage, path) as again:  # it opens at all
             got = state(again)
             assert got in (states[n], states[n + 1]), (
-                f"trial {trial} (seed {seed}): {n} calls acknowledged; the reopened collection is neither the state after "
-                f"them nor after one more: {len(got)} documents, {sorted(set(got) ^ set(states[n]))[:10]} differ")
+                f"trial {trial} (seed {seed}): {n} calls acknowledged; the reopened collection is neither the "
+                f"state after them nor after one more: {len(got)} documents, "
+                f"{sorted(set(got) ^ set(states[n]))[:10]} differ")
             assert again.count() == len(got)
 
 
@@ -257,7 +258,8 @@ def test_every_read_only_view_beside_a_writer_process_is_one_acknowledged_state(
         for k, s in enumerate(_model("mixed", acked + 1)):
             reached.setdefault(frozenset(s.items()), k)
         for v, (seen, ack) in enumerate(views):
-            assert reached.get(frozenset(seen.items()), acked + 2) <= ack + 1, f"view {v}: not a state the writer reached"
+            k = reached.get(frozenset(seen.items()), acked + 2)
+            assert k <= ack + 1, f"view {v}: not a state the writer reached"
     finally:
         proc.kill()
         proc.communicate(timeout=60)

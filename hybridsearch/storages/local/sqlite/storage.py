@@ -85,7 +85,8 @@ class SqliteStorage(MemoryStorage):
         self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
         # the values each row's checksum covers, in this order; _seq is covered by its index
         self.crc_names = ["id"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
-        self._crc = checks.row_checksum([Kind.ID] + [s.kind for s in self.columns] + ([Kind.OTHER] if self.extra else []))
+        self._crc = checks.row_checksum([Kind.ID] + [s.kind for s in self.columns]
+                                        + ([Kind.OTHER] if self.extra else []))
         self.checksummed = True  # False for a table written before checksums, opened read-only
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
@@ -251,7 +252,7 @@ class SqliteStorage(MemoryStorage):
     # -------------------------------------------------------------- writes
     def upsert(self, batch) -> None:
         t = self.table_name
-        names = ["id", "_seq"] + [s.name for s in self.columns] + (["_extra"] if self.extra else []) + [checks.CRC_COLUMN]
+        names = ["id", "_seq"] + self.crc_names[1:] + [checks.CRC_COLUMN]
         updates = ", ".join(f'"{n}" = excluded."{n}"' for n in names if n not in ("id", "_seq"))
         sql = (f'INSERT INTO "{t}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
                f'VALUES ({", ".join("?" * len(names))}) '
@@ -354,9 +355,9 @@ class SqliteStorage(MemoryStorage):
     def stats(self) -> dict:
         """Adds "sql_filter_queries": how many SQL WHERE queries this handle has run to answer
         filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
-        vector, text or hybrid search, two for a hybrid one); "write_transactions": the write
-        transactions this handle committed to the file, one per write call (an update_many or a
-        delete by filter is one however many rows it changes)."""
+        vector, text or hybrid search, two for a hybrid one; always 0 read-only);
+        "write_transactions": the write transactions this handle committed to the file, one per
+        write call (an update_many or a delete by filter is one however many rows it changes)."""
         with self._count_lock:
             return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
                     "write_transactions": self.write_transactions}
