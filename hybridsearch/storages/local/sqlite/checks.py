@@ -63,21 +63,21 @@ def row_checksum(kinds: list):
     The values are taken as SQLite hands them back (a REAL column returns a float even for a
     value stored as an integer, and no negative zero), so a checksum computed from the values
     written equals the one computed from the values read."""
-    floats = [k is Kind.FLOAT for k in kinds]
+    floats = [i for i, k in enumerate(kinds) if k is Kind.FLOAT]
+    blobs = [i for i, k in enumerate(kinds) if k is Kind.VECTOR]
 
     def crc(*values) -> int:
-        plain, blobs = [], []
-        for v, is_float in zip(values, floats):
-            if isinstance(v, bytes):
-                blobs.append(v)
-                plain.append(len(v))
-            elif is_float and v is not None:
-                plain.append(float(v) + 0.0)  # + 0.0: -0.0 is stored, and read, as 0.0
-            else:
-                plain.append(v)
+        plain = list(values)
+        for i in floats:
+            if plain[i] is not None:
+                plain[i] = float(plain[i]) + 0.0  # + 0.0: -0.0 is stored, and read, as 0.0
+        for i in blobs:
+            if isinstance(plain[i], bytes):
+                plain[i] = len(plain[i])  # the bytes themselves go to the CRC below, not through repr
         h = zlib.crc32(repr(plain).encode("utf-8", "surrogatepass"))
-        for b in blobs:
-            h = zlib.crc32(b, h)
+        for i in blobs:
+            if isinstance(values[i], bytes):
+                h = zlib.crc32(values[i], h)
         return h
 
     return crc

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -87,6 +88,8 @@ class SqliteStorage(MemoryStorage):
         self.crc_names = ["id"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
         self._crc = checks.row_checksum([Kind.ID] + [s.kind for s in self.columns]
                                         + ([Kind.OTHER] if self.extra else []))
+        get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
+        self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
         self.checksummed = True  # False for a table written before checksums, opened read-only
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
@@ -195,7 +198,7 @@ class SqliteStorage(MemoryStorage):
             row[s.name] = v
         if self.extra:
             row["_extra"] = doc.model_dump_json(include=set(self.extra))
-        row[checks.CRC_COLUMN] = self._crc(*(row[n] for n in self.crc_names))
+        row[checks.CRC_COLUMN] = self._crc(*self._crc_values(row))
         return row
 
     def _doc(self, row: dict):
@@ -217,7 +220,7 @@ class SqliteStorage(MemoryStorage):
         """The row, if its checksum holds. A NULL checksum marks a row another program wrote
         (SQL INSERT or UPDATE of its own): it is read unchecked."""
         want = row.get(checks.CRC_COLUMN) if self.checksummed else None
-        if want is not None and want != self._crc(*(row[n] for n in self.crc_names)):
+        if want is not None and want != self._crc(*self._crc_values(row)):
             raise BackendError(f"{self.path}: row {row['id']!r} of table {self.table_name!r} fails its checksum: the "
                                "file is damaged, or another program changed the row (set its _crc to NULL to "
                                "accept such a change)")
