@@ -7,6 +7,11 @@ vector block and inverted indexes the memory storage uses, and every write
 goes to the file (committed) before it changes them, so vector and text search
 run on the core kernels while filter-only queries are answered by SQL.
 
+A `read_only=True` opener loads the table in one read transaction and then answers everything,
+filter-only finds included, from that RAM mirror: every read of it sees the table as it was
+when it opened, whatever the writer does meanwhile. Files that are missing or damaged raise
+BackendError on open (checks.py): the writer's marker, SQLite's integrity check, a CRC per row.
+
 A filtered vector, text or hybrid search is pre-filtered either by the bitset
 the C filter kernel computes over the in-RAM columns (`prefilter="columns"`,
 the default) or by the ids the SQL `WHERE` returns (`prefilter="sql"`). Both
@@ -18,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -34,6 +40,7 @@ from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.filters import Node
 from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none
 from hybridsearch.storages.local.memory import MemoryStorage
+from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
@@ -77,6 +84,13 @@ class SqliteStorage(MemoryStorage):
         self.prefilter = config.prefilter
         self.columns = [s for s in schema.fields.values() if s.kind in _SQL_TYPES and s.kind is not Kind.ID]
         self.extra = [s.name for s in schema.fields.values() if s.kind is Kind.OTHER]
+        # the values each row's checksum covers, in this order; _seq is covered by its index
+        self.crc_names = ["id"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
+        self._crc = checks.row_checksum([Kind.ID] + [s.kind for s in self.columns]
+                                        + ([Kind.OTHER] if self.extra else []))
+        get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
+        self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
+        self.checksummed = True  # False for a table written before checksums, opened read-only
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
@@ -87,21 +101,32 @@ class SqliteStorage(MemoryStorage):
         # SQLite's POSIX locks on the database are dropped by closing any descriptor of it.
         self.read_only = config.read_only
         self._lock_fd = None
+        self._lock_path = f"{self.path}-{self.table_name}.hslock"
         if self.read_only:
             if not os.path.isfile(self.path):
                 raise BackendError(f"{self.path}: no database to open read-only")
         else:
-            self._lock_fd = lock_exclusive(f"{self.path}-{self.table_name}.hslock",
-                                           f"table {self.table_name!r} of {self.path}")
+            self._lock_fd = lock_exclusive(self._lock_path, f"table {self.table_name!r} of {self.path}")
         started = time.perf_counter()
         try:
+            if checks.has_marker(self._lock_fd) and not os.path.isfile(self.path):
+                raise checks.vanished(self.path, self.table_name, self._lock_path, "the database file is gone")
             self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self.conn.create_function("hs_crc", len(self.crc_names), self._crc, deterministic=True)
             if not self.read_only:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
             self.db = sqlite_utils.Database(self.conn)
             self._create_or_check()
+            # one read transaction: the check and the rows are one state of the file, even
+            # while a writer commits beside a read-only opener
+            self.conn.execute("BEGIN")
+            checks.check_integrity(self.conn, self.path, self.table_name)
             self._load()
+            self.conn.execute("COMMIT")
+            if self.read_only:  # every later read is answered by the mirror: the file is not needed
+                self.conn.close()
+                self.conn = None
             log.info("sqlite storage opened table %r of %s%s: %d documents loaded in %.3f s", self.table_name,
                      self.path, " read-only" if self.read_only else "", self.store.n_live,
                      time.perf_counter() - started)
@@ -124,13 +149,19 @@ class SqliteStorage(MemoryStorage):
                 raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
             if rows[0]["fingerprint"] != self._fingerprint():
                 raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
+            if checks.CRC_COLUMN not in db[t].columns_dict:
+                self._add_checksums()
+            checks.write_marker(self._lock_fd, self._lock_path)  # a table from before the marker
             return
+        if checks.has_marker(self._lock_fd):
+            raise checks.vanished(self.path, t, self._lock_path, f"table {t!r} is not in the file")
         if self.read_only:
             raise BackendError(f"{self.path}: no table {t!r} to open read-only")
         cols = {"id": str, "_seq": int}
         cols.update({s.name: _SQL_TYPES[s.kind] for s in self.columns})
         if self.extra:
             cols["_extra"] = str
+        cols[checks.CRC_COLUMN] = int
         with self.conn:
             self.conn.execute("BEGIN")
             db[t].create(cols, pk="id")
@@ -139,6 +170,20 @@ class SqliteStorage(MemoryStorage):
                     db[t].create_index([s.name])
             db[t].create_index(["_seq"])
             meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
+        checks.write_marker(self._lock_fd, self._lock_path)
+
+    def _add_checksums(self) -> None:
+        """A table written before rows had checksums: the writer adds them (certifying the rows
+        as they are); a read-only opener reads it unchecked, as before."""
+        if self.read_only:
+            self.checksummed = False
+            return
+        t, crc = self.table_name, checks.CRC_COLUMN
+        args = ", ".join(f'"{n}"' for n in self.crc_names)
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "{crc}" INTEGER')
+            self.conn.execute(f'UPDATE "{t}" SET "{crc}" = hs_crc({args})')
 
     def _row(self, doc, seq: Optional[int]) -> dict:
         row = {"id": doc.id}
@@ -153,6 +198,7 @@ class SqliteStorage(MemoryStorage):
             row[s.name] = v
         if self.extra:
             row["_extra"] = doc.model_dump_json(include=set(self.extra))
+        row[checks.CRC_COLUMN] = self._crc(*self._crc_values(row))
         return row
 
     def _doc(self, row: dict):
@@ -170,10 +216,20 @@ class SqliteStorage(MemoryStorage):
             data.update(json.loads(row["_extra"]))
         return self.schema.model.model_validate(data)
 
+    def _checked(self, row: dict) -> dict:
+        """The row, if its checksum holds. A NULL checksum marks a row another program wrote
+        (SQL INSERT or UPDATE of its own): it is read unchecked."""
+        want = row.get(checks.CRC_COLUMN) if self.checksummed else None
+        if want is not None and want != self._crc(*self._crc_values(row)):
+            raise BackendError(f"{self.path}: row {row['id']!r} of table {self.table_name!r} fails its checksum: the "
+                               "file is damaged, or another program changed the row (set its _crc to NULL to "
+                               "accept such a change)")
+        return row
+
     def _load(self) -> None:
         rows = self.db[self.table_name].rows_where(order_by="_seq")
         try:
-            docs = [self._doc(r) for r in rows]
+            docs = [self._doc(self._checked(r)) for r in rows]
         except (ValueError, TypeError, KeyError) as e:  # SchemaError and JSON errors are ValueErrors
             raise BackendError(f"{self.path}: table {self.table_name!r} holds a row this schema cannot "
                                f"read: {e}") from None
@@ -199,7 +255,7 @@ class SqliteStorage(MemoryStorage):
     # -------------------------------------------------------------- writes
     def upsert(self, batch) -> None:
         t = self.table_name
-        names = ["id", "_seq"] + [s.name for s in self.columns] + (["_extra"] if self.extra else [])
+        names = ["id", "_seq"] + self.crc_names[1:] + [checks.CRC_COLUMN]
         updates = ", ".join(f'"{n}" = excluded."{n}"' for n in names if n not in ("id", "_seq"))
         sql = (f'INSERT INTO "{t}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
                f'VALUES ({", ".join("?" * len(names))}) '
@@ -258,9 +314,13 @@ class SqliteStorage(MemoryStorage):
         names = [n for n in values if n in rows[0]] + (["_extra"] if extras else [])
         if not names:
             return
-        sets = ", ".join(f'"{n}" = ?' for n in names)
+        sets = ", ".join(f'"{n}" = ?{i + 1}' for i, n in enumerate(names))
+        # the row's new checksum, from the new values and the columns left as they were
+        new = {n: f"?{i + 1}" for i, n in enumerate(names)}
+        crc = f'hs_crc({", ".join(new.get(n, chr(34) + n + chr(34)) for n in self.crc_names)})'
         params = [[rows[i if extras else 0][n] for n in names] + [id_] for i, id_ in enumerate(ids)]
-        self._sql_write(f'UPDATE "{self.table_name}" SET {sets} WHERE id = ?', params)
+        self._sql_write(f'UPDATE "{self.table_name}" SET {sets}, "{checks.CRC_COLUMN}" = {crc} '
+                        f'WHERE id = ?{len(names) + 1}', params)
 
     # --------------------------------------------------------------- reads
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
@@ -280,7 +340,9 @@ class SqliteStorage(MemoryStorage):
             return None
 
     def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
-        ids = None if node is None or self.prefilter == "columns" else self._sql_ids(node)
+        # a read-only opener's file is the writer's, live: only its mirror holds its snapshot
+        sql = node is not None and self.prefilter == "sql" and not self.read_only
+        ids = self._sql_ids(node) if sql else None
         if ids is None:
             return super()._prefilter_bits(node, vectors)
         st = self.store
@@ -296,9 +358,9 @@ class SqliteStorage(MemoryStorage):
     def stats(self) -> dict:
         """Adds "sql_filter_queries": how many SQL WHERE queries this handle has run to answer
         filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
-        vector, text or hybrid search, two for a hybrid one); "write_transactions": the write
-        transactions this handle committed to the file, one per write call (an update_many or a
-        delete by filter is one however many rows it changes)."""
+        vector, text or hybrid search, two for a hybrid one; always 0 read-only);
+        "write_transactions": the write transactions this handle committed to the file, one per
+        write call (an update_many or a delete by filter is one however many rows it changes)."""
         with self._count_lock:
             return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
                     "write_transactions": self.write_transactions}
@@ -308,7 +370,7 @@ class SqliteStorage(MemoryStorage):
             st = self.store
             if limit is not None:
                 limit = min(limit, st.n_live)
-            ids = self._sql_ids(node, limit)
+            ids = None if self.read_only else self._sql_ids(node, limit)
             if ids is None:
                 rows = st.rows_in_order(st.filter_bits(node), limit)
                 return st.ids.get_many(rows), None
