@@ -52,6 +52,7 @@ from hybridsearch.errors import (BackendError, ConfigError, HybridSearchError, S
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
+from hybridsearch.storages import contents
 from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
 from hybridsearch.storages.locking import Section, reads, writes
 from hybridsearch.storages.remote.base import (ID_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
@@ -192,9 +193,17 @@ class QdrantStorage(RemoteStorage):
             if info is None:
                 raise
             raise self.error("open the collection", *info) from None
-        last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
-        self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
-        self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
+        self.kept = self.url is None and self.temp is None  # a shard that outlives this handle
+        try:
+            last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
+            self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
+            self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
+            # what the shard held at its last clean close (storages/contents.py): damage read as less fails here
+            self.recorded = self.kept and contents.verify(self.path, self.call("count documents", self.q.count, F.ALL),
+                                                          self._all_ids)
+        except BaseException:
+            self._close()
+            raise
 
     def _redo(self) -> None:
         """Completes the write an intent record left by a crash holds (intent.py), then removes it."""
@@ -332,6 +341,7 @@ class QdrantStorage(RemoteStorage):
 
     @writes
     def upsert(self, batch: Batch) -> None:
+        self._changing()
         docs = batch.docs
         before = self._retrieve([d.id for d in docs])
         seq0 = self.next_seq
@@ -364,6 +374,7 @@ class QdrantStorage(RemoteStorage):
     def delete(self, ids: list) -> int:
         found = self._retrieve(list(dict.fromkeys(ids)), vectors=False)
         if found:
+            self._changing()
             self.call("delete documents", self.q.delete, [point_id(i) for i in found])
         return len(found)
 
@@ -373,6 +384,7 @@ class QdrantStorage(RemoteStorage):
         if rec is None:
             raise KeyError(id)
         if values:
+            self._changing()
             doc = self._doc(rec).model_copy(update=values)
             self._write([self._point(doc, int(rec.payload[SEQ_FIELD]))])
 
@@ -382,6 +394,7 @@ class QdrantStorage(RemoteStorage):
         tree = self.compiler.compile(node)
         n = self.call("count documents", self.q.count, tree)
         if n:
+            self._changing()
             self.call("delete documents by condition", self.q.delete_where, tree)
         return n
 
@@ -390,6 +403,7 @@ class QdrantStorage(RemoteStorage):
         """The matching documents rewritten with the values in one upsert (per CHUNK points)."""
         recs = self._scan(self.compiler.compile(node), None, True)
         if values and recs:
+            self._changing()
             before = {r.payload[ID_FIELD]: r for r in recs}
             points = [self._point(self._doc(r).model_copy(update=values), int(r.payload[SEQ_FIELD])) for r in recs]
             self._write_all(list(before), points, before)
@@ -670,11 +684,22 @@ class QdrantStorage(RemoteStorage):
         finally:
             self.calls.leave(guard)
 
+    def _all_ids(self) -> list:
+        return [r.payload[ID_FIELD] for r in self._scan(F.ALL, None, False)]
+
+    def _changing(self) -> None:
+        """Before the first write after an open: the record of the last close no longer holds."""
+        if self.recorded:
+            contents.forget(self.path)
+            self.recorded = False
+
     def _close(self) -> None:
         if self.q is None:
             return
         try:
             try:
+                if self.kept and not getattr(self, "recorded", True):  # never after a failed open
+                    contents.record(self.path, self._all_ids())
                 self.q.flush()
             finally:  # a failed flush still releases the shard (and its lock)
                 self.q.close()
