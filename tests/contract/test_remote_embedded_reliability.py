@@ -29,6 +29,7 @@ from tests.conftest import STORAGES
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPED_ENGINES = ("qdrant", "qdrant-path", "annlite")
 PATH_ENGINES = [s for s in ("qdrant-path", "annlite") if s in STORAGES]
+TEXT_ENGINES = [s for s in ("qdrant", "qdrant-path") if s in STORAGES]
 
 
 @pytest.fixture(params=[s for s in STORAGES if s in WRAPPED_ENGINES])
@@ -197,9 +198,8 @@ def test_results_read_after_close_are_the_documents_or_a_typed_error(make_da):
 
 # ------------------------------------------------------------ text with a lone surrogate (item 8)
 @pytest.mark.parametrize("text", ["\ud800", "word1 \ud800 thing", "word2\udfffword3", "\udc80word4"])
+@pytest.mark.parametrize("storage", TEXT_ENGINES)  # annlite has no text search (tests/contract/test_lexical.py)
 def test_a_text_query_holding_a_lone_surrogate_answers_as_the_memory_storage(make_da, storage, text):
-    if storage == "annlite":
-        pytest.skip("annlite has no text search (refused with UnsupportedError: tests/contract/test_lexical.py)")
     da = make_da(Doc)
     model = hs.DocumentArray(Doc, storage="memory")
     for c in (da, model):
@@ -245,11 +245,14 @@ def _states(acked: list) -> list:
     return [apply(acked), apply(acked + [nxt])]
 
 
-@pytest.mark.parametrize("round_", range(3))
-def test_kill_9_during_large_batches_keeps_every_call_whole(tmp_path, round_):
-    if not PATH_ENGINES:
-        pytest.skip("no embedded engine with a path in this run")
-    storage = PATH_ENGINES[round_ % len(PATH_ENGINES)] if "annlite" in STORAGES else "qdrant-path"
+@pytest.fixture(params=PATH_ENGINES)
+def path_storage(request):
+    return request.param
+
+
+@pytest.mark.parametrize("round_", range(2))
+def test_kill_9_during_large_batches_keeps_every_call_whole(tmp_path, path_storage, round_):
+    storage = path_storage
     path = tmp_path / "col"
     proc = subprocess.Popen([sys.executable, "-c", _KILLED, storage, str(path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -295,11 +298,6 @@ def _damage(target: Path, how: str, rng: random.Random) -> None:
                 b = f.read(1)
                 f.seek(pos)
                 f.write(bytes([b[0] ^ 0xFF]))
-
-
-@pytest.fixture(params=PATH_ENGINES)
-def path_storage(request):
-    return request.param
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -119,6 +119,7 @@ from hybridsearch.document import Kind
 from hybridsearch.engine.files import fsync_dir, lock_exclusive, unlock, write_durably
 from hybridsearch.errors import BackendError, ConfigError, SchemaError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
+from hybridsearch.storages import contents
 from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.config import GraphConfig, option, path_or_none
 from hybridsearch.storages.wrapped.annlite.filter import TRUE, AnnliteFilter, column, has_column
@@ -176,6 +177,7 @@ class AnnliteStorage(Storage):
         self.compiler = AnnliteFilter(schema)
         self.lock = threading.RLock()
         self.index = None
+        self.recorded = False  # the folder holds the record of its last clean close (storages/contents.py)
         self.broken: Optional[str] = None  # why this handle refuses every call (see the module docstring)
         self.intent_writes = 0  # durable writes (intent files) made by this handle, for stats()
         self._tmp = None
@@ -203,6 +205,8 @@ class AnnliteStorage(Storage):
                     os.remove(os.path.join(self.path, name))
             if os.path.exists(self.intent_path):  # a write interrupted by a crash: complete it
                 self._recover()
+            # what the folder held at its last clean close (storages/contents.py): damage read as less fails here
+            self.recorded = contents.verify(self.path, len(self.seq_of), self._ids_in_order)
             log.info("annlite storage opened %s: %d documents", self.path, len(self.seq_of))
         except BaseException as e:
             self._close_index()
@@ -224,6 +228,9 @@ class AnnliteStorage(Storage):
         # a warning, as the journal's torn tail is: the last process stopped in the middle of a write
         log.warning("%s: completed an interrupted write recorded in %s (%d ids deleted, %d documents "
                     "inserted)", self.path, self.intent_path, len(deletes), len(docs))
+
+    def _ids_in_order(self) -> list:
+        return sorted(self.seq_of, key=self.seq_of.__getitem__)
 
     def _open_index(self) -> None:
         """Opens AnnLite on the folder (it rebuilds its tables and graph from RocksDB) and loads the seqs."""
@@ -420,8 +427,11 @@ class AnnliteStorage(Storage):
                 if d is None:
                     raise BackendError(f"AnnLite lost document {i!r} (its id is indexed but not stored)")
                 before.append(d)
-        # 3. the intent, durable before AnnLite is called
+        # 3. the intent, durable before AnnLite is called (the record of the last close goes first)
         try:
+            if self.recorded:
+                contents.forget(self.path)
+                self.recorded = False
             write_durably(self.intent_path, payload)
             self.intent_writes += 1
         except Exception as e:
@@ -628,6 +638,9 @@ class AnnliteStorage(Storage):
         with self.lock:
             try:
                 if self.index is not None:
+                    if not self.recorded and self.broken is None and self._tmp is None:
+                        contents.record(self.path, self._ids_in_order())
+                        self.recorded = True
                     index, self.index = self.index, None
                     self._call("close", index.close)
             finally:
