@@ -210,6 +210,7 @@ class QdrantStorage(RemoteStorage):
         points = intent.read(self.path)
         if points is None:
             return
+        contents.forget(self.path)  # older than the record (a write removes it first): it no longer holds
         for a in range(0, len(points), CHUNK):
             self._write(points[a:a + CHUNK])
         intent.remove(self.path)

@@ -204,6 +204,7 @@ class AnnliteStorage(Storage):
                 if name.startswith(_PREFIX) and name.endswith(_TMP):
                     os.remove(os.path.join(self.path, name))
             if os.path.exists(self.intent_path):  # a write interrupted by a crash: complete it
+                contents.forget(self.path)  # older than the intent (a write removes it first): it no longer holds
                 self._recover()
             # what the folder held at its last clean close (storages/contents.py): damage read as less fails here
             self.recorded = contents.verify(self.path, len(self.seq_of), self._ids_in_order)
@@ -464,17 +465,23 @@ class AnnliteStorage(Storage):
     def _undo(self, what: str, touched: list, before: list, error: Exception) -> None:
         """AnnLite raised in the middle of a write: reopen it from disk and restore `before`. Always raises."""
         detail = f"{type(error).__name__}: {_first_line(error)}"
+        undo_recorded = False
         try:
+            # the undo replaces the write's intent first (it is small: deletes and the documents
+            # replaced): if AnnLite cannot be reopened (a full disk, its lock), reopening the
+            # collection later completes the undo, and the write that raised stays absent
+            write_durably(self.intent_path, self._intent_bytes(touched, before))
+            undo_recorded = True
+            self.intent_writes += 1
             self._close_index()
             self._open_index()  # AnnLite's in-memory tables may be half updated: rebuild them from RocksDB
-            write_durably(self.intent_path, self._intent_bytes(touched, before))
-            self.intent_writes += 1
             self._apply(touched, before)
             self._remove_intent(sync=False)
         except BaseException as e:
+            which = "its undo" if undo_recorded else "the write"
             self.broken = (f"AnnLite failed to {what} ({detail}) and restoring the collection failed too "
-                           f"({type(e).__name__}: {_first_line(e)}); close and reopen it: the write or its "
-                           f"undo, recorded in {self.intent_path}, is then completed as a whole")
+                           f"({type(e).__name__}: {_first_line(e)}); close and reopen it: {which}, recorded in "
+                           f"{self.intent_path}, is then completed as a whole")
             if not isinstance(e, Exception):
                 raise
             raise BackendError(self.broken) from None
