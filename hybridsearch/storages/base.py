@@ -128,6 +128,9 @@ class Storage(ABC):
             ids, scores, _ = self.search_text(text, None, max(self.count(), 1), node)
             scored = list(zip(ids, (float(s) for s in scores)))
         docs = dict(zip([i for i, _ in scored], self.get([i for i, _ in scored])))
+        # a document deleted between the search and the read (a writer in another thread) is
+        # left out, as if the delete had come first: the calls above are separate reads
+        scored = [p for p in scored if docs[p[0]] is not None]
         position = {i: n for n, i in enumerate(self.iter_ids())}
         rank = sorted(scored, key=lambda p: (-p[1], position.get(p[0], 0)))
         for field, direction in reversed(keys):  # stable sorts, least significant key first

@@ -206,3 +206,96 @@ def test_a_shard_opened_with_another_schema_or_metric_is_refused(tmp_path):
     with pytest.raises(hs.ConfigError, match="another schema or metric"):
         hs.DocumentArray(Item, storage="qdrant", path=tmp_path / "s")
     hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()
+
+
+# ---------------------------------------------------------------- issue 28, items 4, 8, 9
+_KILLED_BETWEEN_CHUNKS = """
+import os, signal, sys
+import numpy as np
+import hybridsearch as hs
+from tests.storages.remote.test_qdrant import Product, products
+path, what = sys.argv[1], sys.argv[2]
+da = hs.DocumentArray(Product, storage="qdrant", path=path)
+da.extend(products(2510) if what == "update" else products(100))
+print("acked", flush=True)
+
+
+class KillAfterFirstOperation:
+    # The shard as the storage holds it, killing the process (SIGKILL) right after the first
+    # operation of the next write has been applied: the only way to stop between two chunks of
+    # one call exactly (qdrant_edge.EdgeShard is a native class whose methods cannot be replaced).
+    def __init__(self, shard):
+        self.shard = shard
+
+    def __getattr__(self, name):
+        return getattr(self.shard, name)
+
+    def update(self, op):
+        self.shard.update(op)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+da._storage.q.shard = KillAfterFirstOperation(da._storage.q.shard)
+if what == "update":
+    da.update_many({"price": {"$gte": 0}}, rating=99.0)
+else:
+    da.extend([dict(d, id=f"n{d['id']}") for d in products(2510, seed=1)])
+print("not killed", flush=True)
+"""
+
+
+@pytest.mark.parametrize("what", ["extend", "update"])
+def test_a_kill_between_the_chunks_of_one_call_leaves_it_whole_after_reopening(tmp_path, what):
+    """A call over more than 2,000 points is several Qdrant operations; the process is killed
+    (SIGKILL) right after the first: after reopening, the call is there whole (it was recorded
+    before its first operation) and the acknowledged write before it too."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "s"
+    proc = subprocess.run([sys.executable, "-c", _KILLED_BETWEEN_CHUNKS, str(path), what],
+                          cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL and proc.stdout.split() == ["acked"], proc.stdout + proc.stderr[-3000:]
+    with hs.DocumentArray(Product, storage="qdrant", path=path) as da:
+        got = {d.id: d.rating for d in da}
+    if what == "extend":
+        assert set(got) == {f"p{i}" for i in range(100)} | {f"np{i}" for i in range(2510)}, len(got)
+    else:
+        assert set(got) == {f"p{i}" for i in range(2510)}
+        assert sorted(set(got.values())) == [99.0], f"{sum(v == 99.0 for v in got.values())} of 2510 updated"
+
+
+def test_a_damaged_intent_record_is_a_backend_error_naming_it(tmp_path):
+    hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()
+    (tmp_path / "s" / "hybridsearch-intent.json").write_text('{"format": "hybridsearch-qdrant-intent", "vers')
+    with pytest.raises(hs.BackendError, match="hybridsearch-intent.json"):
+        hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")
+
+
+def test_a_damaged_shard_file_is_a_backend_error_not_a_panic(tmp_path):
+    """qdrant-edge panics (pyo3's PanicException, a BaseException) on an emptied status file of a
+    payload index: the open, or the first read, raises BackendError naming the folder."""
+    with hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s") as da:
+        da.extend(products(50))
+    damaged = sorted((tmp_path / "s").glob("segments/*/payload_index/*-null/has_values/status.dat"))
+    assert damaged
+    for f in damaged:
+        f.write_bytes(b"")
+    with pytest.raises(hs.BackendError, match=str(tmp_path / "s")):
+        with hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s") as da:
+            list(da)
+
+
+def test_a_missing_or_damaged_fingerprint_beside_a_shard_is_a_backend_error(tmp_path):
+    with hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s") as da:
+        da.extend(products(5))
+    fp = tmp_path / "s" / "hybridsearch-schema.json"
+    text = fp.read_text()
+    for damage in ("", text[: len(text) // 2], None):
+        if damage is None:
+            fp.unlink()
+        else:
+            fp.write_text(damage)
+        with pytest.raises(hs.BackendError, match="hybridsearch-schema.json"):
+            hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s")

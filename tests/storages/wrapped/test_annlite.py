@@ -40,7 +40,8 @@ def test_shared_suite_and_annlite_cases_in_a_child_process():
 
 def test_reliability_suite_on_annlite_in_a_child_process():
     # only the tests parametrised over storages: the others (hnsw, sqlite) run in this process
-    summary = _child_pytest("tests/contract/test_reliability.py", "tests/contract/test_crash.py", "-k", "annlite")
+    summary = _child_pytest("tests/contract/test_reliability.py", "tests/contract/test_crash.py",
+                            "tests/contract/test_remote_embedded_reliability.py", "-k", "annlite")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 30, summary
 

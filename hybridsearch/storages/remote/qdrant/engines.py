@@ -76,7 +76,8 @@ class EdgeEngine(Engine):
         self.q = q
         self.path = path
         self.vector = vector  # (name, dim, metric) or None
-        fresh = not os.path.isdir(path) or not os.listdir(path)
+        # our own files (the schema's fingerprint, written first) do not make a shard
+        fresh = not os.path.isdir(path) or all(n.startswith("hybridsearch-") for n in os.listdir(path))
         config = q.EdgeConfig(vectors=self._vector_params(vector), hnsw_config=q.HnswIndexConfig(
             m=m, ef_construct=ef_construct, full_scan_threshold=10000))
         self.shard = q.EdgeShard.create(path, config) if fresh else q.EdgeShard.load(path)

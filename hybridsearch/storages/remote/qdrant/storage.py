@@ -20,7 +20,12 @@ until none left out can win. Filter-only finds scroll in insertion order (`hs_se
 facets and deletes by condition run in Qdrant.
 
 Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
-by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. After
+by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. An
+embedded batch of more than one chunk is first recorded whole beside the shard (intent.py), so
+that a crash between its chunks is completed on the next open: every call is all or nothing
+across a kill -9. Methods run in a fair reader/writer section (storages/locking.py): a write
+is alone, and the several engine calls of one read see one state. A shard whose files qdrant-edge
+cannot read (it panics) is a BackendError naming the folder. After
 `optimize_after` points, the next vector query first runs Qdrant's optimizer, which builds the
 HNSW index (embedded; a server optimizes on its own): until then new points sit in segments
 searched exhaustively.
@@ -28,6 +33,7 @@ searched exhaustively.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -40,13 +46,19 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
 from hybridsearch.engine.analysis import analyzer_for
-from hybridsearch.errors import BackendError, ConfigError, HybridSearchError, UnsupportedError, missing_extra
+from hybridsearch.engine.files import write_durably
+from hybridsearch.errors import (BackendError, ConfigError, HybridSearchError, SchemaError, UnsupportedError,
+                                 missing_extra)
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, public_url, rrf, uuid_of
+from hybridsearch.storages import contents
+from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
+from hybridsearch.storages.locking import Section, reads, writes
+from hybridsearch.storages.remote.base import (ID_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
+                                              rrf, uuid_of)
 from hybridsearch.storages.remote.qdrant import filters as F
+from hybridsearch.storages.remote.qdrant import intent
 from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
 from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeEngine, Rec
 
@@ -56,6 +68,7 @@ PAGE = 1000    # points per scroll page
 FLOATS_FIELD = "hs_floats"  # the float fields' exact values, one JSON string
 BM25_SCALE = 1 / 2.2  # Qdrant's BM25 keeps the (k1 + 1) factor of the classic formula; Lucene's drops it
 FINGERPRINT = "hybridsearch-schema.json"  # the schema and metric a shard was made for
+log = logging.getLogger("hybridsearch")
 MARGIN = 8     # extra vector candidates, so that rescoring cannot lose a hit to rounding
 
 
@@ -68,24 +81,57 @@ def _fingerprint(schema, metric: str) -> str:
     return json.dumps(schema.fingerprint() + [metric])
 
 
+def _holds_a_shard(path: str) -> bool:
+    """True when the folder holds anything but our own files (a shard, or files of another program)."""
+    return os.path.isdir(path) and any(n != FINGERPRINT and not n.startswith("hybridsearch-")
+                                       for n in os.listdir(path))
+
+
 def check_fingerprint(path: str, schema, metric: str) -> None:
     """ConfigError when the shard at `path` was made for another schema or metric (its
-    FINGERPRINT file, beside the shard's own files, says which)."""
+    FINGERPRINT file, beside the shard's own files, says which); BackendError when a folder
+    holding a shard has no readable FINGERPRINT (it is written before the shard is created)."""
+    target = os.path.join(path, FINGERPRINT)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise BackendError(f"{path} is a file, not a Qdrant shard folder")
     try:
-        with open(os.path.join(path, FINGERPRINT)) as f:
-            stored = f.read()
+        with open(target, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
+        if _holds_a_shard(path):
+            raise BackendError(f"{target} is missing: {path} is not empty, and a shard made here by "
+                               "hybridsearch always has it; the folder is damaged or not ours") from None
         return
+    except OSError as e:
+        raise BackendError(f"{target}: cannot read it: {e}") from None
+    try:
+        stored = raw.decode("utf-8")
+        if not isinstance(json.loads(stored), list):
+            raise ValueError("not a JSON list")
+    except ValueError as e:  # UnicodeDecodeError is one
+        raise BackendError(f"{target} is damaged ({e}): the shard's schema cannot be checked") from None
     if stored != _fingerprint(schema, metric):
         raise ConfigError(f"the Qdrant shard at {path} was made for another schema or metric "
                           f"({stored}); open it with the same model and metric, or use another path")
 
 
 def write_fingerprint(path: str, schema, metric: str) -> None:
+    """Written durably before the shard is created, so a shard never exists without it."""
     target = os.path.join(path, FINGERPRINT)
     if not os.path.exists(target):
-        with open(target, "w") as f:
-            f.write(_fingerprint(schema, metric))
+        os.makedirs(path, exist_ok=True)
+        write_durably(target, _fingerprint(schema, metric).encode("utf-8"))
+
+
+def _is_panic(e: BaseException) -> bool:
+    """pyo3's PanicException (qdrant-edge's Rust panicked): a BaseException, so `except Exception` misses it."""
+    return type(e).__name__ == "PanicException"
+
+
+def _utf8(text: str) -> str:
+    """The text with each lone surrogate (no UTF-8 form) as a space: the analyzer splits words
+    there too, so Qdrant receives the same words."""
+    return "".join(" " if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
 class QdrantStorage(RemoteStorage):
@@ -109,6 +155,8 @@ class QdrantStorage(RemoteStorage):
         self.unoptimized = 0
         self.url = config.url
         self.collection = config.collection or schema.name.lower()
+        self.calls = Section()
+        self.q = None
         try:
             if config.url is not None:
                 self.path = None
@@ -119,11 +167,15 @@ class QdrantStorage(RemoteStorage):
                     self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
                 self.path = config.path or self.temp
                 check_fingerprint(self.path, schema, self.metric)
-                self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
                 write_fingerprint(self.path, schema, self.metric)
+                intent.clear_tmp(self.path)
+                self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+                self._redo()
         except ImportError as e:  # qdrant-client is needed only with url=
             raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
-        except Exception as e:
+        except BaseException as e:  # a panic of qdrant-edge on damaged files is a BaseException
+            if not isinstance(e, Exception) and not _is_panic(e):
+                raise
             if getattr(self, "q", None) is not None:  # opened, then failed: release the shard's lock
                 try:
                     self.q.close()
@@ -135,13 +187,52 @@ class QdrantStorage(RemoteStorage):
             if self.url is None and "WouldBlock" in str(e):  # qdrant-edge locks its write-ahead log
                 raise BackendError(f"the qdrant collection at {self.path} is already open by another writer "
                                    "(in this or another process); close it first") from None
+            if _is_panic(e):
+                raise self.damaged("open the collection", e) from None
             info = self.failure(e)
             if info is None:
                 raise
             raise self.error("open the collection", *info) from None
-        last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
-        self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
-        self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
+        self.kept = self.url is None and self.temp is None  # a shard that outlives this handle
+        try:
+            last = self.call("read the last insertion number", self.q.scroll, F.ALL, 1, None, False, True)
+            self.next_seq = int(last[0].payload[SEQ_FIELD]) + 1 if last else 1
+            self.unoptimized = self.q.unindexed()  # points a session before wrote and never indexed
+            # what the shard held at its last clean close (storages/contents.py): damage read as less fails here
+            self.recorded = self.kept and contents.verify(self.path, self.call("count documents", self.q.count, F.ALL),
+                                                          self._all_ids)
+        except BaseException:
+            self._close()
+            raise
+
+    def _redo(self) -> None:
+        """Completes the write an intent record left by a crash holds (intent.py), then removes it."""
+        points = intent.read(self.path)
+        if points is None:
+            return
+        contents.forget(self.path)  # older than the record (a write removes it first): it no longer holds
+        for a in range(0, len(points), CHUNK):
+            self._write(points[a:a + CHUNK])
+        intent.remove(self.path)
+        log.warning("%s: completed a write of %d points interrupted by a crash (recorded in %s)", self.path,
+                    len(points), intent.path_of(self.path))
+
+    def damaged(self, what: str, e: BaseException) -> BackendError:
+        return BackendError(f"Qdrant at {self.where()} failed to {what}: qdrant-edge cannot read the shard's "
+                            f"files in {self.path} (they are damaged: it panicked with {str(e)[:300]!r})")
+
+    def call(self, what: str, fn, *args, **kwargs):
+        try:
+            return super().call(what, fn, *args, **kwargs)
+        except BaseException as e:
+            if not _is_panic(e):
+                raise
+            raise self.damaged(what, e) from None
+
+    def usable(self) -> None:
+        """Run by every method (storages/locking.py): a closed collection answers nothing."""
+        if self.q is None:
+            raise ConfigError("this DocumentArray is closed")
 
     def address(self) -> dict:
         if self.url is not None:
@@ -214,19 +305,53 @@ class QdrantStorage(RemoteStorage):
             self.call("delete documents", self.q.delete, gone)
         return True
 
+    def _write_all(self, ids: list, points: list, before: dict, seq0: Optional[int] = None) -> None:
+        """Upserts `points` (those of `ids`, in order) as one call: one operation per CHUNK; more
+        than one chunk on an embedded shard is first recorded whole (intent.py), so a crash
+        between chunks is completed on the next open. A failed chunk puts `before` back."""
+        recorded = self.path is not None and len(points) > CHUNK
+        if recorded:
+            try:
+                intent.write(self.path, points)
+            except OSError as e:
+                raise BackendError(f"{intent.path_of(self.path)}: could not record this write of {len(points)} "
+                                   f"points ({e}); nothing was written") from None
+        done = []
+        try:
+            for a in range(0, len(points), CHUNK):
+                done += ids[a:a + CHUNK]  # a failed chunk may have been applied in part
+                self._write(points[a:a + CHUNK])
+        except BackendError as e:
+            undo = self.rollback(self._restore, done, before, seq0)
+            if recorded and undo == ROLLED_BACK:
+                self._forget(e)
+            elif recorded:  # left on disk: reopening the collection completes the write whole
+                undo += f"; reopening the collection completes the write (recorded in {intent.path_of(self.path)})"
+            raise BackendError(f"{e}; {undo}") from None
+        if recorded:
+            self._forget(None)
+
+    def _forget(self, error) -> None:
+        """Removes the record of a write that is done or undone (durably: left behind, it would be redone)."""
+        try:
+            intent.remove(self.path)
+        except OSError as e:
+            raise BackendError(f"{intent.path_of(self.path)}: could not remove the record of a finished write "
+                               f"({e}); close and reopen the collection{'' if error is None else f' ({error})'}"
+                               ) from None
+
+    @writes
     def upsert(self, batch: Batch) -> None:
+        self._changing()
         docs = batch.docs
         before = self._retrieve([d.id for d in docs])
         seq0 = self.next_seq
         seqs = self.sequence([d.id for d in docs], {i: r.payload for i, r in before.items()})
-        done = []
         try:
-            for a in range(0, len(docs), CHUNK):
-                part = docs[a:a + CHUNK]
-                done += [d.id for d in part]  # a failed chunk may have been applied in part
-                self._write([self._point(d, s) for d, s in zip(part, seqs[a:a + CHUNK])])
-        except BackendError as e:
-            raise BackendError(f"{e}; {self.rollback(self._restore, done, before, seq0)}") from None
+            self._write_all([d.id for d in docs], [self._point(d, s) for d, s in zip(docs, seqs)], before, seq0)
+        except SchemaError:  # refused before anything was sent: the insertion numbers go back
+            self.next_seq = seq0
+            raise
         self._wrote(len(docs))
 
     def _wrote(self, n: int) -> None:
@@ -240,53 +365,61 @@ class QdrantStorage(RemoteStorage):
         if self.optimize_after is not None and self.unoptimized >= self.optimize_after:
             self.optimize()
 
+    @writes
     def optimize(self) -> None:
         """Runs Qdrant's segment optimizers now (embedded: builds the HNSW index, blocking)."""
         self.call("optimize", self.q.optimize)
         self.unoptimized = 0
 
+    @writes
     def delete(self, ids: list) -> int:
         found = self._retrieve(list(dict.fromkeys(ids)), vectors=False)
         if found:
+            self._changing()
             self.call("delete documents", self.q.delete, [point_id(i) for i in found])
         return len(found)
 
+    @writes
     def update_fields(self, id: str, values: dict) -> None:
         rec = self._retrieve([id]).get(id)
         if rec is None:
             raise KeyError(id)
         if values:
+            self._changing()
             doc = self._doc(rec).model_copy(update=values)
             self._write([self._point(doc, int(rec.payload[SEQ_FIELD]))])
 
+    @writes
     def delete_where(self, node: Node) -> int:
         """One delete-by-filter in Qdrant -> the documents it matched (counted first)."""
         tree = self.compiler.compile(node)
         n = self.call("count documents", self.q.count, tree)
         if n:
+            self._changing()
             self.call("delete documents by condition", self.q.delete_where, tree)
         return n
 
+    @writes
     def update_where(self, node: Node, values: dict) -> int:
         """The matching documents rewritten with the values in one upsert (per CHUNK points)."""
         recs = self._scan(self.compiler.compile(node), None, True)
         if values and recs:
+            self._changing()
             before = {r.payload[ID_FIELD]: r for r in recs}
             points = [self._point(self._doc(r).model_copy(update=values), int(r.payload[SEQ_FIELD])) for r in recs]
-            try:
-                for a in range(0, len(points), CHUNK):
-                    self._write(points[a:a + CHUNK])
-            except BackendError as e:
-                raise BackendError(f"{e}; {self.rollback(self._restore, list(before), before)}") from None
+            self._write_all(list(before), points, before)
         return len(recs)
 
     # --------------------------------------------------------------- reads
+    @reads
     def count(self) -> int:
         return self.call("count documents", self.q.count, F.ALL)
 
+    @reads
     def contains(self, id: str) -> bool:
         return bool(self._retrieve([id], vectors=False))
 
+    @reads
     def get(self, ids: list) -> list:
         found = {}
         for a in range(0, len(ids), PAGE):
@@ -305,16 +438,16 @@ class QdrantStorage(RemoteStorage):
             start = int(page[-1].payload[SEQ_FIELD]) + 1
         return out
 
+    @reads
     def iter_ids(self) -> Iterator[str]:
-        start = None
-        while True:
-            page = self.call("scroll documents", self.q.scroll, F.ALL, PAGE, start, False)
-            for r in page:
-                yield r.payload[ID_FIELD]
-            if len(page) < PAGE:
-                return
-            start = int(page[-1].payload[SEQ_FIELD]) + 1
+        """Every id, read in one section (so that a writer cannot interleave), in insertion order."""
+        return iter([r.payload[ID_FIELD] for r in self._scan(F.ALL, None, False)])
 
+    # the generic sort and column reads compose several reads: one section keeps them one state
+    search_sorted = reads(Storage.search_sorted)
+    column_values = reads(Storage.column_values)
+
+    @reads
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         recs = self._scan(self.compiler.compile(node), limit, False)  # ids: documents are read when asked for
         return [r.payload[ID_FIELD] for r in recs], None
@@ -328,12 +461,14 @@ class QdrantStorage(RemoteStorage):
         raw, weights = self._text_parts(text)
         return F.text_tree([f for f, _ in weights], raw)
 
+    @reads
     def count_matches(self, node: Optional[Node], text) -> int:
         tree = self.compiler.compile(node)
         if text is not None:
             tree = F.conj([tree, self._text_tree(text)])
         return self.call("count documents", self.q.count, tree)
 
+    @reads
     def facets(self, field: str, node: Optional[Node], text, limit: int, ranges: Optional[list]) -> list:
         """Qdrant's exact facet counts (ranges: one exact count each). When the last value kept
         ties with the first left out, Qdrant is asked for twice as many, so that ties are
@@ -384,6 +519,11 @@ class QdrantStorage(RemoteStorage):
                        ef: Optional[int]) -> list:
         self.need_vector()
         self._ready()
+        return self._search_vectors(queries, limit, node, exact, ef)
+
+    @reads
+    def _search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                        ef: Optional[int]) -> list:
         tree = self.compiler.compile(node)
         n = limit + MARGIN
         ef = max(ef or self.ef, n)
@@ -405,8 +545,8 @@ class QdrantStorage(RemoteStorage):
         if isinstance(text, TextQuery):
             if text.operator != "or":
                 raise UnsupportedError("storage 'qdrant' has no operator=\"and\" for text queries")
-            return text.text, list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
-        return text, [(f, 1.0) for f in self.texts]
+            return _utf8(text.text), list(text.fields) if text.fields else [(f, 1.0) for f in self.texts]
+        return _utf8(text), [(f, 1.0) for f in self.texts]
 
     def _lexical(self, text, n: int, tree, read: str = "all") -> list:
         """The best `n` (record, BM25) by the best field's weighted BM25, ties in insertion
@@ -461,12 +601,18 @@ class QdrantStorage(RemoteStorage):
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
                     weights: Optional[tuple] = None) -> tuple:
         self.need_texts()
+        if q is not None:
+            self.need_vector()
+            self._ready()  # a write (the optimizer), so before the read section
+        return self._search_text(text, q, k, node, fusion, candidates, rrf_k, exact, ef, weights)
+
+    @reads
+    def _search_text(self, text, q, k: int, node: Optional[Node], fusion: str, candidates: int, rrf_k: int,
+                     exact: bool, ef, weights: Optional[tuple]) -> tuple:
         tree = self.compiler.compile(node)
         if q is None:  # ids and scores only: the documents are read when asked for (Results)
             hits = self._lexical(text, k, tree, "ids")
             return [r.payload[ID_FIELD] for r, _ in hits], np.array([s for _, s in hits], dtype=np.float32), None
-        self.need_vector()
-        self._ready()
         q = np.asarray(q[0], dtype=np.float32)
         n = max(candidates, 1)
         ef = max(ef or self.ef, n)
@@ -528,14 +674,33 @@ class QdrantStorage(RemoteStorage):
             order, scores = fuse_sum(slots, bm25, vscore, k)
         return [recs[i].payload[ID_FIELD] for i in order], scores, None
 
+    @reads
     def stats(self) -> dict:
         return {**super().stats(), "unoptimized_points": self.unoptimized}
 
     def close(self) -> None:
+        guard = self.calls.enter(True)  # waits for the calls in flight (no `usable`: a second close is fine)
+        try:
+            self._close()
+        finally:
+            self.calls.leave(guard)
+
+    def _all_ids(self) -> list:
+        return [r.payload[ID_FIELD] for r in self._scan(F.ALL, None, False)]
+
+    def _changing(self) -> None:
+        """Before the first write after an open: the record of the last close no longer holds."""
+        if self.recorded:
+            contents.forget(self.path)
+            self.recorded = False
+
+    def _close(self) -> None:
         if self.q is None:
             return
         try:
             try:
+                if self.kept and not getattr(self, "recorded", True):  # never after a failed open
+                    contents.record(self.path, self._all_ids())
                 self.q.flush()
             finally:  # a failed flush still releases the shard (and its lock)
                 self.q.close()

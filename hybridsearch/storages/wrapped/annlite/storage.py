@@ -119,6 +119,7 @@ from hybridsearch.document import Kind
 from hybridsearch.engine.files import fsync_dir, lock_exclusive, unlock, write_durably
 from hybridsearch.errors import BackendError, ConfigError, SchemaError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
+from hybridsearch.storages import contents
 from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.config import GraphConfig, option, path_or_none
 from hybridsearch.storages.wrapped.annlite.filter import TRUE, AnnliteFilter, column, has_column
@@ -176,6 +177,7 @@ class AnnliteStorage(Storage):
         self.compiler = AnnliteFilter(schema)
         self.lock = threading.RLock()
         self.index = None
+        self.recorded = False  # the folder holds the record of its last clean close (storages/contents.py)
         self.broken: Optional[str] = None  # why this handle refuses every call (see the module docstring)
         self.intent_writes = 0  # durable writes (intent files) made by this handle, for stats()
         self._tmp = None
@@ -202,7 +204,10 @@ class AnnliteStorage(Storage):
                 if name.startswith(_PREFIX) and name.endswith(_TMP):
                     os.remove(os.path.join(self.path, name))
             if os.path.exists(self.intent_path):  # a write interrupted by a crash: complete it
+                contents.forget(self.path)  # older than the intent (a write removes it first): it no longer holds
                 self._recover()
+            # what the folder held at its last clean close (storages/contents.py): damage read as less fails here
+            self.recorded = contents.verify(self.path, len(self.seq_of), self._ids_in_order)
             log.info("annlite storage opened %s: %d documents", self.path, len(self.seq_of))
         except BaseException as e:
             self._close_index()
@@ -224,6 +229,9 @@ class AnnliteStorage(Storage):
         # a warning, as the journal's torn tail is: the last process stopped in the middle of a write
         log.warning("%s: completed an interrupted write recorded in %s (%d ids deleted, %d documents "
                     "inserted)", self.path, self.intent_path, len(deletes), len(docs))
+
+    def _ids_in_order(self) -> list:
+        return sorted(self.seq_of, key=self.seq_of.__getitem__)
 
     def _open_index(self) -> None:
         """Opens AnnLite on the folder (it rebuilds its tables and graph from RocksDB) and loads the seqs."""
@@ -420,8 +428,11 @@ class AnnliteStorage(Storage):
                 if d is None:
                     raise BackendError(f"AnnLite lost document {i!r} (its id is indexed but not stored)")
                 before.append(d)
-        # 3. the intent, durable before AnnLite is called
+        # 3. the intent, durable before AnnLite is called (the record of the last close goes first)
         try:
+            if self.recorded:
+                contents.forget(self.path)
+                self.recorded = False
             write_durably(self.intent_path, payload)
             self.intent_writes += 1
         except Exception as e:
@@ -454,17 +465,23 @@ class AnnliteStorage(Storage):
     def _undo(self, what: str, touched: list, before: list, error: Exception) -> None:
         """AnnLite raised in the middle of a write: reopen it from disk and restore `before`. Always raises."""
         detail = f"{type(error).__name__}: {_first_line(error)}"
+        undo_recorded = False
         try:
+            # the undo replaces the write's intent first (it is small: deletes and the documents
+            # replaced): if AnnLite cannot be reopened (a full disk, its lock), reopening the
+            # collection later completes the undo, and the write that raised stays absent
+            write_durably(self.intent_path, self._intent_bytes(touched, before))
+            undo_recorded = True
+            self.intent_writes += 1
             self._close_index()
             self._open_index()  # AnnLite's in-memory tables may be half updated: rebuild them from RocksDB
-            write_durably(self.intent_path, self._intent_bytes(touched, before))
-            self.intent_writes += 1
             self._apply(touched, before)
             self._remove_intent(sync=False)
         except BaseException as e:
+            which = "its undo" if undo_recorded else "the write"
             self.broken = (f"AnnLite failed to {what} ({detail}) and restoring the collection failed too "
-                           f"({type(e).__name__}: {_first_line(e)}); close and reopen it: the write or its "
-                           f"undo, recorded in {self.intent_path}, is then completed as a whole")
+                           f"({type(e).__name__}: {_first_line(e)}); close and reopen it: {which}, recorded in "
+                           f"{self.intent_path}, is then completed as a whole")
             if not isinstance(e, Exception):
                 raise
             raise BackendError(self.broken) from None
@@ -628,6 +645,9 @@ class AnnliteStorage(Storage):
         with self.lock:
             try:
                 if self.index is not None:
+                    if not self.recorded and self.broken is None and self._tmp is None:
+                        contents.record(self.path, self._ids_in_order())
+                        self.recorded = True
                     index, self.index = self.index, None
                     self._call("close", index.close)
             finally:
