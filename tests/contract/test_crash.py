@@ -173,13 +173,9 @@ OPS = ["extend_columns", "update_many", "delete", "close"]
 TRIALS = 1  # with a kill at a random moment: each run tries other moments (~1 min for the whole file)
 
 
-# qdrant splits a batch over 2,000 points into parts and a kill between them leaves it half
-# applied (issue 28 item 4, another engineer's fix). Not strict: the kill lands at a random moment
-# and misses that window in some runs, which would make a strict xfail fail at random.
-_SPLIT = pytest.mark.xfail(reason="issue 28 item 4: qdrant applies a batch of 2,100 in parts; a kill "
-                                  "between them leaves it half written", strict=False)
-KILLED = [pytest.param(s, op, marks=[_SPLIT] if (s, op) == ("qdrant", "extend_columns") else [])
-          for s in FILE_BACKED for op in OPS]
+# qdrant applies a batch over 2,000 points in parts, made whole by its intent record (intent.py);
+# tests/storages/remote/test_qdrant.py kills it between two parts on purpose
+KILLED = [(s, op) for s in FILE_BACKED for op in OPS]
 
 
 @pytest.mark.parametrize("storage,op", KILLED)
