@@ -15,7 +15,8 @@ import numpy as np
 from hybridsearch.batch import build_batch
 from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
-from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
+from hybridsearch.frames import to_arrow, to_pandas
+from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,  # noqa: F401
                                         check_fusion, check_min_score, check_operator, check_size,
