@@ -168,10 +168,12 @@ class DocumentArray(Generic[T]):
                 bar.advance(task, min(_PROGRESS_MIN, len(docs) - start))
 
     def extend_columns(self, columns: Any) -> None:
-        """Batch upsert from columns: a dict of name -> values (a numpy array, a list; the
-        vector field as one (n, d) array), a pandas DataFrame or a pyarrow Table. Validated
-        column by column (dtype, length, NaN/inf, dimension: SchemaError naming the column and
-        the first bad row, nothing written); no document object is created. A missing "id"
+        """Batch upsert from columns: a dict of name -> values (a numpy array, a list or tuple,
+        a pandas Series, a pyarrow Array or an iterator; the vector field as one (n, d) array),
+        a pandas DataFrame or a pyarrow Table or RecordBatch. Every column is validated before
+        anything is written (one value per row, dtype, length, NaN/inf, ranges, dimension; no
+        str, scalar, set or repeated name in place of a column): SchemaError naming the column
+        and the first bad row, nothing written; no document object is created. A missing "id"
         column gives every row a new random id; a missing column takes the field's default."""
         storage = self._writable_storage()
         batch = batch_from_columns(self._schema, columns)
