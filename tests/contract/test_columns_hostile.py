@@ -187,10 +187,12 @@ def test_other_column_forms_are_read_like_lists(opened, storage, form):
     assert state(da) == _model_state(ROWS)
 
 
-def test_a_sliced_arrow_vector_column_reads_its_own_rows(opened, storage):
-    table = pa.table({"id": ["a", "d1", "d9"], "brand": ["z", "x", "y"], "price": [0, 99, 98],
-                      "embedding": pa.FixedSizeListArray.from_arrays(
-                          pa.array(np.vstack([[9, 9, 9, 9], VEC]).reshape(-1).astype(np.float32)), 4)})
+@pytest.mark.parametrize("kind", ["table", "record batch"])
+def test_a_sliced_arrow_vector_column_reads_its_own_rows(opened, storage, kind):
+    data = {"id": ["a", "d1", "d9"], "brand": ["z", "x", "y"], "price": [0, 99, 98],
+            "embedding": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.vstack([[9, 9, 9, 9], VEC]).reshape(-1).astype(np.float32)), 4)}
+    table = pa.table(data) if kind == "table" else pa.RecordBatch.from_pydict(data)
     da = opened()
     da.extend(START)
     da.extend_columns(table.slice(1))
