@@ -483,7 +483,8 @@ def test_hostile_columns_are_refused_unchanged_or_equal_the_documents(make_da, s
     payload = _frame(fmt, lists, dup) if fmt != "dict" else None
     if payload is None:  # as a dict of columns, some given as generators (read once)
         fmt, dup = "dict", None
-        payload = {k: ((x for x in list(v)) if k in gens else v) for k, v in lists.items()}
+        lists = {k: (list(v) if k in gens else v) for k, v in lists.items()}  # what a generator yields
+        payload = {k: ((x for x in v) if k in gens else v) for k, v in lists.items()}
     da = _reset(make_da)
     before = state(da)
     try:
