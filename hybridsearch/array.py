@@ -15,7 +15,8 @@ import numpy as np
 from hybridsearch.batch import build_batch
 from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
-from hybridsearch.ingest import batch_from_columns, public_columns, to_arrow, to_pandas
+from hybridsearch.frames import to_arrow, to_pandas
+from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_fusion, check_min_score, check_operator, check_size,
@@ -171,10 +172,12 @@ class DocumentArray(Generic[T]):
         return out
 
     def extend_columns(self, columns: Any) -> None:
-        """Batch upsert from columns: a dict of name -> values (a numpy array, a list; the
-        vector field as one (n, d) array), a pandas DataFrame or a pyarrow Table. Validated
-        column by column (dtype, length, NaN/inf, dimension: SchemaError naming the column and
-        the first bad row, nothing written); no document object is created. A missing "id"
+        """Batch upsert from columns: a dict of name -> values (a numpy array, a list or tuple,
+        a pandas Series, a pyarrow Array or an iterator; the vector field as one (n, d) array),
+        a pandas DataFrame or a pyarrow Table or RecordBatch. Every column is validated before
+        anything is written (one value per row, dtype, length, NaN/inf, ranges, dimension; no
+        str, scalar, set or repeated name in place of a column): SchemaError naming the column
+        and the first bad row, nothing written; no document object is created. A missing "id"
         column gives every row a new random id; a missing column takes the field's default."""
         storage = self._writable_storage()
         batch = batch_from_columns(self._schema, columns)

@@ -1,10 +1,14 @@
-"""Columns in and out: `extend_columns` validation and `to_columns` / `to_pandas` / `to_arrow`.
+"""Columns in and out: `extend_columns` validation and `to_columns`' public form.
 
 Validation is column-wise (one numpy check per column, a Python loop only over
-string columns), with the same rules as a document's: no NaN or inf, integers
-within 64 bits, no bool where a number is expected, vectors of the schema's
-dimension with a usable norm, unindexed values that read back exactly. The first
-problem raises SchemaError naming the column and the row; nothing is written.
+lists and object columns), with the same rules as a document's: no NaN or inf,
+integers within 64 bits, floats within float64, no bool or str where a number is
+expected, one value per row (no 2-D column but the vector field's), vectors of the
+schema's dimension with a usable norm, unindexed values that read back exactly.
+What is not a column at all (a str, a scalar, a set, a name given twice) is refused
+by hybridsearch.frames while reading the container. Every column is checked before
+the Batch exists: the first problem raises SchemaError naming the column and the
+row, and no storage sees anything.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from hybridsearch.batch import Batch
 from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Kind, Schema, check_storable, field_adapter,
                                    is_valid_unicode)
 from hybridsearch.engine.idmap import hash_ids
-from hybridsearch.errors import SchemaError, missing_extra
+from hybridsearch.errors import SchemaError
+from hybridsearch.frames import as_column_dict
 
 _INT64 = np.iinfo(np.int64)
 
@@ -30,50 +35,6 @@ def _is_missing(v: Any) -> bool:
     if isinstance(v, float) and v != v:
         return True
     return type(v).__name__ in ("NAType", "NaTType")
-
-
-def as_column_dict(data: Any) -> dict:
-    """name -> column from a dict of columns, a pandas DataFrame or a pyarrow Table/RecordBatch."""
-    if isinstance(data, dict):
-        return dict(data)
-    kind = type(data).__module__.split(".")[0]
-    if kind == "pandas" and hasattr(data, "columns"):
-        out = {}
-        for name in data.columns:
-            col = data[name]
-            if col.dtype == object or str(col.dtype) in ("string", "str"):
-                out[str(name)] = col.tolist()
-            elif str(col.dtype).startswith(("Int", "Float", "boolean")):  # nullable: pd.NA for missing
-                out[str(name)] = col.astype(object).where(col.notna(), None).tolist()
-            else:
-                out[str(name)] = col.to_numpy()
-        return out
-    if kind == "pyarrow" and hasattr(data, "column_names"):
-        out = {}
-        for name in data.column_names:
-            col = data.column(name)
-            if col.null_count == 0 and _arrow_numeric(col.type):
-                out[name] = col.to_numpy()
-            elif col.null_count == 0 and _arrow_fixed_vector(col.type):
-                flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                out[name] = flat.reshape(len(col), col.type.list_size)
-            else:
-                out[name] = col.to_pylist()
-        return out
-    raise SchemaError(f"extend_columns takes a dict of columns, a pandas DataFrame or a pyarrow Table, "
-                      f"got {type(data).__name__}")
-
-
-def _arrow_numeric(t) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-
-
-def _arrow_fixed_vector(t) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type)
 
 
 class _Checker:
@@ -112,7 +73,7 @@ class _Checker:
         for i in odd:
             v = values[i]
             if v is not None and not isinstance(v, str):
-                self.fail(spec.name, i, f"expected a string, got {type(v).__name__} {v!r}")
+                self.fail(spec.name, i, f"expected a string, got {type(v).__name__} {_short(v)}")
             if v is not None:
                 values[i] = str(v)
         texts = values if not odd else [v for v in values if v is not None]
@@ -125,44 +86,60 @@ class _Checker:
         return values, present
 
     def numbers(self, spec, col) -> tuple:
-        if isinstance(col, np.ndarray):
-            arr = col
-        else:  # a list: every element is checked for its type (no bool passes for a number)
-            arr = np.empty(len(col), dtype=object)
-            arr[:] = list(col)
         present = None
-        if arr.dtype == object:
+        if not isinstance(col, np.ndarray) or col.dtype == object:
+            # a list or object array: every element is checked for its type (no bool passes for a number)
             values, present = self.optional_values(spec, col)
             fill = False if spec.kind is Kind.BOOL else 0
-            for i, v in enumerate(values):
+            plain = {bool} if spec.kind is Kind.BOOL else _PLAIN_NUMBER
+            # the common case (every value a Python number, none missing) costs one C-level pass
+            for i, v in enumerate(values if not set(map(type, values)) <= plain else ()):
                 if v is None:
+                    values[i] = fill
                     continue
                 ok = isinstance(v, (bool, np.bool_)) if spec.kind is Kind.BOOL else (
-                    isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)))
+                    isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_)))
                 if not ok:
                     self.fail(spec.name, i, f"expected a {'bool' if spec.kind is Kind.BOOL else 'number'}, "
-                                            f"got {type(v).__name__} {v!r}")
-            values = [fill if v is None else v for v in values]
-            arr = np.array(values, dtype=np.float64 if spec.kind is Kind.FLOAT else object)
-            if spec.kind is not Kind.FLOAT:
-                arr = self._ints(spec, arr) if spec.kind is Kind.INT else arr.astype(np.int64)
+                                            f"got {type(v).__name__} {_short(v)}")
+                if isinstance(v, np.generic) and not isinstance(v, np.longdouble):
+                    values[i] = v.item()  # np.float32 1.5 must not pass as the int 1
+            if spec.kind is Kind.FLOAT:
+                arr = self._floats(spec, values)
+            elif spec.kind is Kind.INT:
+                arr = self._ints(spec, np.array(values, dtype=object))
+            else:
+                arr = np.array(values, dtype=np.int64)
         elif spec.kind is Kind.BOOL:
-            if arr.dtype != np.bool_:
-                self.fail(spec.name, 0, f"expected bools, got a column of {arr.dtype}")
-            arr = arr.astype(np.int64)
+            if col.dtype != np.bool_:
+                self.fail(spec.name, 0, f"expected bools, got a column of {col.dtype}")
+            arr = col.astype(np.int64)
         else:
+            arr = col
             if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
                 self.fail(spec.name, 0, f"expected numbers, got a column of {arr.dtype}")
             if spec.kind is Kind.INT:
                 arr = self._ints(spec, arr)
         if spec.kind is Kind.FLOAT:
-            with np.errstate(over="ignore"):
+            with np.errstate(over="ignore"):  # beyond float64 (a longdouble) becomes inf, refused below
                 arr = np.asarray(arr, dtype=np.float64)
             bad = np.flatnonzero(~np.isfinite(arr))
             if len(bad):
                 self.fail(spec.name, int(bad[0]), f"expected a finite number, got {arr[bad[0]]!r}")
             arr = arr + 0.0  # -0.0 -> 0.0, as every storage stores it
         return arr, present
+
+    def _floats(self, spec, values: list) -> np.ndarray:
+        try:
+            with np.errstate(over="ignore"):
+                return np.array(values, dtype=np.float64)
+        except OverflowError:  # a Python int beyond the float64 range
+            for i, v in enumerate(values):
+                try:
+                    float(v)
+                except OverflowError:
+                    self.fail(spec.name, i, f"expected a finite number, got {_short(v)} (beyond float64)")
+            raise
 
     def _ints(self, spec, arr: np.ndarray) -> np.ndarray:
         if arr.dtype.kind == "i":
@@ -173,40 +150,74 @@ class _Checker:
                 self.fail(spec.name, int(bad[0]), f"integer {arr[bad[0]]} is outside the 64-bit range")
             return arr.astype(np.int64)
         if arr.dtype.kind == "f":
-            bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0 ** 63))
+            with np.errstate(invalid="ignore"):
+                bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0 ** 63))
             if len(bad):
                 self.fail(spec.name, int(bad[0]), f"expected an integer, got {arr[bad[0]]!r}")
             return arr.astype(np.int64)
-        for i, v in enumerate(arr.tolist()):  # Python ints of any size, floats
-            if isinstance(v, float) and not (v == v and v.is_integer() and abs(v) < 2.0 ** 63):
+        values = arr.tolist()  # Python ints of any size, floats (numpy scalars made Python ones)
+        for i, v in enumerate(values):
+            if isinstance(v, (float, np.floating)) and not (v == v and float(v).is_integer()
+                                                            and abs(float(v)) < 2.0 ** 63):
                 self.fail(spec.name, i, f"expected an integer, got {v!r}")
             if isinstance(v, int) and not _INT64.min <= v <= _INT64.max:
-                self.fail(spec.name, i, f"integer {v} is outside the 64-bit range")
-        return np.array([int(v) for v in arr.tolist()], dtype=np.int64)
+                self.fail(spec.name, i, f"integer {_short(v)} is outside the 64-bit range")
+        return np.array([int(v) for v in values], dtype=np.int64)
 
     def vectors(self, spec, col) -> tuple:
         present = None
         if isinstance(col, np.ndarray) and col.dtype != object:
-            block = col
-        else:
-            values, present = self.optional_values(spec, col)
-            rows = [v for v in values if v is not None]
-            block = np.zeros((len(values), spec.dim), dtype=np.float32)
-            if rows:
-                try:
-                    dense = np.array(rows, dtype=np.float64)
-                except (TypeError, ValueError):
-                    self.fail(spec.name, None, f"expected rows of {spec.dim} numbers")
-                if dense.ndim != 2 or dense.shape[1] != spec.dim:
-                    self.fail(spec.name, None, f"expected {spec.dim} dimensions, got shape {dense.shape}")
-                have = np.flatnonzero([v is not None for v in values])
-                block[have] = self._finite(spec, dense, have)
-            return block, present
-        if block.ndim != 2 or block.shape[1] != spec.dim:
-            self.fail(spec.name, None, f"expected an (n, {spec.dim}) array, got shape {block.shape}")
-        if block.dtype.kind not in "iuf" or block.dtype == np.bool_:
-            self.fail(spec.name, None, f"expected numbers, got {block.dtype}")
-        return self._finite(spec, block, None), present
+            if col.ndim != 2 or col.shape[1] != spec.dim:
+                self.fail(spec.name, None, f"expected an (n, {spec.dim}) array, got shape {col.shape}")
+            if col.dtype.kind not in "iuf":
+                self.fail(spec.name, None, f"expected numbers, got {col.dtype}")
+            return self._finite(spec, col, None), present
+        if isinstance(col, np.ndarray) and col.ndim == 2:  # an object array of (n, d) numbers
+            col = [list(row) for row in col]
+        elif isinstance(col, np.ndarray) and col.ndim != 1:
+            self.fail(spec.name, None, f"expected an (n, {spec.dim}) array or one row per entry, "
+                                       f"got an array of shape {col.shape}")
+        values, present = self.optional_values(spec, col)
+        have = [i for i, v in enumerate(values) if v is not None]
+        for i in have:
+            values[i] = self._vector_row(spec, i, values[i])
+        block = np.zeros((len(values), spec.dim), dtype=np.float32)
+        if have:
+            try:
+                with np.errstate(over="ignore"):
+                    dense = np.array([values[i] for i in have], dtype=np.float64)
+            except OverflowError:  # a Python int beyond float64: name its row
+                for i in have:
+                    try:
+                        np.array(values[i], dtype=np.float64)
+                    except OverflowError:
+                        self.fail(spec.name, i, "a number is too large (beyond float64)")
+                raise
+            block[have] = self._finite(spec, dense, np.array(have))
+        return block, present
+
+    def _vector_row(self, spec, i: int, row):
+        """One row of a vector column as a sequence of dim numbers, or SchemaError naming the row."""
+        if isinstance(row, np.ndarray):
+            if row.dtype == object:
+                row = row.tolist()
+            elif row.dtype.kind not in "iuf":
+                self.fail(spec.name, i, f"expected {spec.dim} numbers, got an array of {row.dtype}")
+            elif row.shape != (spec.dim,):
+                self.fail(spec.name, i, f"expected {spec.dim} numbers, got an array of shape {row.shape}")
+        if isinstance(row, tuple):
+            row = list(row)
+        if not isinstance(row, (list, np.ndarray)):
+            self.fail(spec.name, i, f"expected a list or array of {spec.dim} numbers, got "
+                                    f"{type(row).__name__} {_short(row)}")
+        if isinstance(row, list):
+            if len(row) != spec.dim:
+                self.fail(spec.name, i, f"expected {spec.dim} numbers, got {len(row)}")
+            if not set(map(type, row)) <= _PLAIN_NUMBER:
+                for v in row:  # np.bool_ and bool are not numbers here, as in a number column
+                    if not isinstance(v, _NUMBER) or isinstance(v, (bool, np.bool_)):
+                        self.fail(spec.name, i, f"expected numbers, got {type(v).__name__} {_short(v)}")
+        return row
 
     def _finite(self, spec, block: np.ndarray, rows: Optional[np.ndarray]) -> np.ndarray:
         with np.errstate(over="ignore"):
@@ -225,32 +236,51 @@ class _Checker:
     def others(self, spec, col) -> tuple:
         if isinstance(col, _Repeated):
             return col, None
-        values = [None if _is_missing(v) else v for v in col]
+        if isinstance(col, np.ndarray) and col.dtype != object:
+            values = col.tolist()  # numpy numbers as the Python numbers they hold
+        else:
+            values = [None if _is_missing(v) else v.item() if isinstance(v, np.generic) else v for v in col]
         try:
             values = field_adapter(self.schema, spec.name, as_list=True).validate_python(values)
         except ValidationError as e:
             err = e.errors()[0]
             row = err["loc"][0] if err["loc"] else None
             self.fail(spec.name, row if isinstance(row, int) else None, err["msg"])
-        check_storable(self.schema, spec.name, values)
+        try:
+            check_storable(self.schema, spec.name, values)
+        except SchemaError as e:
+            raise SchemaError(f"{e}; nothing was written") from None
         return values, None
+
+
+_NUMBER = (int, float, np.integer, np.floating)
+_PLAIN_NUMBER = {int, float}
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def batch_from_columns(schema: Schema, data: Any) -> Batch:
     """A Batch from columns (dict / DataFrame / Arrow table), validated column-wise; a repeated
-    id keeps its last row at the position of its first, as `extend` does."""
-    cols = as_column_dict(data)
+    id keeps its last row at the position of its first, as `extend` does. Every column is
+    checked before the batch exists, so a refusal leaves every storage untouched."""
+    cols = as_column_dict(data, schema.name)
     unknown = [k for k in cols if k not in schema.fields]
     if unknown:
         raise SchemaError(f"{schema.name} has no field {unknown[0]!r} (columns: {', '.join(map(str, cols))}); "
                           "nothing was written")
+    check = _Checker(schema)
+    for name, col in cols.items():  # vector columns check their own shape (an (n, d) block)
+        if isinstance(col, np.ndarray) and col.ndim != 1 and schema.fields[name].kind is not Kind.VECTOR:
+            check.fail(name, None, f"expected one value per row, got an array of shape {col.shape}")
     lengths = {k: len(v) for k, v in cols.items()}
     n = max(lengths.values(), default=0)
     short = [k for k, m in lengths.items() if m != n]
     if short:
         raise SchemaError(f"{schema.name}.{short[0]}: column has {lengths[short[0]]} rows, "
                           f"another has {n}; nothing was written")
-    check = _Checker(schema)
     if "id" in cols:
         ids, _ = check.strings(schema.fields["id"], cols["id"])
     else:
@@ -259,9 +289,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
     for spec in schema.fields.values():
         if spec.kind is Kind.ID:
             continue
-        col = cols.get(spec.name)
-        if col is None:
-            col = _defaults(schema, spec, n, check)
+        col = cols[spec.name] if spec.name in cols else _defaults(schema, spec, n, check)
         if spec.kind is Kind.VECTOR:
             batch.vectors, present = check.vectors(spec, col)
         elif spec.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL):
@@ -339,40 +367,3 @@ def public_columns(schema: Schema, values: dict) -> dict:
             arr = np.array(vals, dtype=_NUMPY[spec.kind])
         out[name] = arr
     return out
-
-
-def to_pandas(columns: dict):
-    """A pandas DataFrame of to_columns' output (a vector column holds one array per row)."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise missing_extra("to_pandas", "pandas", "pandas") from None
-    data = {k: (list(v) if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in columns.items()}
-    return pd.DataFrame(data)
-
-
-def to_arrow(columns: dict, schema: Schema):
-    """A pyarrow Table of to_columns' output (vectors as fixed_size_list<float32>[d])."""
-    try:
-        import pyarrow as pa
-    except ImportError:
-        raise missing_extra("to_arrow", "pyarrow", "arrow") from None
-    arrays, names = [], []
-    for name, col in columns.items():
-        spec = schema.fields[name]
-        if spec.kind is Kind.VECTOR:
-            if isinstance(col, np.ndarray) and col.dtype != object:
-                arr = pa.FixedSizeListArray.from_arrays(pa.array(col.reshape(-1), pa.float32()), spec.dim)
-            else:
-                arr = pa.array([None if v is None else np.asarray(v).tolist() for v in col],
-                               pa.list_(pa.float32(), spec.dim))
-        elif spec.kind is Kind.OTHER:
-            from pydantic import TypeAdapter
-
-            arr = pa.array(TypeAdapter(list).dump_python(list(col), mode="json"))
-        else:
-            arr = pa.array(col.tolist() if isinstance(col, np.ndarray) and col.dtype == object else col)
-        arrays.append(arr)
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
-

@@ -1,5 +1,5 @@
-"""storage="annlite": the shared suite (test_array, test_filters, test_paging, the annlite cases of
-test_reliability and test_lexical), tests/storages/wrapped/annlite_cases.py and
+"""storage="annlite": the shared suite (test_array, test_filters, test_paging, test_columns_hostile, the
+annlite cases of test_reliability and test_lexical), tests/storages/wrapped/annlite_cases.py and
 tests/engine/annlite_storage_cases.py, in a child process.
 
 annlite and hnswlib both register a native class named "Index", so they cannot be
@@ -58,6 +58,13 @@ def test_paging_and_text_refusals_on_annlite_in_a_child_process():
     summary = _child_pytest("tests/contract/test_paging.py", "tests/contract/test_lexical.py", "-k", "annlite")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 12, summary  # 11 of test_paging, 1 of test_lexical
+
+
+def test_hostile_columns_on_annlite_in_a_child_process():
+    # extend_columns' refusals write nothing and accepted columns equal their documents (issue 28)
+    summary = _child_pytest("tests/contract/test_columns_hostile.py")
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed >= 36, summary
 
 
 def test_registry_refuses_annlite_after_hnswlib():
