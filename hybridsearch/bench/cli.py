@@ -192,11 +192,17 @@ def run(args) -> dict:
     remote_opts = {s: {"hosts": engines[s][0]} for s in engines if engines[s][0]}
     tmp = tempfile.mkdtemp(prefix="hs-bench-")
     cache = V.cache_dir(args.cache)
+    results["phase_s"] = {}
     with Progress(console=Console()) as progress:
-        _ann(results, size, usable, mode, cache, tmp, progress)
-        _six_tasks(results, size, usable, remote_opts, cache, tmp, progress)
-        _ecommerce(results, size, usable, engines, remote_opts, tmp, progress)
-        _relevance(results, size, usable, remote_opts, args.data, tmp, progress)
+        for name, phase in (("recall vs QPS", lambda: _ann(results, size, usable, mode, cache, tmp, progress)),
+                            ("six tasks", lambda: _six_tasks(results, size, usable, remote_opts, cache, tmp, progress)),
+                            ("e-commerce", lambda: _ecommerce(results, size, usable, engines, remote_opts, tmp,
+                                                              progress)),
+                            ("relevance", lambda: _relevance(results, size, usable, remote_opts, args.data, tmp,
+                                                             progress))):
+            t0 = time.perf_counter()
+            phase()
+            results["phase_s"][name] = round(time.perf_counter() - t0, 1)
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     return results
 
@@ -262,6 +268,8 @@ def main(argv=None) -> int:
     results = run(a)
     R.write(results, out)
     print(R.markdown(results))
+    for w in results.get("warnings", []):  # again at the end, where the eye lands after a long report
+        print(f"WARNING: {w}", file=sys.stderr)
     print(f"\nwrote {out / 'results.json'}, {out / 'report.md'} and {', '.join(results.get('plots', []))}")
     return 0
 

@@ -32,8 +32,8 @@ def machine_load(samples: list, cores: int, own_threads: int = 1) -> dict:
     loaded = others > free
     warning = (f"the machine was loaded: the 1-minute load average reached {top:.2f} on {cores} cores while the "
                f"benchmark ran {own_threads} thread{'s' if own_threads != 1 else ''}, so other programs wanted "
-               f"{others:.2f} cores where {free} were free; QPS figures are low and noisy, ratios less so "
-               "(the engines were interleaved)") if loaded else None
+               f"{others:.2f} cores where {free} {'was' if free == 1 else 'were'} free; QPS figures are low and "
+               "noisy, ratios less so (the engines were interleaved)") if loaded else None
     return {"max_load1": top, "cores": cores, "own_threads": own_threads, "others": others, "loaded": loaded,
             "warning": warning}
 
@@ -148,7 +148,7 @@ def assess(results: dict, loadavg_samples: list | None = None, cores: int | None
         if r["non_monotonic"]:
             steps = "; ".join(f"ef {a}→{b}: {qa:,.0f}→{qb:,.0f} QPS" for a, b, qa, qb in r["non_monotonic"])
             warnings.append(f"{r['storage']} (m={r['m']}, ef_construct={r['ef_construct']}): QPS rose as ef rose "
-                            f"({steps}), so the curve is noise there; its ratios are not headlines")
+                            f"({steps}): that stretch of the curve is noise, and no ratio on it is a headline")
     by_key: dict = {}
     for r in rows:
         by_key.setdefault(_curve_key(r), {})[r["storage"].split(" (")[0]] = r

@@ -1,6 +1,7 @@
-"""A harness a user can believe: the passes' median and spread, interleaved timing, the load warning (load average injected), the monotonicity check on synthetic curves,
-QPS interpolated at a recall target, and the rule for a headline ratio — each against a plain
-Python model of what it should say."""
+"""A harness a user can believe: the passes' median and spread, interleaved timing, the load
+warning (load average injected), the monotonicity check on synthetic curves, QPS interpolated
+at a recall target, and the rule for a headline ratio — each against a plain Python model of
+what it should say."""
 import json
 import math
 import statistics

@@ -48,7 +48,9 @@ def _results(ours_pts, anchor_pts):
 
 def test_a_single_pass_run_prints_no_bold_ratio(tmp_path):
     """The report of a run whose points come from one pass each (the new user's 0.27× / 0.74×)."""
-    ours = [{"ef": 10, "recall": 0.9, "qps": 700.0, "p99_ms": 1.0}, {"ef": 20, "recall": 1.0, "qps": 300.0, "p99_ms": 2.0}]
-    anchor = [{"ef": 10, "recall": 0.9, "qps": 1000.0, "p99_ms": 1.0}, {"ef": 20, "recall": 1.0, "qps": 500.0, "p99_ms": 2.0}]
+    ours = [{"ef": 10, "recall": 0.9, "qps": 700.0, "p99_ms": 1.0},
+            {"ef": 20, "recall": 1.0, "qps": 300.0, "p99_ms": 2.0}]
+    anchor = [{"ef": 10, "recall": 0.9, "qps": 1000.0, "p99_ms": 1.0},
+              {"ef": 20, "recall": 1.0, "qps": 500.0, "p99_ms": 2.0}]
     md = R.markdown(_results(ours, anchor))
     assert "find() on hnsw vs hnswlib knn_query" in md and "**" not in md

@@ -16,7 +16,8 @@ from hybridsearch.bench.timing import interleaved, round_robin
 
 RAW = {"hnswlib-raw": lambda tmp, o: Hnswlib(), "faiss-raw": lambda tmp, o: FaissHnsw(),
        "ours-raw": lambda tmp, o: Graph("none"), "ours-raw-int8": lambda tmp, o: Graph("int8")}
-RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}  # raw indexes of optional libraries
+RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}
+WARMUP = 20  # queries before every timed segment of a sweep, unless held-out warm-up queries are given  # raw indexes of optional libraries
 RAW.update({db: (lambda tmp, o, db=db: vector_adapter(db)) for db in DATABASES})  # the `[anchors]` rows
 
 
@@ -61,12 +62,16 @@ def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: 
     "qps_q3", "qps_passes", "p50_ms", "p99_ms", "load1"} or {"ef", "error"}] over the ef sweep;
     one query per call on one thread; the passes interleaved engine by engine (A's whole sweep,
     B's, A's, ...: timing.interleaved, each segment at least `min_seconds`, `loadavg` read
-    before each); warm-up on Qwarm (held-out queries) or the first fifth of Q before every segment."""
+    before each); warm-up on Qwarm (held-out queries) or the first WARMUP queries of Q before
+    every segment."""
     A = Q if Qwarm is None else np.vstack([Q, Qwarm])
     rows = {a.name: a.rows(A) for a in adapters}
     nq = len(Q)
     items = {a.name: rows[a.name][:nq] for a in adapters}
-    warm = {a.name: rows[a.name][nq:] for a in adapters} if Qwarm is not None else None
+    if Qwarm is None:  # a few queries bring an engine's pages back after another's sweep; a slow one pays per query
+        warm = {a.name: rows[a.name][:max(1, min(WARMUP, nq // 5))] for a in adapters}
+    else:
+        warm = {a.name: rows[a.name][nq:] for a in adapters}
     makers = {a.name: (lambda ef, a=a: a.searcher(k, ef)) for a in adapters}
     timed = interleaved(makers, list(efs), items, warm, passes, min_seconds, loadavg)
     curves: dict = {}
