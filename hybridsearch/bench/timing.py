@@ -77,15 +77,15 @@ def interleaved(makers: dict, points: Sequence, items, warmup=None, passes: int 
     segment, as an index's searcher may set state such as ef on the index it shares); `items`
     (and `warmup`, default the first fifth of the items) a sequence, or a dict name -> sequence.
     Each segment is a warm-up then the items, repeated whole until `min_seconds` have passed
-    (short segments are at the mercy of one scheduler tick). `loadavg()` (default: the
-    machine's 1-minute load average) is read before every segment.
+    (short segments are at the mercy of one scheduler tick). `loadavg()` (default:
+    load_average, the machine's 1-minute load average) is read before every segment.
 
     Returns name -> one dict per point: {"qps" (median over passes), "qps_min", "qps_max",
     "qps_q1", "qps_q3", "qps_passes" (one per pass, in order), "p50_ms", "p99_ms" (over every
     timed call), "load1" (the highest reading before its segments), "out" (the outputs of the
     items' first round in the first pass)}, or {"error": ...} for a point whose function raised
     (the other points and engines are still timed)."""
-    read_load = loadavg or (lambda: os.getloadavg()[0])
+    read_load = loadavg or load_average
     each = {n: items[n] if isinstance(items, dict) else items for n in makers}
     if warmup is None:
         warm = {n: each[n][: max(1, len(each[n]) // 5)] for n in makers}
@@ -100,8 +100,8 @@ def interleaved(makers: dict, points: Sequence, items, warmup=None, passes: int 
                 st = state[name][i]
                 if st["error"]:
                     continue
+                st["load"].append(read_load())
                 try:
-                    st["load"].append(float(read_load()))
                     fn = make(point)
                     for a in warm[name]:
                         fn(a)
@@ -136,8 +136,17 @@ def interleaved(makers: dict, points: Sequence, items, warmup=None, passes: int 
             result[name].append({"qps": s["median"], "qps_min": s["min"], "qps_max": s["max"], "qps_q1": s["q1"],
                                  "qps_q3": s["q3"], "qps_passes": st["qps"],
                                  "p50_ms": 1000 * percentile(st["lat"], 50), "p99_ms": 1000 * percentile(st["lat"], 99),
-                                 "load1": max(st["load"]), "out": st["out"]})
+                                 "load1": max((x for x in st["load"] if x is not None), default=None),
+                                 "out": st["out"]})
     return result
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
 
 
 def timed(fn: Callable, items: Sequence, passes: int = 3, warmup: Sequence | None = None) -> dict:

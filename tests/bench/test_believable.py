@@ -73,6 +73,10 @@ def test_interleaved_segments_last_min_seconds_and_a_broken_point_is_isolated():
     assert r["A"][1] == {"error": "ZeroDivisionError: division by zero"}
     assert len(calls) > 10 and r["A"][0]["qps"] > 0  # the one-item list repeated until 20 ms passed
     assert r["A"][0]["out"] == [None]  # the outputs of one round of the items
+    # a platform without a load average: no reading, and the timing goes on
+    r = T.interleaved({"A": make}, [1], [7], warmup=[], passes=2, loadavg=lambda: None)
+    assert r["A"][0]["load1"] is None and len(r["A"][0]["qps_passes"]) == 2
+    assert S.machine_load([None, None], 2)["loaded"] is False
 
 
 # ------------------------------------------------------------------ load warning
