@@ -144,19 +144,37 @@ def mean_overlap(a: Sequence, b: Sequence, k: int = 10) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def qps_at_recall(points: list, target: float) -> tuple:
-    """(QPS, how) at `target` recall on a sweep of {"ef", "recall", "qps"} points: linear in
-    recall and in log(QPS) between the fastest point reaching the target and the next faster
-    one; the fastest point already reaching it gives its own QPS (a lower bound); (None, why)
-    when no point reaches it."""
-    pts = sorted((p for p in points if p.get("qps")), key=lambda p: -p["qps"])
+def spread(values: Sequence[float]) -> dict:
+    """{"median", "min", "max", "q1", "q3", "n"} of `values` (the quartiles by percentile());
+    every figure nan for no values."""
+    xs = [float(v) for v in values]
+    return {"median": median(xs), "min": min(xs, default=float("nan")), "max": max(xs, default=float("nan")),
+            "q1": percentile(xs, 25), "q3": percentile(xs, 75), "n": len(xs)}
+
+
+def at_recall(points: list, target: float) -> dict:
+    """QPS at `target` recall on a sweep of {"ef", "recall", "qps"} points -> {"qps", "bracketed",
+    "how"}: the points taken in ef order (in falling QPS without ef), the first one reaching the
+    target and the one before it bracket it, and QPS is linear in recall and in log(QPS) between
+    them (bracketed True). When the first point already reaches the target its QPS is returned
+    as a lower bound (bracketed False); qps None when no point reaches it."""
+    pts = [p for p in points if p.get("qps") and p.get("recall") is not None]
+    pts.sort(key=(lambda p: p["ef"]) if all(p.get("ef") is not None for p in pts) else (lambda p: -p["qps"]))
     for i, p in enumerate(pts):
         if p["recall"] >= target:
             if i == 0:
-                return p["qps"], f"ef={p.get('ef')} (already {p['recall']:.3f})"
+                return {"qps": p["qps"], "bracketed": False, "how": f"ef={p.get('ef')} (already {p['recall']:.3f})"}
             a = pts[i - 1]
             t = (target - a["recall"]) / (p["recall"] - a["recall"])
-            return math.exp(math.log(a["qps"]) + t * (math.log(p["qps"]) - math.log(a["qps"]))), \
-                f"interpolated ef {a.get('ef')}-{p.get('ef')}"
+            qps = math.exp(math.log(a["qps"]) + t * (math.log(p["qps"]) - math.log(a["qps"])))
+            return {"qps": qps, "bracketed": True, "how": f"interpolated ef {a.get('ef')}-{p.get('ef')}"}
     best = max((p["recall"] for p in pts), default=None)
-    return None, "never reached" + (f" (max {best:.3f})" if best is not None else "")
+    return {"qps": None, "bracketed": False,
+            "how": "never reached" + (f" (max {best:.3f})" if best is not None else "")}
+
+
+def qps_at_recall(points: list, target: float) -> tuple:
+    """(QPS, how) of at_recall: interpolated between the points bracketing `target`, the first
+    point's QPS (a lower bound) when it already reaches it, (None, why) when none does."""
+    r = at_recall(points, target)
+    return r["qps"], r["how"]

@@ -1,4 +1,5 @@
-"""The harness's PNG plots (matplotlib, headless): recall vs QPS, latency vs QPS, QPS per core."""
+"""The harness's PNG plots (matplotlib, headless): recall vs QPS (with the passes' min–max),
+latency vs QPS, QPS per core."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,11 @@ def _recall_vs_qps(plt, ann: list, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in ann:
         pts = sorted((p for p in r["points"] if "recall" in p), key=lambda p: p["recall"])
-        ax.plot([p["recall"] for p in pts], [p["qps"] for p in pts], marker="o",
-                label=f"{r['storage']} m={r['m']} efc={r['ef_construct']}")
+        qps = [p["qps"] for p in pts]
+        # the bars span the passes' min-max: a point whose bar overlaps another's is not ahead of it
+        err = [[q - p.get("qps_min", q) for p, q in zip(pts, qps)], [p.get("qps_max", q) - q for p, q in zip(pts, qps)]]
+        ax.errorbar([p["recall"] for p in pts], qps, yerr=err, marker="o", capsize=2,
+                    label=f"{r['storage']} m={r['m']} efc={r['ef_construct']}")
     ax.set_xlabel("recall@10")
     ax.set_ylabel("QPS (1 thread)")
     ax.set_yscale("log")

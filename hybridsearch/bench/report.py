@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hybridsearch.bench.machine import describe
-from hybridsearch.bench.metrics import qps_at_recall
+from hybridsearch.bench.stability import assess, headline
 from hybridsearch.bench.plots import plots
 from hybridsearch.bench.tables import fmt, markdown_table
 
@@ -19,26 +19,39 @@ def _ann(results: dict) -> list:
     ann = results.get("ann", [])
     if not ann:
         return []
-    header = ["storage", "m", "ef_construct", "build s", "ef", "recall@10", "QPS", "p99 ms"]
+    header = ["storage", "m", "ef_construct", "build s", "ef", "recall@10", "QPS", "QPS min–max", "p99 ms", "timed"]
     rows = []
     for r in ann:
         if "error" in r:
             rows.append(_error_row(r, len(header)))
             continue
-        rows += [[r["storage"], r["m"], r["ef_construct"], fmt(r["build_s"], 1), p["ef"],
-                  fmt(p.get("recall"), 3), fmt(p.get("qps")), fmt(p.get("p99_ms"), 2)] for p in r["points"]]
+        rows += [[r["storage"], r["m"], r["ef_construct"], fmt(r["build_s"], 1), p["ef"], fmt(p.get("recall"), 3),
+                  fmt(p.get("qps")), _range(p), fmt(p.get("p99_ms"), 2), r.get("label", "")] for p in r["points"]]
     out = ["## Recall@10 vs QPS (one query per call, one thread)", "", results.get("ann_data", ""), ""]
     out += markdown_table(header, rows) + ["", "![recall vs QPS](recall_vs_qps.png)", ""]
-    anchor = next((r for r in ann if r.get("storage") == "hnswlib-raw" and "points" in r), None)
-    ours = next((r for r in ann if r.get("storage") == "hnsw" and "points" in r), None)
-    if anchor and ours:
-        out += ["QPS at equal recall, ours (`hnsw` through the DocumentArray API) / hnswlib (raw index):", ""]
-        for target in (0.9, 0.95, 0.99):
-            (a, _), (b, _) = qps_at_recall(ours["points"], target), qps_at_recall(anchor["points"], target)
-            if a and b:
-                out.append(f"- recall {target}: {a:,.0f} / {b:,.0f} = **{a / b:.2f}×**")
+    comparisons = results.get("comparisons", [])
+    if comparisons:
+        out += ["QPS at equal recall, interpolated on the median curves; the spread is the ratio's min–max "
+                "over the passes (each pass times both engines side by side), and a ratio is in bold only "
+                "when every pass agrees on its side of 1.0:", ""]
+        for c in comparisons:
+            where = f"{c['dataset']}, m={c['m']}, ef_construct={c['ef_construct']}: "
+            out.append(f"- {where}{headline(c, c['label'])}")
         out.append("")
     return out
+
+
+def _range(p: dict) -> str:
+    """A point's QPS spread over its passes as "min–max" ("–" without one)."""
+    if p.get("qps_min") is None:
+        return "–"
+    return f"{fmt(p['qps_min'])}–{fmt(p['qps_max'])}"
+
+
+def _warnings(results: dict) -> list:
+    """The run's warnings (a loaded machine, non-monotonic curves) as a section at the top."""
+    ws = results.get("warnings") or []
+    return ["## Warnings", ""] + [f"- WARNING: {w}" for w in ws] + [""] if ws else []
 
 
 TASKS = ("read", "update", "delete", "find_by_condition", "find_by_vector")
@@ -108,16 +121,22 @@ def _relevance(results: dict) -> list:
 
 
 def markdown(results: dict) -> str:
-    """The report: every table of the run, with the ratio against the anchor where one ran."""
+    """The report: the run's warnings, then every table, with the ratios against the anchors
+    where they ran (the run judged by stability.assess first, unless it already was)."""
+    if "comparisons" not in results:
+        assess(results)
     out = [f"# hybridsearch benchmark ({results['mode']})", "", f"Machine: {describe(results['machine'])}", ""]
-    out += _ann(results) + _six_tasks(results) + _ecommerce(results) + _relevance(results)
+    out += _warnings(results) + _ann(results) + _six_tasks(results) + _ecommerce(results) + _relevance(results)
     if results.get("skipped"):
         out += ["## Not run", ""] + [f"- {s}" for s in results["skipped"]] + [""]
     return "\n".join(out)
 
 
 def write(results: dict, out: Path) -> None:
-    """results.json (without the per-query hits), the plots, and report.md into `out`."""
+    """results.json (without the per-query hits; with the judgement of stability.assess: "load",
+    "warnings", "comparisons"), the plots, and report.md into `out`."""
+    if "comparisons" not in results:
+        assess(results)
     out.mkdir(parents=True, exist_ok=True)
     slim = json.loads(json.dumps(results, default=float))
     for r in slim.get("ecommerce", []):

@@ -1,6 +1,7 @@
 """How the harness times things: warm-up first, several passes taken in turns by the compared
 functions (so load from elsewhere on a shared machine falls on all of them alike), the median
-pass for QPS, every call for p50 / p99; CPU time of this process or of another one (a search
+pass for QPS and the spread of the passes, every call for p50 / p99; whole sweeps interleaved
+engine by engine; CPU time of this process or of another one (a search
 node) from /proc; the resident set size."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from hybridsearch.bench.metrics import median, percentile
+from hybridsearch.bench.metrics import median, percentile, spread
 
 
 def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, passes: int = 3,
@@ -64,6 +65,88 @@ def round_robin(fns: dict, items: Sequence, warmup: Sequence | None = None, pass
         if keep:
             result[name]["out"] = outs[name]
     return result
+
+
+def interleaved(makers: dict, points: Sequence, items, warmup=None, passes: int = 3, min_seconds: float = 0.0,
+                loadavg: Callable[[], float] | None = None) -> dict:
+    """Times sweeps of several engines in interleaved passes: pass 1 is engine A's whole sweep,
+    then B's, ...; pass 2 again A's, B's, ... (so a burst of load from elsewhere lands on one
+    pass of every engine, not on one engine's whole sweep, and the spread over passes shows it).
+
+    `makers`: name -> make(point) -> a function of one item (made afresh before every timed
+    segment, as an index's searcher may set state such as ef on the index it shares); `items`
+    (and `warmup`, default the first fifth of the items) a sequence, or a dict name -> sequence.
+    Each segment is a warm-up then the items, repeated whole until `min_seconds` have passed
+    (short segments are at the mercy of one scheduler tick). `loadavg()` (default:
+    load_average, the machine's 1-minute load average) is read before every segment.
+
+    Returns name -> one dict per point: {"qps" (median over passes), "qps_min", "qps_max",
+    "qps_q1", "qps_q3", "qps_passes" (one per pass, in order), "p50_ms", "p99_ms" (over every
+    timed call), "load1" (the highest reading before its segments), "out" (the outputs of the
+    items' first round in the first pass)}, or {"error": ...} for a point whose function raised
+    (the other points and engines are still timed)."""
+    read_load = loadavg or load_average
+    each = {n: items[n] if isinstance(items, dict) else items for n in makers}
+    if warmup is None:
+        warm = {n: each[n][: max(1, len(each[n]) // 5)] for n in makers}
+    else:
+        warm = {n: warmup[n] if isinstance(warmup, dict) else warmup for n in makers}
+    state = {n: [{"qps": [], "lat": [], "load": [], "out": None, "error": None} for _ in points] for n in makers}
+    clock = time.perf_counter
+    gc.collect()
+    for _ in range(passes):
+        for name, make in makers.items():
+            for i, point in enumerate(points):
+                st = state[name][i]
+                if st["error"]:
+                    continue
+                st["load"].append(read_load())
+                try:
+                    fn = make(point)
+                    for a in warm[name]:
+                        fn(a)
+                    calls, add, first = 0, st["lat"].append, st["out"] is None
+                    out = []
+                    t0 = clock()
+                    while True:
+                        for a in each[name]:
+                            t = clock()
+                            r = fn(a)
+                            add(clock() - t)
+                            if first:
+                                out.append(r)
+                        calls += len(each[name])
+                        first = False
+                        wall = clock() - t0
+                        if wall >= min_seconds:
+                            break
+                    st["qps"].append(calls / wall if wall > 0 else float("nan"))
+                    if st["out"] is None:
+                        st["out"] = out
+                except Exception as e:  # noqa: BLE001 -- one broken engine or point must not hide the others
+                    st["error"] = f"{type(e).__name__}: {e}"
+    result = {}
+    for name in makers:
+        result[name] = []
+        for st in state[name]:
+            if st["error"]:
+                result[name].append({"error": st["error"]})
+                continue
+            s = spread(st["qps"])
+            result[name].append({"qps": s["median"], "qps_min": s["min"], "qps_max": s["max"], "qps_q1": s["q1"],
+                                 "qps_q3": s["q3"], "qps_passes": st["qps"],
+                                 "p50_ms": 1000 * percentile(st["lat"], 50), "p99_ms": 1000 * percentile(st["lat"], 99),
+                                 "load1": max((x for x in st["load"] if x is not None), default=None),
+                                 "out": st["out"]})
+    return result
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
 
 
 def timed(fn: Callable, items: Sequence, passes: int = 3, warmup: Sequence | None = None) -> dict:

@@ -115,6 +115,10 @@ def test_the_harness_runs_end_to_end_on_a_tiny_size(tmp_path, monkeypatch):
     ann = next(r for r in data["ann"] if r["storage"] == "hnsw")
     assert [p["ef"] for p in ann["points"]] == [16, 64] and all(0 <= p["recall"] <= 1 for p in ann["points"])
     assert ann["points"][-1]["recall"] > 0.8 and ann["points"][-1]["qps"] > 0
+    # tiny times 2 interleaved passes: a spread per point, the run judged, and no bold ratio from so few
+    assert all(len(p["qps_passes"]) == 2 and p["qps_min"] <= p["qps"] <= p["qps_max"] for p in ann["points"])
+    assert data["load"]["cores"] >= 1 and isinstance(data["warnings"], list) and data["comparisons"]
+    assert "**" not in (out / "report.md").read_text()
     assert data["ecommerce"][0]["overlap"]["lexical"] == 1.0  # memory against itself
     assert {r["storage"] for r in data["relevance"]} >= {"memory"}
     for png in ("recall_vs_qps.png", "latency_vs_qps.png", "qps_per_core.png"):

@@ -21,7 +21,8 @@ class Hnswlib(VectorAdapter):
     """hnswlib.Index: knn_query one query per call; a filter is its Python callable on labels."""
 
     name = "hnswlib-raw"
-    label = "hnswlib (Index.knn_query)"
+    label = "hnswlib knn_query (its Python API)"
+    kind = "raw"
     query_rows = False
 
     def build(self) -> None:
@@ -63,7 +64,8 @@ class FaissHnsw(VectorAdapter):
     """faiss IndexHNSWFlat; a filter is SearchParametersHNSW with an IDSelectorBitmap."""
 
     name = "faiss-raw"
-    label = "faiss IndexHNSWFlat"
+    label = "faiss IndexHNSWFlat.search"
+    kind = "raw"
 
     def build(self) -> None:
         """IndexHNSWFlat (L2 or inner product) filled on cfg.threads OpenMP threads."""

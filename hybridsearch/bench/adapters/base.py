@@ -26,10 +26,16 @@ class VectorAdapter:
     searcher(k, ef, sel, query, mode) returns a function of one query (a row of Q, or a (1, d)
     block when `query_rows` is True) whose output ids(out) turns into int64 row numbers; `sel`
     is a vectors.Selection, `query` the same filter as a DocumentArray filter dict, `mode` one
-    of variants() (indexes with several filtered strategies list them there)."""
+    of variants() (indexes with several filtered strategies list them there).
+
+    `label` says what is timed (which call of which library); `kind` is "api" for a call
+    through a library's document or collection API (our find(), a database client) and "raw"
+    for a bare index's search on row numbers (hnswlib's knn_query, faiss, our HnswGraph): the
+    reports compare like with like."""
 
     name = ""
     label = ""
+    kind = "api"
     query_rows = True
 
     def __init__(self) -> None:

@@ -118,7 +118,7 @@ class Collection(VectorAdapter):
     def __init__(self, storage: str = "hnsw", name: str = "ours-api", tmp: str = "/tmp", **options) -> None:
         super().__init__()
         self.storage, self.name, self.tmp, self.options = storage, name, tmp, options
-        self.label = f'ours (DocumentArray storage="{storage}")'
+        self.label = f'find() on storage="{storage}"'
 
     def prepare(self, X, bucket, metric, cfg) -> None:
         """The documents as dicts (the caller's data: made before the clock; validating them counts)."""
@@ -171,7 +171,8 @@ class Graph(VectorAdapter):
         super().__init__()
         self.quantization, self.seed = quantization, seed
         self.name = "ours-raw" if quantization == "none" else f"ours-raw-{quantization}"
-        self.label = f"ours (raw HnswGraph{', ' + quantization if quantization != 'none' else ''})"
+        self.label = f"raw kernel HnswGraph.search{' (' + quantization + ')' if quantization != 'none' else ''}"
+        self.kind = "raw"
         self.note = "graph = HnswGraph.nbytes; vectors stay in the caller's block"
 
     def build(self) -> None:

@@ -12,11 +12,12 @@ from hybridsearch.bench.adapters.base import GraphConfig, VectorAdapter
 from hybridsearch.bench.adapters.databases import DATABASES, vector_adapter
 from hybridsearch.bench.adapters.ours import Collection, Graph
 from hybridsearch.bench.metrics import mean_recall
-from hybridsearch.bench.timing import round_robin
+from hybridsearch.bench.timing import interleaved, round_robin
 
 RAW = {"hnswlib-raw": lambda tmp, o: Hnswlib(), "faiss-raw": lambda tmp, o: FaissHnsw(),
        "ours-raw": lambda tmp, o: Graph("none"), "ours-raw-int8": lambda tmp, o: Graph("int8")}
-RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}  # raw indexes of optional libraries
+RAW_MODULES = {"hnswlib-raw": "hnswlib", "faiss-raw": "faiss"}
+WARMUP = 20  # queries before every timed segment of a sweep, unless held-out warm-up queries are given  # raw indexes of optional libraries
 RAW.update({db: (lambda tmp, o, db=db: vector_adapter(db)) for db in DATABASES})  # the `[anchors]` rows
 
 
@@ -55,26 +56,37 @@ def _timed(searchers: dict, rows: dict, nq: int, nwarm: int, passes: int) -> dic
 
 
 def sweep(adapters: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, metric: str, efs, k: int = 10,
-          passes: int = 3, Qwarm: np.ndarray | None = None, log=None) -> dict:
-    """name -> [{"ef", "recall", "qps", "p50_ms", "p99_ms"} or {"ef", "error"}] over the ef sweep;
-    one query per call on one thread; warm-up on Qwarm (held-out queries) or the first fifth."""
+          passes: int = 3, Qwarm: np.ndarray | None = None, log=None, min_seconds: float = 0.0,
+          loadavg=None) -> dict:
+    """name -> [{"ef", "recall", "qps" (median over passes), "qps_min", "qps_max", "qps_q1",
+    "qps_q3", "qps_passes", "p50_ms", "p99_ms", "load1"} or {"ef", "error"}] over the ef sweep;
+    one query per call on one thread; the passes interleaved engine by engine (A's whole sweep,
+    B's, A's, ...: timing.interleaved, each segment at least `min_seconds`, `loadavg` read
+    before each); warm-up on Qwarm (held-out queries) or the first WARMUP queries of Q before
+    every segment."""
     A = Q if Qwarm is None else np.vstack([Q, Qwarm])
     rows = {a.name: a.rows(A) for a in adapters}
-    nwarm = 0 if Qwarm is None else len(Qwarm)
-    curves: dict = {a.name: [] for a in adapters}
-    for ef in efs:
-        timed = _timed({a.name: (a.searcher(k, ef), a.name) for a in adapters}, rows, len(Q), nwarm, passes)
-        for a in adapters:
-            t = timed[a.name]
+    nq = len(Q)
+    items = {a.name: rows[a.name][:nq] for a in adapters}
+    if Qwarm is None:  # a few queries bring an engine's pages back after another's sweep; a slow one pays per query
+        warm = {a.name: rows[a.name][:max(1, min(WARMUP, nq // 5))] for a in adapters}
+    else:
+        warm = {a.name: rows[a.name][nq:] for a in adapters}
+    makers = {a.name: (lambda ef, a=a: a.searcher(k, ef)) for a in adapters}
+    timed = interleaved(makers, list(efs), items, warm, passes, min_seconds, loadavg)
+    curves: dict = {}
+    for a in adapters:
+        curves[a.name] = []
+        for ef, t in zip(efs, timed[a.name]):
             if "error" in t:
                 curves[a.name].append({"ef": ef, "error": t["error"]})
                 continue
-            recall, _ = mean_recall(X, Q, [a.ids(o) for o in t["out"]], gt, metric, k)
-            curves[a.name].append({"ef": ef, "recall": recall, "qps": t["qps"], "p50_ms": t["p50_ms"],
-                                   "p99_ms": t["p99_ms"]})
-        if log:
-            log(f"  ef={ef}: " + ", ".join(f"{n} {c[-1]['recall']:.3f}/{c[-1]['qps']:,.0f} qps" if "qps" in c[-1]
-                                          else f"{n} error" for n, c in curves.items()))
+            recall, _ = mean_recall(X, Q, [a.ids(o) for o in t.pop("out")], gt, metric, k)
+            curves[a.name].append({"ef": ef, "recall": recall, **t})
+    if log:
+        for ef_i, ef in enumerate(efs):
+            log(f"  ef={ef}: " + ", ".join(f"{n} {c[ef_i]['recall']:.3f}/{c[ef_i]['qps']:,.0f} qps"
+                                          if "qps" in c[ef_i] else f"{n} error" for n, c in curves.items()))
     return curves
 
 
@@ -117,14 +129,16 @@ def filtered(adapters: list, X: np.ndarray, Q: np.ndarray, bucket: np.ndarray, m
 
 
 def group(names: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, m: int, efc: int, efs, metric: str,
-          tmp: str, passes: int = 3) -> list:
+          tmp: str, passes: int = 3, min_seconds: float = 0.0) -> list:
     """The harness's recall-vs-QPS rows for indexes built in this one process (run it in a child):
-    [{"storage", "m", "ef_construct", "build_s", "points"}] or [{"storage", "error"}]."""
+    [{"storage", "label" (what is timed), "kind" ("api": through a library's API, e.g. find();
+    "raw": a bare index call), "m", "ef_construct", "build_s", "points"}] or [{"storage", "error"}];
+    the sweeps interleaved over `passes` passes (see sweep)."""
     cfg = GraphConfig(m=m, ef_construct=efc, threads=cpu_count())
     built, failed = build_all(names, X, None, metric, cfg, tmp, ef=max(efs))
-    curves = sweep(built, X, Q, gt, metric, efs, passes=passes)
-    rows = [{"storage": a.name, "m": m, "ef_construct": efc, "build_s": a.build_s, "points": curves[a.name]}
-            for a in built] + [{"storage": n, "error": why} for n, why in failed.items()]
+    curves = sweep(built, X, Q, gt, metric, efs, passes=passes, min_seconds=min_seconds)
+    rows = [{"storage": a.name, "label": a.label, "kind": a.kind, "m": m, "ef_construct": efc, "build_s": a.build_s,
+             "points": curves[a.name]} for a in built] + [{"storage": n, "error": why} for n, why in failed.items()]
     for a in built:
         a.close()
     return rows
