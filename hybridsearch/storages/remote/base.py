@@ -20,12 +20,20 @@
 - `RemoteStorage.rescored`: engines report transformed similarities; hits are ranked again by
   API.md's score computed from their stored vectors (`storages.base.rank_exactly`).
 - `rrf`: reciprocal rank fusion of a lexical and a vector list of ids.
+- one writer per storage object: the write calls (`WRITES`) of every remote storage run under
+  its `writing` lock, so that a write deciding from the engine's data what it changes (an
+  update_many or a delete by filter reads the matches, then writes them) sees every write of
+  this object that returned before it and no other interleaves: within one DocumentArray the
+  writes are serializable. The engines have no transaction spanning a read and a write, so
+  writes by other processes or objects on the same collection can still interleave.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import threading
 import time
 import urllib.parse
 import uuid
@@ -187,12 +195,37 @@ def rrf(lexical: list, vector: list, k: int, rrf_k: int) -> tuple:
 
 
 # ------------------------------------------------------------------ storage
+# the Storage calls that change the collection: one at a time per storage object
+WRITES = ("upsert", "delete", "update_fields", "delete_where", "update_where", "close")
+
+
+def _one_writer(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        with self.writing:
+            return method(self, *args, **kwargs)
+
+    return write
+
+
 class RemoteStorage(Storage):
     """A collection on a search engine reached over the network. Subclasses give `engine`
-    (its name in messages), `failure` (their client's errors) and `address` (where it lives)."""
+    (its name in messages), `failure` (their client's errors) and `address` (where it lives).
+    Their write calls (`WRITES`) run one at a time (module docstring): each is wrapped when the
+    subclass is defined, so that no storage can forget it."""
 
     engine = ""
     Config = RemoteConfig
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in WRITES:
+            if name in cls.__dict__:
+                setattr(cls, name, _one_writer(cls.__dict__[name]))
+
+    # Storage's fallbacks, for the storages that do not write by condition themselves
+    delete_where = _one_writer(Storage.delete_where)
+    update_where = _one_writer(Storage.update_where)
 
     def __init__(self, schema: Schema, config: RemoteConfig, secrets: list, codec: FieldCodec) -> None:
         super().__init__(schema, config)
@@ -205,6 +238,8 @@ class RemoteStorage(Storage):
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
+        # reentrant: a write may call another (a fallback update_where calls update_fields)
+        self.writing = threading.RLock()
 
     # ------------------------------------------------------------ dialect
     def address(self) -> dict:
