@@ -53,6 +53,12 @@ def test_paging_and_text_refusals_on_annlite_in_a_child_process():
     assert passed >= 12, summary  # 11 of test_paging, 1 of test_lexical
 
 
+def test_serializable_writes_on_annlite_in_a_child_process():
+    # tests/contract/test_serializable.py: racing writes by condition, and threads against a serial model
+    summary = _child_pytest("tests/contract/test_serializable.py")
+    assert re.search(r"\b4 passed", summary), summary
+
+
 def test_registry_refuses_annlite_after_hnswlib():
     code = ("import hybridsearch as hs\n"
             "class V(hs.Document):\n    v: hs.Vector[2]\n"
