@@ -258,3 +258,26 @@ def test_concurrent_extends_keep_one_insertion_order_also_after_reopening(make_d
     da.close()
     with hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path)) as again:
         assert [d.id for d in again] == order
+
+
+def test_a_reader_never_sees_half_of_a_write(make_da, storage, tmp_path):
+    """Counts and finds racing update_many calls that move 2,600 documents (more than qdrant writes
+    in one request) between two statuses: every answer is all or none of them."""
+    da = _open(make_da, storage, tmp_path)
+    da.extend([Job(id=f"j{i}", status="a") for i in range(2600)])
+    seen, stop = set(), threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            seen.add(da.count(filter={"status": "a"}))
+            seen.add(len(da.find(filter={"status": "b"}, limit=None).ids))
+
+    def writer():
+        try:
+            for k in range(4):
+                assert da.update_many({"status": "ab"[k % 2]}, status="ba"[k % 2]) == 2600
+        finally:
+            stop.set()
+
+    _race(reader, writer)
+    assert seen <= {0, 2600}, sorted(seen)
