@@ -7,6 +7,12 @@ exclusive lock, and wakes their writers. Under load n concurrent writers cost on
 of n; alone, a writer costs what it did (one fsync). A write is applied (visible) only after
 its fsync, and its call returns only after that, as before. When the fsync fails, no write of
 the group is applied and each of their calls raises.
+
+A write that decides from the data what it changes (a delete or an update by filter) must see
+every write logged before it, but RAM lags the log by the writes queued or in a group being
+applied. Such a write is submitted with `alone=True`: new writes wait, the ones in flight are
+applied, and only then does it read the data and log its decision, under `writer` with nothing
+in flight, so the log's order is the order in which the writes saw the data (serializable).
 """
 from __future__ import annotations
 
@@ -35,15 +41,24 @@ class GroupCommit:
         self._queue: list = []
         self._cv = threading.Condition()
         self._leading = False
+        self._alone = 0  # writes waiting to log with nothing in flight: new writes wait for them
         self.fsyncs = 0  # for stats(): fsyncs made by writes
 
-    def submit(self, append: Callable[[], Any], apply: Callable[[], Any]) -> Any:
+    def submit(self, append: Callable[[], Any], apply: Callable[[], Any], alone: bool = False) -> Any:
         """append() logs the write (no fsync; called under `writer`); apply() changes RAM once it is
-        durable. Returns apply()'s result, or raises append's, the fsync's or apply's error."""
+        durable. Returns apply()'s result, or raises append's, the fsync's or apply's error.
+        alone=True: append() runs only once every write logged before it is applied (it reads
+        the data to decide what it writes; see the module docstring)."""
         write = _Write(apply)
-        with self.writer:
-            append()
-            self._queue.append(write)
+        if alone:
+            self._append_alone(append, write)
+        else:
+            with self._cv:  # behind the writes waiting to log alone: they would wait for us forever
+                while self._alone:
+                    self._cv.wait()
+            with self.writer:
+                append()
+                self._queue.append(write)
         self._until(lambda: write.done)
         if write.error is not None:
             raise write.error
@@ -81,12 +96,30 @@ class GroupCommit:
             for w in group:
                 try:
                     w.result = w.apply()
-                except BaseException as e:  # pragma: no cover - apply() of a validated write does not fail
+                except BaseException as e:  # an update whose document a write before it deleted: KeyError
                     w.error = e
                 w.done = True
         with self.writer:
             if not self._queue:
                 self._after()
+
+    def _append_alone(self, append: Callable[[], Any], write: _Write) -> None:
+        with self._cv:
+            self._alone += 1
+        try:
+            while True:
+                self.drain()
+                with self.writer:
+                    # a write may have passed the _alone check just before we raised it
+                    if self._queue or self._leading:
+                        continue
+                    append()
+                    self._queue.append(write)
+                    return
+        finally:
+            with self._cv:
+                self._alone -= 1
+                self._cv.notify_all()
 
     def drain(self) -> None:
         """Returns once every queued write is applied (or failed); the caller holds no lock."""

@@ -95,6 +95,8 @@ class HnswStorage(JournaledStorage):
             return None
         self.graph.repair(self.store.vectors, self.threads)
         self.graph_writes += 1
+        if self.graph.size == 0:  # an empty graph exports without the arrays attach() requires:
+            return None           # the next open builds it (empty) from the documents instead
         return self.graph.export()
 
     def _index_rows(self, rows: np.ndarray) -> None:

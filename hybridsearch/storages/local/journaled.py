@@ -28,6 +28,10 @@ _SNAPSHOT_MIN_LOG_BYTES = 64 << 20  # compact the log into a snapshot past this 
 _SNAPSHOT_LOG_RATIO = 1.0           # ...and once it outgrows the snapshot
 
 
+class _NothingToDo(Exception):
+    """Raised by a write's append(): it changes nothing, so nothing is logged or applied."""
+
+
 class JournaledStorage(ColumnarStorage):
     """A ColumnarStorage whose writes go through one write path, logged when it has files."""
 
@@ -164,15 +168,25 @@ class JournaledStorage(ColumnarStorage):
     # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
     # beside it, then applied in RAM under the exclusive lock, in log order. Searches go on during
     # the fsync, and a write is visible only once durable. Without files: `writer`, then apply.
-    # append() also decides what the write is (which ids a delete removes) and raises KeyError
-    # before anything is logged; apply() changes RAM.
-    def _write(self, append, apply):
+    #
+    # Serializable: every write takes effect at its place in the log's order. RAM, which append()
+    # reads, holds the writes applied so far: a prefix of the log, without the writes queued or
+    # being applied. So a write may decide there only what holds whatever those do:
+    # - that it changes nothing (an id absent, no match): it returns at once, logging nothing,
+    #   placed where RAM stands (every write that returned before it is applied, and those in
+    #   flight have not returned, so it may come before them);
+    # - which ids it names (delete and update by id): apply() looks them up when it runs, in log
+    #   order, and replaying the log does the same;
+    # - which documents a filter matches (delete_where, update_where): only with nothing in
+    #   flight, so these are submitted `alone` (GroupCommit waits for the writes before them).
+    # append() raises KeyError / SchemaError before anything is logged; apply() changes RAM.
+    def _write(self, append, apply, alone: bool = False):
         if self.journal is None:
             with self.writer:
                 append()
                 with self.lock.write():
                     return apply()
-        return self.commit.submit(append, apply)
+        return self.commit.submit(append, apply, alone)
 
     def upsert(self, batch: Batch) -> None:
         def append():
@@ -182,16 +196,18 @@ class JournaledStorage(ColumnarStorage):
         self._write(append, lambda: self._apply_upsert(batch))
 
     def delete(self, ids: list) -> int:
-        present: list = []
-
         def append():
-            with self.lock.read():  # the leader of a group may be applying writes meanwhile
-                present.extend(i for i in ids if i in self.store.row_of)
-            if present and self.journal is not None:
-                self.journal.log_delete(present, sync=False)
+            with self.lock.read():
+                if not any(i in self.store.row_of for i in ids):
+                    raise _NothingToDo  # none exists where RAM stands: nothing to log or apply
+            if self.journal is not None:
+                # every id: a write in flight may add one that RAM does not hold yet
+                self.journal.log_delete(ids, sync=False)
 
-        # exactly the logged ids: a queued write may add one of the others before this applies
-        return self._write(append, lambda: self._apply_delete(present) if present else 0)
+        try:
+            return self._write(append, lambda: self._apply_delete(ids))
+        except _NothingToDo:
+            return 0
 
     def update_fields(self, id: str, values: dict) -> None:
         def append():
@@ -199,12 +215,15 @@ class JournaledStorage(ColumnarStorage):
                 slot = self._slot_to_update(id, values)  # KeyError before anything is logged
                 doc = self._updated_doc(slot, values) if slot is not None and self.journal is not None else None
             if doc is not None:
-                self.journal.log_update(doc, list(values), sync=False)
+                self.journal.log_update(doc, list(values), sync=False)  # carries only `values`
 
         def apply():
-            # by slot at apply time: a write queued before this one may have moved or removed it
+            # by id at apply time, in log order: a write in flight before this one may have moved
+            # or removed the document (replaying the log skips it then too)
             slot = self.store.row_of.get(id)
-            if slot is not None and values:
+            if slot is None:
+                raise KeyError(id)
+            if values:
                 self._apply_update(slot, values)
 
         self._write(append, apply)
@@ -219,7 +238,7 @@ class JournaledStorage(ColumnarStorage):
             if present and self.journal is not None:
                 self.journal.log_delete(present, sync=False)
 
-        return self._write(append, lambda: self._apply_delete(present) if present else 0)
+        return self._write(append, lambda: self._apply_delete(present) if present else 0, alone=True)
 
     def update_where(self, node, values: dict) -> int:
         """Sets the same values on every document matching `node`: one log record, one apply."""
@@ -240,7 +259,7 @@ class JournaledStorage(ColumnarStorage):
                 self._apply_update_many(chosen, values)
             return len(chosen)
 
-        return self._write(append, apply)
+        return self._write(append, apply, alone=True)
 
     def _apply_update_many(self, ids: list, values: dict) -> None:
         # by id at apply time: a write queued before this one may have moved or removed some

@@ -20,12 +20,21 @@
 - `RemoteStorage.rescored`: engines report transformed similarities; hits are ranked again by
   API.md's score computed from their stored vectors (`storages.base.rank_exactly`).
 - `rrf`: reciprocal rank fusion of a lexical and a vector list of ids.
+- one writer per storage object: the write calls (`WRITES`) of every remote storage hold its
+  lock alone and the read calls (`READS`) share it, so that a write deciding from the engine's
+  data what it changes (an update_many or a delete by filter reads the matches, then writes
+  them) sees every write of this object that returned before it and no other interleaves, and
+  a read never sees a write of several requests half done: within one DocumentArray, calls are
+  serializable. The engines have no transaction spanning a read and a write, so calls of other
+  processes or objects on the same collection can still interleave.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import threading
 import time
 import urllib.parse
 import uuid
@@ -34,6 +43,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from hybridsearch.document import Kind, Schema
+from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.fusion import fuse_rrf
 from hybridsearch.storages.base import Storage, rank_exactly
@@ -187,12 +197,50 @@ def rrf(lexical: list, vector: list, k: int, rrf_k: int) -> tuple:
 
 
 # ------------------------------------------------------------------ storage
+# the Storage calls that change the collection, one at a time per storage object, and the calls
+# that read it, which share it while no write runs
+WRITES = ("upsert", "delete", "update_fields", "delete_where", "update_where", "close")
+READS = ("count", "contains", "get", "iter_ids", "search_vectors", "search_filter", "count_matches", "facets",
+         "search_sorted", "column_values", "search_text", "stats")
+
+
+class _Calls:
+    """The lock of one storage's calls: an RWLock that a thread already inside a call passes
+    through (a read calls other reads, a write reads: taking it again would wait for itself)."""
+
+    def __init__(self) -> None:
+        self.lock = RWLock()
+        self.inside = threading.local()
+
+
+def _guarded(method: Callable, write: bool) -> Callable:
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        calls = self.calls
+        if getattr(calls.inside, "yes", False):
+            return method(self, *args, **kwargs)
+        with calls.lock.write() if write else calls.lock.read():
+            calls.inside.yes = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                calls.inside.yes = False
+
+    return call
+
+
 class RemoteStorage(Storage):
     """A collection on a search engine reached over the network. Subclasses give `engine`
-    (its name in messages), `failure` (their client's errors) and `address` (where it lives)."""
+    (its name in messages), `failure` (their client's errors) and `address` (where it lives).
+    Their calls run under one lock (module docstring), writes alone: each method named in
+    `WRITES` or `READS` is wrapped when the subclass is defined, so that no storage can forget it."""
 
     engine = ""
     Config = RemoteConfig
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard(cls, cls.__dict__)
 
     def __init__(self, schema: Schema, config: RemoteConfig, secrets: list, codec: FieldCodec) -> None:
         super().__init__(schema, config)
@@ -205,6 +253,7 @@ class RemoteStorage(Storage):
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
+        self.calls = _Calls()
 
     # ------------------------------------------------------------ dialect
     def address(self) -> dict:
@@ -346,3 +395,16 @@ class RemoteStorage(Storage):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.shown().items())})"
+
+
+def _guard(cls, methods) -> None:
+    """Wraps the calls of `methods` (name -> function) that `WRITES` and `READS` name, on `cls`."""
+    for names, write in ((WRITES, True), (READS, False)):
+        for name in names:
+            fn = methods.get(name)
+            if fn is not None and not getattr(fn, "__isabstractmethod__", False):
+                setattr(cls, name, _guarded(fn, write))
+
+
+# RemoteStorage's own calls and Storage's fallbacks, for the storages that inherit them
+_guard(RemoteStorage, {name: getattr(RemoteStorage, name) for name in WRITES + READS})

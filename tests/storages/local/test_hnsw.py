@@ -528,3 +528,23 @@ def test_a_collection_saved_by_the_first_release_still_opens(tmp_path):
     assert len(again) == len(X) + 1 and again["d5"].price == 5
     assert again.find(vector=X[0] + 1e-3, limit=1).ids == ["new"]
     again.close()
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+@pytest.mark.parametrize("had_vector", [False, True])
+def test_a_collection_without_any_vector_reopens(tmp_path, metric, had_vector):
+    """An optional vector field that no document fills: close() snapshots an empty graph, and the
+    next open must read it (it refused "graph: array inv is missing" and lost the collection)."""
+    from typing import Optional
+
+    class Note(hs.Document):
+        title: hs.Text = ""
+        embedding: Optional[hs.Vector[2]] = None
+
+    with hs.DocumentArray(Note, storage="hnsw", path=tmp_path / "c", metric=metric) as da:
+        da.extend([Note(id="a", title="x")] + ([Note(id="b", embedding=[1.0, 2.0])] if had_vector else []))
+        da.delete(["b"])
+    with hs.DocumentArray(Note, storage="hnsw", path=tmp_path / "c", metric=metric) as da:
+        assert [d.id for d in da] == ["a"] and da.find(vector=[1.0, 0.0], limit=5).ids == []
+        da.append(Note(id="c", embedding=[0.0, 1.0]))
+        assert da.find(vector=[0.0, 1.0], limit=5).ids == ["c"]

@@ -67,6 +67,12 @@ def test_hostile_columns_on_annlite_in_a_child_process():
     assert passed >= 36, summary
 
 
+def test_serializable_writes_on_annlite_in_a_child_process():
+    # tests/contract/test_serializable.py: racing writes by condition, and threads against a serial model
+    summary = _child_pytest("tests/contract/test_serializable.py")
+    assert re.search(r"\b5 passed", summary), summary
+
+
 def test_registry_refuses_annlite_after_hnswlib():
     code = ("import hybridsearch as hs\n"
             "class V(hs.Document):\n    v: hs.Vector[2]\n"

@@ -261,19 +261,21 @@ class SqliteStorage(MemoryStorage):
                f'VALUES ({", ".join("?" * len(names))}) '
                f'ON CONFLICT(id) DO {"UPDATE SET " + updates if updates else "NOTHING"}')
         rows = []
-        for i, doc in enumerate(batch.docs):
-            row = self._row(doc, self.next_seq + i)
+        for doc in batch.docs:
+            row = self._row(doc, 0)  # its number is given under the lock
             rows.append([row[n] for n in names])
-        with self.lock.write():
+        with self.lock.write():  # numbered here: concurrent batches must not share insertion numbers
+            for i, row in enumerate(rows):
+                row[1] = self.next_seq + i  # names[1] is "_seq"
             self._sql_write(sql, rows)
             self.next_seq += len(rows)
             self._apply_upsert(batch)
 
     def delete(self, ids: list) -> int:
-        present = [i for i in ids if i in self.store.row_of]
-        if not present:
-            return 0
-        with self.lock.write():
+        with self.lock.write():  # the ids present where the delete takes place (serializable)
+            present = [i for i in ids if i in self.store.row_of]
+            if not present:
+                return 0
             self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
             return self._apply_delete(present)
 
