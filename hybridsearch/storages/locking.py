@@ -45,6 +45,19 @@ class Section:
             guard.__exit__(None, None, None)
 
 
+def held(method, write: bool):
+    """`method` run inside its storage's section (`self.calls`), without the `usable()` check:
+    for wrapping every call of a family of storages (storages/remote/base.py)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        guard = self.calls.enter(write)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.calls.leave(guard)
+    return run
+
+
 def _section(write: bool):
     def decorate(method):
         @functools.wraps(method)

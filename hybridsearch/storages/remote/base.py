@@ -20,7 +20,7 @@
 - `RemoteStorage.rescored`: engines report transformed similarities; hits are ranked again by
   API.md's score computed from their stored vectors (`storages.base.rank_exactly`).
 - `rrf`: reciprocal rank fusion of a lexical and a vector list of ids.
-- one writer per storage object: the write calls (`WRITES`) of every remote storage hold its
+- one writer per storage object (storages/locking.py): the write calls (`WRITES`) of every remote storage hold its
   lock alone and the read calls (`READS`) share it, so that a write deciding from the engine's
   data what it changes (an update_many or a delete by filter reads the matches, then writes
   them) sees every write of this object that returned before it and no other interleaves, and
@@ -31,10 +31,8 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
-import threading
 import time
 import urllib.parse
 import uuid
@@ -43,10 +41,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from hybridsearch.document import Kind, Schema
-from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.fusion import fuse_rrf
 from hybridsearch.storages.base import Storage, rank_exactly
+from hybridsearch.storages.locking import Section, held
 from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
 
 ID_FIELD = "hs_id"            # the id as a keyword (engines allow no range query on their own ids)
@@ -204,31 +202,6 @@ READS = ("count", "contains", "get", "iter_ids", "search_vectors", "search_filte
          "search_sorted", "column_values", "search_text", "stats")
 
 
-class _Calls:
-    """The lock of one storage's calls: an RWLock that a thread already inside a call passes
-    through (a read calls other reads, a write reads: taking it again would wait for itself)."""
-
-    def __init__(self) -> None:
-        self.lock = RWLock()
-        self.inside = threading.local()
-
-
-def _guarded(method: Callable, write: bool) -> Callable:
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        calls = self.calls
-        if getattr(calls.inside, "yes", False):
-            return method(self, *args, **kwargs)
-        with calls.lock.write() if write else calls.lock.read():
-            calls.inside.yes = True
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                calls.inside.yes = False
-
-    return call
-
-
 class RemoteStorage(Storage):
     """A collection on a search engine reached over the network. Subclasses give `engine`
     (its name in messages), `failure` (their client's errors) and `address` (where it lives).
@@ -253,7 +226,7 @@ class RemoteStorage(Storage):
         self.vec = schema.vector
         self.texts = [s.name for s in schema.texts]
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
-        self.calls = _Calls()
+        self.calls = Section()
 
     # ------------------------------------------------------------ dialect
     def address(self) -> dict:
@@ -403,7 +376,7 @@ def _guard(cls, methods) -> None:
         for name in names:
             fn = methods.get(name)
             if fn is not None and not getattr(fn, "__isabstractmethod__", False):
-                setattr(cls, name, _guarded(fn, write))
+                setattr(cls, name, held(fn, write))
 
 
 # RemoteStorage's own calls and Storage's fallbacks, for the storages that inherit them
