@@ -13,7 +13,9 @@ from typing import Any, Generic, Iterable, Iterator, Optional, TypeVar
 import numpy as np
 
 from hybridsearch.batch import build_batch
-from hybridsearch.document import Document, Kind, check_storable, schema_of, validate_value, vector_norm_problem
+from hybridsearch.engine.exact import sum_squares
+from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Document, Kind, check_storable, schema_of,
+                                   validate_value, vector_norm_problem)
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
@@ -278,6 +280,13 @@ class DocumentArray(Generic[T]):
         spec = self._schema.vector
         if spec is None:
             raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
+        if (type(vectors) is np.ndarray and vectors.shape == (spec.dim,) and vectors.dtype in _FAST_DTYPES
+                and vectors.flags.c_contiguous):
+            # one query as a flat float array (the common call): a finite squared norm inside
+            # the bounds (or exactly 0) says all the checks below would pass; a copy, as below
+            ss = sum_squares(vectors)
+            if _SQ_NORM_SAFE[0] < ss < _SQ_NORM_SAFE[1] or ss == 0.0:
+                return vectors.astype(np.float32).reshape(1, -1)
         try:
             with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, refused below
                 arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")
@@ -446,6 +455,12 @@ class DocumentArray(Generic[T]):
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]
+
+
+# squared norms strictly inside [VECTOR_NORM_MIN**2, VECTOR_NORM_MAX**2] with room for float32
+# rounding of the dot product; a query outside takes the exact checks (and their messages)
+_SQ_NORM_SAFE = (VECTOR_NORM_MIN ** 2 * 1.01, VECTOR_NORM_MAX ** 2 * 0.99)
+_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _id_of(doc: Any) -> Any:

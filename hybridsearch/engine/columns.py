@@ -473,6 +473,13 @@ class ColumnStore:
         rows = np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
         if scores.shape != rows.shape:
             raise ValueError("rows and scores differ in shape")
+        if len(rows) == 1:  # one query (find): its hits end at its first -1
+            row = rows[0]
+            pad = np.flatnonzero(row < 0)
+            c = int(pad[0]) if len(pad) else len(row)
+            if c and int(row[:c].max()) >= self.n:
+                raise ValueError(f"a slot is beyond the store ({self.n} rows)")
+            return [(self.ids.get_many(row[:c]), scores[0, :c])]
         hit = np.cumprod(rows >= 0, axis=1).astype(bool)  # a row's hits end at its first -1
         if (rows[hit] >= self.n).any():
             raise ValueError(f"a slot is beyond the store ({self.n} rows)")

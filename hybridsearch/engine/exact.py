@@ -21,6 +21,12 @@ def vector_aux(X: np.ndarray, metric: str) -> np.ndarray:
         return np.where(norms > 0, 1.0 / np.maximum(norms, 1e-38), 0.0).astype(np.float32)
 
 
+def sum_squares(v: np.ndarray) -> float:
+    """Sum of squares of a contiguous 1-D float32 or float64 array, in double; NaN or inf when
+    an element is not finite (one native pass, no numpy warning)."""
+    return K.sum_squares(v)
+
+
 class ExactIndex:
     """A float32 matrix prepared for exact search: rows made contiguous and their norms (l2,
     cosine) computed once, so each search is one pass over the vectors, as in the storages."""

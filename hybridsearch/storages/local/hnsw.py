@@ -8,6 +8,7 @@ stores unit vectors and walks the graph with the inner product.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import threading
 from typing import Optional
@@ -17,6 +18,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.engine import graph as G
 from hybridsearch.engine.columns import ColumnStore, popcount
+from hybridsearch.engine.exact import sum_squares
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
@@ -263,7 +265,9 @@ class HnswStorage(JournaledStorage):
             scores, rows = self.store.exact_search(queries, limit, bits)
         else:
             q = queries
-            if self.metric == "cosine":
+            if self.metric == "cosine" and len(q) == 1:  # one query (find): no axis reduction
+                q = np.ascontiguousarray(q / np.float32(max(math.sqrt(sum_squares(q[0])), 1e-30)), dtype=np.float32)
+            elif self.metric == "cosine":
                 norms = np.linalg.norm(q, axis=1, keepdims=True)
                 q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
             mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
