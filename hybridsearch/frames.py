@@ -61,6 +61,14 @@ def _no_repeats(where: str, names: list) -> None:
 
 def _column(where: str, name: Any, col: Any):
     """One column of a dict as a list, tuple or numpy array, or SchemaError saying what it is."""
+    if isinstance(col, np.ma.MaskedArray):
+        # a masked entry is a missing value; read as a plain array the mask would be dropped and
+        # the hidden value written (or not, depending on the storage's path)
+        mask = np.ma.getmaskarray(col)
+        col = np.ma.getdata(col)
+        if mask.any():
+            col = col.astype(object)
+            col[mask] = None
     if isinstance(col, np.ndarray):
         if col.ndim == 0:
             raise _refuse(where, name, f"expected a column of values, got a single value {col!r}")

@@ -58,6 +58,14 @@ def held(method, write: bool):
     return run
 
 
+def sections_inside(method):
+    """Marks a method that enters its storage's section itself, in parts (qdrant's vector finds
+    run the optimizer, a write, before their read): `held`'s wrapping of a family of storages
+    leaves it alone, since wrapping it whole as a read would make that write raise."""
+    method.sections_inside = True
+    return method
+
+
 def _section(write: bool):
     def decorate(method):
         @functools.wraps(method)

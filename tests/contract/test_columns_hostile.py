@@ -508,3 +508,21 @@ def test_hostile_columns_are_refused_unchanged_or_equal_the_documents(make_da, s
         other = hs.DocumentArray(Row, storage="memory")
         other.extend_columns(out)
         assert state(other) == got
+
+
+# ------------------------------------------------ numpy masked arrays (review of issue 28)
+def test_a_masked_array_reads_its_masked_rows_as_missing(opened, storage):
+    """A masked entry of a numpy masked array is a missing value, as None in a list is: an
+    optional field takes None, a required one refuses the call (row 0). (Before, the memory
+    storages wrote the hidden value under the mask and qdrant the field's default: the same
+    call stored different documents on different storages.)"""
+    cat = np.ma.masked_array(["a", "b"], mask=[True, False])
+    da = opened()
+    da.extend(START)
+    da.extend_columns(_two(category=cat))
+    assert state(da) == _model_state([dict(id="d1", brand="x", price=99, category=None),
+                                      dict(id="d9", brand="y", price=98, category="b")])
+    da.close()
+    _refused_and_unchanged(lambda: opened(1), storage,
+                           lambda: _two(price=np.ma.masked_array([99, 98], mask=[True, False])),
+                           "price", "row 0", "missing")

@@ -341,3 +341,26 @@ def test_damaged_files_read_the_same_documents_or_raise_a_backend_error(tmp_path
 def _copy(src: Path, dst: Path) -> None:
     """A copy of the folder keeping its sparse files sparse (Qdrant preallocates large mmaps)."""
     subprocess.run(["cp", "-r", "--sparse=always", str(src), str(dst)], check=True)
+
+
+# ------------------------------------------ finds once the optimizer is due (review of issue 28)
+@pytest.mark.parametrize("storage", TEXT_ENGINES)  # optimize_after is qdrant's option
+def test_finds_after_optimize_after_points_run_the_optimizer_and_answer_exactly(make_da, storage):
+    """A vector or hybrid find that first runs Qdrant's optimizer (once `optimize_after` points
+    were written) answers the exact top hits, as before the optimizer was due. (Its optimizer
+    is a write: run inside the find's read section it raised RuntimeError.)"""
+    from tests.models import check_topk, exact_scores
+    da = make_da(Doc, optimize_after=5)
+    docs = [doc(i) for i in range(30)]
+    X = np.stack([d["embedding"] for d in docs])
+    ids = [d["id"] for d in docs]
+    for round_ in range(2):  # due after the first extend, and again after the second
+        da.extend(docs[15 * round_:15 * round_ + 15])
+        n = 15 * round_ + 15
+        q = np.random.default_rng(100 + round_).standard_normal(4).astype(np.float32)
+        res = da.find(vector=q, limit=5, exact=True)
+        check_topk(res.ids, res.scores, ids[:n], exact_scores(X[:n], q, "cosine"), 5)
+        da.extend([doc(100 + 10 * round_ + i) for i in range(6)])  # due again for the hybrid find
+        hybrid = da.find(text="word1", vector=q, limit=3)
+        assert hybrid.ids and set(hybrid.ids) <= set(da.find(filter={}, limit=None).ids)
+        da.delete([f"d{100 + 10 * round_ + i}" for i in range(6)])

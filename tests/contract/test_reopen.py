@@ -140,3 +140,53 @@ def test_the_issue_sequences_reopen(storage, tmp_path):
     da = _open(storage, path)
     _check(da, model)
     da.close()
+
+
+# ------------------------------------------------ writes racing close() (review of issue 28)
+@pytest.mark.parametrize("storage", FILE_BACKED)
+def test_writes_racing_close_are_there_after_reopen_or_raised(storage, tmp_path):
+    """Threads extend while the main thread closes: close() stops the writes that reach the
+    collection after it began (each writer gets a typed error before its last call), every
+    extend that returned is there after reopening, every one that raised is absent. (memory and
+    hnsw with path=: a write that began before close() and reached the storage after it was
+    applied to RAM only, returned, and was missing after reopening; and close() kept applying
+    the writes that kept arriving, returning only once the writers stopped by themselves.)"""
+    import threading
+    import time
+
+    size, calls = 1000, 15
+    for round_ in range(8):
+        path = tmp_path / f"c{round_}"
+        da = _open(storage, path)
+        acked, refused, untyped = [], [], []
+
+        def writer(w: int) -> None:
+            for k in range(calls):
+                start = 100_000 * w + size * k
+                try:
+                    da.extend(_docs(start, size, k))
+                except hs.HybridSearchError:
+                    refused.append(start)
+                    return
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    untyped.append(repr(e))
+                    return
+                acked.append(start)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.02 + 0.02 * round_)
+        da.close()
+        for t in threads:
+            t.join()
+        assert not untyped, untyped
+        assert len(refused) == 3, f"round {round_}: close() waited for {len(acked)} writes, none refused"
+        want = {f"n{s + i}" for s in acked for i in range(size)}
+        absent = {f"n{s + i}" for s in refused for i in range(size)}
+        again = _open(storage, path)
+        got = set(again.to_columns(["id"])["id"])
+        again.close()
+        assert want <= got, f"round {round_}: {len(want - got)} acknowledged documents lost"
+        assert not got & absent, f"round {round_}: a refused extend is present"
+        assert got == want

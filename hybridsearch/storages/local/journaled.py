@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch.batch import Batch, build_batch
-from hybridsearch.errors import BackendError
+from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.storages.columnar import ColumnarStorage
 
 log = logging.getLogger("hybridsearch")
@@ -42,6 +42,7 @@ class JournaledStorage(ColumnarStorage):
         self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
         self.journal = None
         self._snapshot_bytes = 0
+        self.closed = False  # set by close() under `writer`: a write reaching the log after it is refused
 
     def _open_files(self, path, read_only: bool) -> None:
         """Opens (or creates) the collection under `path`: snapshot, then the log's writes."""
@@ -180,13 +181,20 @@ class JournaledStorage(ColumnarStorage):
     # - which documents a filter matches (delete_where, update_where): only with nothing in
     #   flight, so these are submitted `alone` (GroupCommit waits for the writes before them).
     # append() raises KeyError / SchemaError before anything is logged; apply() changes RAM.
+    # A write that began before close() and reaches `writer` after it does not take place
+    # (ConfigError): applied to RAM alone it would return, and be missing after reopening.
     def _write(self, append, apply, alone: bool = False):
+        def logged():
+            if self.closed:
+                raise ConfigError("this DocumentArray is closed")
+            append()
+
         if self.journal is None:
             with self.writer:
-                append()
+                logged()
                 with self.lock.write():
                     return apply()
-        return self.commit.submit(append, apply, alone)
+        return self.commit.submit(logged, apply, alone)
 
     def upsert(self, batch: Batch) -> None:
         def append():
@@ -272,6 +280,8 @@ class JournaledStorage(ColumnarStorage):
         return self.commit.fsyncs if self.journal is not None else 0
 
     def close(self) -> None:
+        with self.writer:  # first: writers still arriving would keep drain() from ever returning
+            self.closed = True
         if self.journal is not None:
             self.commit.drain()
         with self.writer, self.lock.write():

@@ -375,7 +375,8 @@ def _guard(cls, methods) -> None:
     for names, write in ((WRITES, True), (READS, False)):
         for name in names:
             fn = methods.get(name)
-            if fn is not None and not getattr(fn, "__isabstractmethod__", False):
+            if fn is not None and not getattr(fn, "__isabstractmethod__", False) \
+                    and not getattr(fn, "sections_inside", False):
                 setattr(cls, name, held(fn, write))
 
 

@@ -54,7 +54,7 @@ from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages import contents
 from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
-from hybridsearch.storages.locking import Section, reads, writes
+from hybridsearch.storages.locking import Section, reads, sections_inside, writes
 from hybridsearch.storages.remote.base import (ID_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
                                               rrf, uuid_of)
 from hybridsearch.storages.remote.qdrant import filters as F
@@ -515,6 +515,7 @@ class QdrantStorage(RemoteStorage):
                                        None, True, full)[0]
         return out
 
+    @sections_inside  # the optimizer (a write) first, then the read section
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         self.need_vector()
@@ -597,6 +598,7 @@ class QdrantStorage(RemoteStorage):
                 return hits
             m *= 2
 
+    @sections_inside  # the optimizer (a write) first, then the read section
     def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
                     candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
                     weights: Optional[tuple] = None) -> tuple:
