@@ -96,3 +96,15 @@ def write_durably(path: str, data: bytes) -> None:
     """replace_file(path, [data]), then the folder fsynced: the new content survives a crash."""
     replace_file(path, [data])
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_if_present(path: str, what: str) -> Optional[bytes]:
+    """The bytes of a small record file, None when there is none; BackendError naming the file
+    (and `what` it holds) when it is there but cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise BackendError(f"{path}: cannot read {what}: {e}") from None

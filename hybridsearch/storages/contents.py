@@ -16,7 +16,7 @@ import json
 import os
 from typing import Callable, Iterable
 
-from hybridsearch.engine.files import fsync_dir, write_durably
+from hybridsearch.engine.files import fsync_dir, read_if_present, write_durably
 from hybridsearch.errors import BackendError
 
 NAME = "hybridsearch-contents.json"
@@ -40,13 +40,9 @@ def verify(folder: str, count: int, ids: Callable[[], list]) -> bool:
     """Compares what the collection reads now (`count`, and `ids()` in insertion order) with the
     record of its last close -> whether there was a record. BackendError when they differ."""
     target = os.path.join(folder, NAME)
-    try:
-        with open(target, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = read_if_present(target, "the record of the last close")
+    if raw is None:
         return False
-    except OSError as e:
-        raise BackendError(f"{target}: cannot read it: {e}") from None
     try:
         stored = json.loads(raw.decode("utf-8"))
         n, want = stored["documents"], stored["ids_sha256"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from hybridsearch.engine.files import fsync_dir, write_durably
+from hybridsearch.engine.files import fsync_dir, read_if_present, write_durably
 from hybridsearch.errors import BackendError, SchemaError
 
 NAME = "hybridsearch-intent.json"
@@ -60,13 +60,9 @@ def clear_tmp(folder: str) -> None:
 def read(folder: str):
     """The points of the record left in `folder`, or None when there is none."""
     target = path_of(folder)
-    try:
-        with open(target, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = read_if_present(target, "the record of an interrupted write")
+    if raw is None:
         return None
-    except OSError as e:
-        raise BackendError(f"{target}: cannot read the record of an interrupted write: {e}") from None
 
     def damaged(why: str) -> BackendError:
         return BackendError(f"{target} (the record of a write interrupted by a crash) is damaged: {why}; "
