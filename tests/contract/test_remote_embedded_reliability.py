@@ -10,6 +10,7 @@ annlite (in its child process, tests/storages/wrapped/test_annlite.py). Public A
 - damaged files: the same documents or a BackendError naming what is damaged, never fewer
   documents read silently.
 """
+import contextlib
 import os
 import random
 import signal
@@ -30,6 +31,20 @@ ROOT = Path(__file__).resolve().parents[2]
 WRAPPED_ENGINES = ("qdrant", "qdrant-path", "annlite")
 PATH_ENGINES = [s for s in ("qdrant-path", "annlite") if s in STORAGES]
 TEXT_ENGINES = [s for s in ("qdrant", "qdrant-path") if s in STORAGES]
+
+@contextlib.contextmanager
+def _typed_or_recorded(untyped: list):
+    """Runs a thread's call: a typed refusal is fine, a wrong answer (AssertionError) or an untyped
+    exception is recorded in `untyped` (raised in a thread, it would be lost)."""
+    try:
+        yield
+    except hs.HybridSearchError:
+        pass
+    except AssertionError as e:
+        untyped.append(f"wrong answer: {e!r}")
+    except Exception as e:  # noqa: BLE001 -- what the test looks for
+        untyped.append(repr(e))
+
 
 
 @pytest.fixture(params=[s for s in STORAGES if s in WRAPPED_ENGINES])
@@ -78,29 +93,19 @@ def test_a_sorted_find_racing_deletes_raises_nothing_untyped_and_stays_sorted(ma
         rng = random.Random(1)
         while time.time() < stop:
             ids = rng.sample(range(300), 20)
-            try:
+            with _typed_or_recorded(untyped):
                 da.delete([f"d{i}" for i in ids])
                 da.extend([doc(i) for i in ids])
-            except hs.HybridSearchError:
-                pass
-            except Exception as e:  # noqa: BLE001 -- what the test looks for
-                untyped.append(repr(e))
 
     def reader():
         while time.time() < stop:
-            try:
+            with _typed_or_recorded(untyped):
                 res = da.find(filter={"price": {"$lt": 250}}, sort=[("price", "desc")], limit=None)
                 docs = res.docs
                 prices = [d.price for d in docs if d is not None]
                 assert prices == sorted(prices, reverse=True)
                 assert all(p < 250 for p in prices)
                 finds[0] += 1
-            except hs.HybridSearchError:
-                pass
-            except AssertionError as e:  # a wrong answer: raised in a thread, so collected
-                untyped.append(f"wrong answer: {e!r}")
-            except Exception as e:  # noqa: BLE001
-                untyped.append(repr(e))
 
     _run_threads([writer, reader, reader], 3)
     assert not untyped, untyped[:5]
@@ -118,7 +123,7 @@ def _reads_and_writes(da, seconds: float, readers: int, writers: int) -> tuple:
             rng = np.random.default_rng(seed)
             while time.time() < stop:
                 i = int(rng.integers(260))
-                try:
+                with _typed_or_recorded(untyped):
                     k = i % 4
                     if k == 0:
                         got = da.find(filter={"id": f"d{i}"}, limit=1).docs
@@ -133,12 +138,6 @@ def _reads_and_writes(da, seconds: float, readers: int, writers: int) -> tuple:
                         assert da.count(filter={"category": "a"}) >= 0
                     with lock:
                         counts["read"] += 1
-                except hs.HybridSearchError:
-                    pass
-                except AssertionError as e:  # a wrong answer: raised in a thread, so collected
-                    untyped.append(f"wrong answer: {e!r}")
-                except Exception as e:  # noqa: BLE001
-                    untyped.append(repr(e))
         return run
 
     def writer(seed):
@@ -146,17 +145,13 @@ def _reads_and_writes(da, seconds: float, readers: int, writers: int) -> tuple:
             rng = np.random.default_rng(seed)
             while time.time() < stop:
                 i = int(rng.integers(260))
-                try:
+                with _typed_or_recorded(untyped):
                     if rng.integers(2):
                         da.extend([doc(i, price=int(rng.integers(100)))])
                     else:
                         da.delete([f"d{i}"])
                     with lock:
                         counts["write"] += 1
-                except hs.HybridSearchError:
-                    pass
-                except Exception as e:  # noqa: BLE001
-                    untyped.append(repr(e))
         return run
 
     _run_threads([reader(n) for n in range(readers)] + [writer(10 + n) for n in range(writers)], seconds)
