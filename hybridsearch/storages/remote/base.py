@@ -4,8 +4,8 @@
 - `Secrets`: the credentials of a collection, redacted from every message; they are never part
   of a repr, of `stats()` or of an error.
 - `RemoteStorage.call`: one request through the engine's client; an answer 429 or 503 is resent
-  after an exponential backoff (`retry_backoff` seconds, doubled each time, `max_retries`
-  times), and any failure becomes `hs.BackendError` "<engine> at <address> failed to <what>
+  after an exponential backoff (`retry_backoff` seconds, doubled each time up to 8 s,
+  `max_retries` times), and any failure becomes `hs.BackendError` "<engine> at <address> failed to <what>
   (status N | no response): <reason>".
 - slow requests: a call that takes longer than `slow_call` seconds (default 1) is logged under
   the `hybridsearch` logger at WARNING, with what it did and how long it took; resends after a
@@ -53,6 +53,7 @@ PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value (
 EXTRA_FIELD = "hs_extra"      # the fields that are not indexed, as one JSON string
 log = logging.getLogger("hybridsearch")
 RETRY_STATUS = (429, 503)     # answers that mean "busy, ask again later"
+MAX_BACKOFF = 8.0             # seconds: the longest wait between two resends
 ROLLED_BACK = "the rest of the batch was rolled back"
 
 
@@ -61,8 +62,10 @@ class RemoteConfig(GraphConfig):
     """Options every remote storage takes, beside its engine's own."""
 
     timeout: float = option(30.0, number(0), "seconds per request")
-    max_retries: int = option(3, integer(0), "resends of a request refused with 429 / 503")
-    retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each")
+    # 6 resends from 0.5 s wait 23.5 s in all: the time a loaded cluster takes to elect a
+    # manager and promote replicas after losing a node (its shards answer 503 meanwhile)
+    max_retries: int = option(6, integer(0), "resends of a request refused with 429 / 503")
+    retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each (at most 8 s)")
     ca_certs: Optional[str] = option(None, path_or_none, "CA bundle that signed the server's certificate (https)")
     verify_certs: bool = option(True, boolean, "verify the server's certificate (off only for a test node)")
     slow_call: Optional[float] = option(1.0, number(0, allow_none=True), "log requests slower than this many seconds (None: never)")
@@ -295,7 +298,7 @@ class RemoteStorage(Storage):
                     raise
                 status, reason = info
                 if status in RETRY_STATUS and attempt < self.max_retries:
-                    wait = self.retry_backoff * (2 ** attempt)
+                    wait = min(self.retry_backoff * (2 ** attempt), max(self.retry_backoff, MAX_BACKOFF))
                     log.info("%s at %s answered %s to %s; resending in %.2f s", self.engine, self.where(),
                              status, what, wait)
                     time.sleep(wait)

@@ -57,7 +57,7 @@ from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
+from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
 from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
@@ -218,7 +218,7 @@ class SearchEngineStorage(RemoteStorage):
             for ok, item in self._streaming_bulk(
                     self.client, map(expand, actions), chunk_size=self.chunk_size, raise_on_error=False,
                     raise_on_exception=True, max_retries=self.max_retries,
-                    initial_backoff=self.retry_backoff, max_backoff=30, refresh=self.refresh):
+                    initial_backoff=self.retry_backoff, max_backoff=MAX_BACKOFF, refresh=self.refresh):
                 (op, info), = item.items()
                 # deleting an absent id is not a failure (delete() counts what was there)
                 results[info["_id"]] = (ok or (op == "delete" and info.get("status") == 404), info)
