@@ -296,3 +296,7 @@ include "hits.pxi"
 include "hash.pxi"
 
 include "lexicon.pxi"
+
+include "rwlock.pxi"
+
+include "find.pxi"

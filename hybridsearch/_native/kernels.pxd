@@ -166,3 +166,18 @@ cdef extern from "hs_lexicon.h":
                         int64_t n, int lowercase, hs_lex_batch *out) nogil
     int hs_lex_resolve(hs_lex *lx, hs_lex_batch *b, const int32_t *ids) nogil
     void hs_lex_batch_free(hs_lex_batch *b) nogil
+
+cdef extern from "hs_rwlock.h":
+    ctypedef struct hs_rwlock:
+        int64_t readers
+        int64_t waiting_readers
+        int64_t waiting_writers
+        int writer
+        uint64_t generation
+    int hs_rwlock_init(hs_rwlock *l) nogil
+    void hs_rwlock_destroy(hs_rwlock *l) nogil
+    int hs_rwlock_try_read(hs_rwlock *l) nogil
+    void hs_rwlock_read(hs_rwlock *l) nogil
+    void hs_rwlock_read_unlock(hs_rwlock *l) nogil
+    void hs_rwlock_write(hs_rwlock *l) nogil
+    void hs_rwlock_write_unlock(hs_rwlock *l) nogil

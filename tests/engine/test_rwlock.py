@@ -67,9 +67,9 @@ def test_a_waiting_writer_blocks_new_readers_and_gets_in():
     w = threading.Thread(target=writer)
     w.start()
     deadline = time.monotonic() + 10
-    # internal: the lock does not say when a writer has started waiting, and the late reader
-    # must arrive after that moment (a sleep instead would make the test timing-dependent)
-    while not lock._waiting_writers and time.monotonic() < deadline:
+    # the late reader must arrive once the writer waits (a sleep instead would make the test
+    # timing-dependent)
+    while not lock.waiting_writers and time.monotonic() < deadline:
         time.sleep(0.001)
     r2 = threading.Thread(target=late_reader)
     r2.start()
