@@ -14,7 +14,8 @@ import numpy as np
 
 from hybridsearch.batch import build_batch
 from hybridsearch.engine.exact import sum_squares
-from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Document, Kind, check_storable, schema_of,
+from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
+from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import to_arrow, to_pandas
@@ -323,6 +324,17 @@ class DocumentArray(Generic[T]):
         `min_score` keeps the hits scoring at least that (then `total` is None). `text` may use
         the query syntax ("phrases", +required, -excluded, prefix*; docs/usage.md) and
         `operator="and"` makes every clause without a sign required."""
+        # the common call -- a vector alone, limit / ef / exact at most set, every other option
+        # its default (by identity: cheap, and a default is valid) -- in one native call; None
+        # from the storage sends it down the general path, which checks the query and refuses it
+        if (vector is not None and text is None and filter is None and sort is None and min_score is None
+                and weights is None and text_fields is None and offset is _OFFSET and fusion is _FUSION
+                and candidates is _CANDIDATES and rrf_k is _RRF_K and operator is _OPERATOR
+                and type(limit) is int and limit > 0 and (ef is None or type(ef) is int and 0 < ef <= EF_MAX)
+                and (exact is False or exact is True) and not self._closed):
+            hits = self._storage.find_vector(vector, limit, ef, exact)
+            if hits is not None:
+                return Results(hits[0], hits[1], self._storage.get)
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
@@ -457,9 +469,9 @@ class DocumentArray(Generic[T]):
         return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]
 
 
-# squared norms strictly inside [VECTOR_NORM_MIN**2, VECTOR_NORM_MAX**2] with room for float32
-# rounding of the dot product; a query outside takes the exact checks (and their messages)
-_SQ_NORM_SAFE = (VECTOR_NORM_MIN ** 2 * 1.01, VECTOR_NORM_MAX ** 2 * 0.99)
+# find()'s own defaults, which its fast path compares by identity
+_OFFSET, _FUSION, _CANDIDATES, _RRF_K, _OPERATOR = (
+    DocumentArray.find.__kwdefaults__[k] for k in ("offset", "fusion", "candidates", "rrf_k", "operator"))
 _FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 

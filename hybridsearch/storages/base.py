@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -91,6 +91,13 @@ class Storage(ABC):
         """Top-`limit` per query row -> list of (ids, scores float32, docs). docs is None when the
         documents are to be read by id when a user asks for them (`get`), which columnar storages
         do; storages whose search already returns documents give them (new objects)."""
+
+    def find_vector(self, query: Any, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """The plain vector find (one query; no filter, text, offset or min_score) in one call ->
+        (ids, scores float32), best first; or None when this storage or this query takes the
+        general path (search_vectors), which also checks the query and refuses a bad one. The
+        caller has checked `limit` (>= 1) and `ef`, not the query. This fallback: always None."""
+        return None
 
     @abstractmethod
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:

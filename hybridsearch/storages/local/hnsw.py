@@ -19,6 +19,7 @@ from hybridsearch.batch import Batch
 from hybridsearch.engine import graph as G
 from hybridsearch.engine.columns import ColumnStore, popcount
 from hybridsearch.engine.exact import sum_squares
+from hybridsearch.engine.find import vector_hits
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
@@ -240,6 +241,30 @@ class HnswStorage(JournaledStorage):
         """True when this thread's last vector search was planned as the exact scan."""
         p = self.last_plan()
         return exact or (p is not None and p.strategy == planner.EXACT)
+
+    def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """The walk (or, with exact=True, the exact scan), query checks and hits in one native
+        call (engine/find.py); the plan is recorded as _vectors records it."""
+        spec = self.store.vec_spec
+        if spec is None or spec.optional:  # rows without a vector: the general path leaves them out
+            return None
+        lock = self.lock
+        lock.acquire_read()
+        try:
+            st, graph = self.store, self.graph
+            k = min(limit, st.n_live)
+            hits = vector_hits(query, st, k, None if exact else graph, ef or self.ef)
+            if hits is None:
+                return None
+            ids, scores, walk_ef = hits
+            if walk_ef:
+                self._plans.last = planner.graph_plan(walk_ef)
+            elif k:  # as _vectors plans it: exact asked, or an empty graph
+                nodes = graph.size
+                self._plans.last = planner.plan(nodes, nodes, k, min(ef or self.ef, max(nodes, 1)), exact=True)
+        finally:
+            lock.release_read()
+        return ids, scores
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:
