@@ -334,7 +334,7 @@ class DocumentArray(Generic[T]):
                 and (exact is False or exact is True) and not self._closed):
             hits = self._storage.find_vector(vector, limit, ef, exact)
             if hits is not None:
-                return Results(hits[0], hits[1], self._storage.get)
+                return Results.of_hits(hits[0], hits[1], self._storage.get)
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None

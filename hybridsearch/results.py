@@ -103,5 +103,13 @@ class Results(Sequence, Generic[T]):
         return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None)
 
     @classmethod
+    def of_hits(cls, ids: list, scores: np.ndarray, fetch: Callable[[list], list]) -> "Results":
+        """Results of a list of ids it may keep and a 1-d float32 array of scores, taken as they
+        are (the native find path builds both): no copy, no conversion."""
+        res = cls.__new__(cls)
+        res._ids, res._scores, res._fetch, res._docs, res._total = ids, scores, fetch, None, None
+        return res
+
+    @classmethod
     def empty(cls, total: Optional[int] = None) -> "Results":
         return cls([], np.empty(0, dtype=np.float32), docs=[], total=total)
