@@ -124,34 +124,6 @@ class HnswStorage(JournaledStorage):
         self.graph = G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
                                         self.quantization)
 
-    def _restore_documents_index(self, snap, slots: np.ndarray, where: str) -> None:
-        blob = snap.extras.get("graph")
-        if self.graph is not None and blob:
-            self.graph = self._load_graph(blob, where)
-            self._check_index(where)
-        else:
-            self._index_rows(slots)
-
-    def _load_graph(self, blob, where: str):
-        """A format-1 snapshot's graph; with quantization "auto" in whichever form it was saved."""
-        def load(quantization):
-            return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.metric,
-                                          self.m, self.ef_construct, quantization)
-        try:
-            return load(self.quantization)
-        except ValueError as e:
-            other = "none" if self.quantization == "int8" else "int8"
-            try:
-                graph = load(other)
-            except ValueError:
-                raise BackendError(f"the graph in the snapshot under {where} is damaged: {e}") from None
-        if not self._quantization_auto:
-            raise BackendError(
-                f"the graph under {where} was saved with quantization="
-                f"{'int8' if other == 'int8' else 'None'}; open it with that quantization (or 'auto')")
-        self.quantization = other
-        return graph
-
     def _vector_count(self) -> int:
         if self.store.vec_spec is None:
             return 0
