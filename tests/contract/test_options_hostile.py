@@ -1,4 +1,4 @@
-"""Query options at their limits, and progress bars, on every embedded storage (issue 28, items 6-8).
+"""Query options at their limits, and progress bars, on every embedded storage.
 
 Each case is an answer checked against a plain-Python model or a typed refusal that changes
 nothing: weights that would overflow float32 scores, options that do not apply to the mode of a

@@ -1,4 +1,4 @@
-"""Reliability on every embedded storage (issue 14): hostile arguments get a typed error or a correct
+"""Reliability on every embedded storage: hostile arguments get a typed error or a correct
 answer and leave the data as it was; sizes never allocate beyond the collection; one writer per path.
 
 The hostile-input test at the end is property-based: random sequences of writes and reads with
@@ -312,8 +312,9 @@ def test_read_only_needs_an_existing_collection(tmp_path):
         hs.DocumentArray(Item, storage="hnsw", read_only=True)
 
 
-def test_the_issue_sequence_loses_nothing(tmp_path):
-    """a.extend(d1); b.extend(d2); a.extend(d3); b.close(); a.extend(d4); a.close() used to keep d1, d3, d4."""
+def test_a_refused_second_writer_loses_nothing(tmp_path):
+    """a.extend(d1); b.extend(d2) (refused: a holds the path); a.extend(d3); a.extend(d4); a.close()
+    keeps d1, d3 and d4."""
     path = tmp_path / "col"
     a = hs.DocumentArray(Item, storage="hnsw", path=path)
     a.extend([item(1)])

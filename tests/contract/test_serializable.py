@@ -1,4 +1,4 @@
-"""Writes by condition are serializable on every embedded storage (issue 28, item 2).
+"""Writes by condition are serializable on every embedded storage.
 
 Within one DocumentArray object, concurrent calls behave as if they ran one at a time in some
 order that respects real time (a call that returned before another started comes first): an
@@ -78,8 +78,7 @@ def _reset(da, docs):
 
 # ------------------------------------------------------------------ regressions
 def test_an_update_many_and_a_delete_by_the_same_filter_are_serial(make_da, storage, tmp_path):
-    """The issue's case: one thread keeps the pending documents, another deletes the pending
-    ones. In either order the second finds none: both counts add up to 200, and what remains
+    """One thread keeps the pending documents, another deletes the pending ones. In either order the second finds none: both counts add up to 200, and what remains
     is exactly what the keep reported, all kept."""
     da = _open(make_da, storage, tmp_path)
     for round_ in range(8):

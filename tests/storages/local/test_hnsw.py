@@ -507,7 +507,7 @@ def test_reopen_maps_the_files_instead_of_loading_them(tmp_path):
 @pytest.mark.parametrize("had_vector", [False, True])
 def test_a_collection_without_any_vector_reopens(tmp_path, metric, had_vector):
     """An optional vector field that no document fills: close() snapshots an empty graph, and the
-    next open must read it (it refused "graph: array inv is missing" and lost the collection)."""
+    next open must read it (a missing graph array is not damage here: the collection has no vector)."""
     from typing import Optional
 
     class Note(hs.Document):

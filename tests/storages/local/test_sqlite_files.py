@@ -1,5 +1,5 @@
-"""storage="sqlite" with a database file that is missing, damaged or changed by another program
-(issue 28, item 9): the open raises hs.BackendError naming the file, or reads exactly what was
+"""storage="sqlite" with a database file that is missing, damaged or changed by another program:
+the open raises hs.BackendError naming the file, or reads exactly what was
 written; never fewer or different documents. Public API only; the file is damaged from outside,
 as a disk, a user or another program would.
 """

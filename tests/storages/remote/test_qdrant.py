@@ -208,7 +208,7 @@ def test_a_shard_opened_with_another_schema_or_metric_is_refused(tmp_path):
     hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()
 
 
-# ---------------------------------------------------------------- issue 28, items 4, 8, 9
+# ------------------------------------------- kill -9 between chunks, damaged files, hostile input
 _KILLED_BETWEEN_CHUNKS = """
 import os, signal, sys
 import numpy as np
