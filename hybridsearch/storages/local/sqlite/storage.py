@@ -3,9 +3,9 @@
 The file is the truth: one row per document (a column per field, vectors as
 float32 BLOBs, fields that are not columns as JSON), WAL journal, one
 transaction per batch. On open the rows are loaded into the same columns,
-vector block and inverted indexes the memory storage uses, and every write
-goes to the file (committed) before it changes them, so vector and text search
-run on the core kernels while filter-only queries are answered by SQL.
+vector block and inverted indexes the memory storage uses (storages/local/ram.py keeps them in
+step for both), and every write goes to the file (committed) before it changes them, so vector
+and text search run on the core kernels while filter-only queries are answered by SQL.
 
 A `read_only=True` opener loads the table in one read transaction and then answers everything,
 filter-only finds included, from that RAM mirror: every read of it sees the table as it was
@@ -33,13 +33,17 @@ from typing import Optional
 import numpy as np
 import sqlite_utils
 
-from hybridsearch.batch import build_batch
+from hybridsearch.batch import Batch, build_batch
 from hybridsearch.document import Kind
+from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.files import lock_exclusive, unlock
+from hybridsearch.engine.lexical import TextIndex
+from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.filters import Node
+from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none
-from hybridsearch.storages.local.memory import MemoryStorage
+from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
@@ -71,14 +75,17 @@ class SqliteConfig(StorageConfig):
             raise ConfigError("storage 'sqlite' needs path= (the database file)")
 
 
-class SqliteStorage(MemoryStorage):
-    """MemoryStorage's in-RAM search over a durable SQLite table."""
+class SqliteStorage(ColumnarStorage):
+    """A durable SQLite table, mirrored in RAM columns (as the memory storage keeps them) for search."""
 
     name = "sqlite"
     Config = SqliteConfig
 
     def __init__(self, schema, config: SqliteConfig) -> None:
         super().__init__(schema, config)
+        self.store = ColumnStore(schema, self.metric)
+        self.lock = RWLock()
+        self.text = TextIndex(schema)  # its text fields indexed one per core
         self.path = config.path
         self.table_name = config.table
         self.prefilter = config.prefilter
@@ -253,6 +260,16 @@ class SqliteStorage(MemoryStorage):
                                "the collection is unchanged") from None
 
     # -------------------------------------------------------------- writes
+    # each write commits its transaction, then changes the RAM mirror (storages/local/ram.py)
+    def _apply_upsert(self, batch: Batch) -> None:
+        ram.upsert(self.store, self.text, batch)
+
+    def _apply_delete(self, ids: list) -> int:
+        return ram.delete(self.store, self.text, ids)
+
+    def _apply_update(self, slots, values: dict) -> None:
+        ram.update(self.store, self.text, slots, values)
+
     def upsert(self, batch) -> None:
         t = self.table_name
         names = ["id", "_seq"] + self.crc_names[1:] + [checks.CRC_COLUMN]
@@ -325,6 +342,13 @@ class SqliteStorage(MemoryStorage):
                         f'WHERE id = ?{len(names) + 1}', params)
 
     # --------------------------------------------------------------- reads
+    def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                 ef: Optional[int]) -> tuple:
+        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
+
+    def _vector_list_exact(self, exact: bool) -> bool:
+        return True  # every vector search here is the exact scan
+
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
         """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
         SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then
