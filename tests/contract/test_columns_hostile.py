@@ -14,20 +14,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import EMBEDDED, storage_fixture
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
 
-EMBEDDED = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite",
-            "qdrant", "qdrant-path", "qdrant-client"]
 FILE_BACKED = {"memory-path", "hnsw-path", "sqlite", "annlite", "qdrant-path"}
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages (the remote engines receive the same validated batch)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote engines receive the same validated batch
 
 
 class Row(hs.Document):

@@ -11,14 +11,11 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import storage_fixture
 from tests.contract.test_reliability import EMBEDDED
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages (the remote ones get the same checks: they are DocumentArray's)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote ones get the same checks: they are DocumentArray's
 
 
 class Row(hs.Document):

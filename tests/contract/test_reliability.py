@@ -19,19 +19,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import STORAGES, storage_fixture
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
+# the embedded storages but qdrant's path and client modes
 EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite", "qdrant"}
 FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages only: the remote engines' limits are tested in their own files."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote engines' limits are tested in their own files
 
 
 @pytest.fixture

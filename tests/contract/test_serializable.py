@@ -17,19 +17,14 @@ from typing import Optional
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import EMBEDDED, STORAGES, storage_fixture
 
-EMBEDDED = ["memory", "memory-path", "hnsw", "hnsw-path", "hnsw-f32", "hnswlib", "sqlite", "qdrant",
-            "qdrant-path", "qdrant-client", "annlite"]
 # reopened from their files at the end of the property test
 FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "sqlite": "sqlite", "qdrant-path": "qdrant",
                "annlite": "annlite"}
 
 
-@pytest.fixture(params=[s for s in EMBEDDED if s in STORAGES])
-def storage(request):
-    """The embedded storages (annlite in its child process, tests/storages/wrapped/test_annlite.py)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # annlite in its child process, tests/storages/wrapped/test_annlite.py
 
 
 class Job(hs.Document):
