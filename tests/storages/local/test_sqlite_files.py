@@ -178,21 +178,6 @@ def test_rows_written_by_another_program(written):
     conn.close()
 
 
-def test_a_table_from_before_checksums_gets_them_on_its_first_writer(written):
-    path, want = written
-    with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE documents DROP COLUMN _crc")
-    conn.close()
-    with open_da(path, read_only=True) as ro:  # read unchecked, as it was written
-        assert state(ro) == want
-    with open_da(path) as da:
-        assert state(da) == want
-    data = open(path, "rb").read()
-    _flip(path, data.find(b"title0017") + 8, 0)
-    with pytest.raises(hs.BackendError, match="checksum"):
-        open_da(path)
-
-
 @pytest.mark.parametrize("prefilter", ["columns", "sql"])
 def test_a_read_only_opener_reads_its_snapshot_not_the_live_file(tmp_path, prefilter):
     """Item 5: the writer's later writes (new, deleted and changed rows) never reach a read-only

@@ -97,7 +97,6 @@ class SqliteStorage(ColumnarStorage):
                                         + ([Kind.OTHER] if self.extra else []))
         get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
-        self.checksummed = True  # False for a table written before checksums, opened read-only
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
@@ -156,9 +155,10 @@ class SqliteStorage(ColumnarStorage):
                 raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
             if rows[0]["fingerprint"] != self._fingerprint():
                 raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
-            if checks.CRC_COLUMN not in db[t].columns_dict:
-                self._add_checksums()
-            checks.write_marker(self._lock_fd, self._lock_path)  # a table from before the marker
+            if checks.CRC_COLUMN not in db[t].columns_dict:  # nothing converted: read as it is, it would go unchecked
+                raise BackendError(f"{self.path}: table {t!r} was written by an unsupported format (rows without "
+                                   f"the {checks.CRC_COLUMN} checksum column); this version reads tables with it")
+            checks.write_marker(self._lock_fd, self._lock_path)  # its lock file was removed: record the table again
             return
         if checks.has_marker(self._lock_fd):
             raise checks.vanished(self.path, t, self._lock_path, f"table {t!r} is not in the file")
@@ -178,19 +178,6 @@ class SqliteStorage(ColumnarStorage):
             db[t].create_index(["_seq"])
             meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
         checks.write_marker(self._lock_fd, self._lock_path)
-
-    def _add_checksums(self) -> None:
-        """A table written before rows had checksums: the writer adds them (certifying the rows
-        as they are); a read-only opener reads it unchecked, as before."""
-        if self.read_only:
-            self.checksummed = False
-            return
-        t, crc = self.table_name, checks.CRC_COLUMN
-        args = ", ".join(f'"{n}"' for n in self.crc_names)
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "{crc}" INTEGER')
-            self.conn.execute(f'UPDATE "{t}" SET "{crc}" = hs_crc({args})')
 
     def _row(self, doc, seq: Optional[int]) -> dict:
         row = {"id": doc.id}
@@ -226,7 +213,7 @@ class SqliteStorage(ColumnarStorage):
     def _checked(self, row: dict) -> dict:
         """The row, if its checksum holds. A NULL checksum marks a row another program wrote
         (SQL INSERT or UPDATE of its own): it is read unchecked."""
-        want = row.get(checks.CRC_COLUMN) if self.checksummed else None
+        want = row.get(checks.CRC_COLUMN)
         if want is not None and want != self._crc(*self._crc_values(row)):
             raise BackendError(f"{self.path}: row {row['id']!r} of table {self.table_name!r} fails its checksum: the "
                                "file is damaged, or another program changed the row (set its _crc to NULL to "
