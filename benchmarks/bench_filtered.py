@@ -6,7 +6,7 @@ SIFT-like 128-d l2 data (hybridsearch.bench.vectors.sift_like); an int column `b
 in [0, 10,000) and filters `bucket < t` matching 0.1 % ... 90 %; recall@10 against the exact
 top-10 among the matching rows; QPS of the median of round-robin passes after a warm-up on
 held-out queries. Prints per selectivity both recalls and QPS, the ratio, the plan ours chose
-(and, where ours walked a beam other than ef, hnswlib at that beam: the same work), and PASS/MISS for the targets (issue 18 item 6) at 10 / 20 / 50 %; --out DIR also writes the
+(and, where ours walked a beam other than ef, hnswlib at that beam: the same work), and PASS/MISS for the targets at 10 / 20 / 50 %; --out DIR also writes the
 text, the figures as JSON and filtered.png (QPS and recall against selectivity).
 
     python benchmarks/bench_filtered.py --quick             # 20k vectors, 100 queries

@@ -1,7 +1,7 @@
 """What a hybrid query costs beside the two searches it runs: find(text=t, limit=10),
 find(vector=q, limit=10) and find(text=t, vector=q, fusion=...) for sum, rrf and linear, on the
 same documents and queries, timed round-robin (medians of 3 passes after a warm-up), beside the
-two searches a hybrid find runs (each for its `candidates`, 100 hits). Target (issue 18): hybrid
+two searches a hybrid find runs (each for its `candidates`, 100 hits). Target: hybrid
 <= 1.2x (lexical + vector search it runs) per query.
 
 Documents: an 8-word hs.Text title (Zipf 1.07 over 20,000 pseudo-words, so common words match a

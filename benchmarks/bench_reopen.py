@@ -13,7 +13,7 @@ open, each run the same queries, and report RSS and PSS (shared pages split betw
 processes that map them).
 
     python benchmarks/bench_reopen.py                          # 200,000 documents
-    python benchmarks/bench_reopen.py --n 1000000 --out DIR    # the issue's size
+    python benchmarks/bench_reopen.py --n 1000000 --out DIR    # the size docs/benchmarks.md reports
 """
 import argparse
 import json
@@ -100,7 +100,7 @@ def _result(p: subprocess.Popen) -> dict:
 
 def main(argv=None) -> int:
     ap = parser(__doc__)
-    ap.add_argument("--n", type=int, default=200_000, help="documents (default 200,000; the issue's: 1,000,000)")
+    ap.add_argument("--n", type=int, default=200_000, help="documents (default 200,000; docs/benchmarks.md reports 1,000,000)")
     ap.add_argument("--repeats", type=int, default=3, help="timed opens (median)")
     ap.add_argument("--queries", type=int, default=100, help="vector and text queries after the open")
     ap.add_argument("--readers", type=int, default=2, help="read-only processes opened beside a writer")

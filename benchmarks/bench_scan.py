@@ -5,7 +5,7 @@ GB/s and a fraction of the machine's single-thread read bandwidth (a streaming C
 Each level runs in its own child process with every library held to it (ours: force_simd;
 faiss: FAISS_SIMD_LEVEL / FAISS_OPT_LEVEL; numpy's OpenBLAS: OPENBLAS_CORETYPE); levels this CPU
 lacks are listed as such. One thread everywhere, round-robin timing after a warm-up, medians.
-Targets (issue 18): ours >= 85 % of the bandwidth at 1M x 128 for float32 and int8, and
+Targets: ours >= 85 % of the bandwidth at 1M x 128 for float32 and int8, and
 >= 1.0x faiss and numpy at every level.
 
     python benchmarks/bench_scan.py                    # 1M x 128, every level

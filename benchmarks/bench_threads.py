@@ -1,5 +1,5 @@
 """Threads: how find_batched, concurrent find() calls and extend scale with cores, at 1, 2, ... and
-every core (issue 18, item 7). The one-thread figure of each row is its anchor.
+every core. The one-thread figure of each row is its anchor.
 
 - find_batched(Q, threads=t): one call, the queries split over t threads inside the library
   (the GIL is released around each native search); on memory (exact scan) and hnsw (ef 64).

@@ -14,5 +14,5 @@ __all__ = [
     "backends", "storages",
 ]
 
-backends = storages  # the first release's name for storages(); kept
+backends = storages  # API.md's name for the listing; storages() is the same function
 __version__ = "0.1.0"

@@ -20,10 +20,12 @@ from hybridsearch.document import (Document, Kind, check_storable, schema_of,
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
+from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
+from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import missing_package, storage_class
@@ -334,7 +336,7 @@ class DocumentArray(Generic[T]):
                 and (exact is False or exact is True) and not self._closed):
             hits = self._storage.find_vector(vector, limit, ef, exact)
             if hits is not None:
-                return Results.of_hits(hits[0], hits[1], self._storage.get)
+                return Results.of_hits(hits[0], hits[1], self._storage.get, {"vector": hits[1]})
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
@@ -356,36 +358,25 @@ class DocumentArray(Generic[T]):
             k = self._check_limit(limit, allow_none=True)
             offset = check_size(offset, "offset", 0)
             kk = None if k is None else min(k + offset, SIZE_CAP)
-            ids, scores, docs, total = storage.search_sorted(node, tq, keys, kk)
-            return Results(ids, scores, storage.get, docs, total).page(offset)
+            return execute(storage, Plan(SORTED, text=tq, node=node, want=kk, offset=offset, sort=keys))
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
         q = self._query_vectors(vector, "vector") if vector is not None else None
         if q is not None and q.shape[0] != 1:
             raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
-        if q is None or text is None:  # one list (or none): nothing to weigh against another
-            linear = None
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
         if text is not None:
-            total = (lambda: storage.count_matches(node, tq)) if q is None and min_score is None else None
-            if k == 0:
-                return Results.empty(total)
-            extra = {}
+            if q is None:  # one list: nothing to weigh against another
+                return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset,
+                                             min_score=min_score))
             if linear is not None:
                 self._requires(storage, "linear")
-                extra["weights"] = linear
-            ids, scores, docs = storage.search_text(tq, q, kk, node, fusion=fusion, candidates=candidates,
-                                                    rrf_k=rrf_k, exact=exact, ef=ef, **extra)
-            return Results(ids, scores, storage.get, docs, total).above(min_score).page(offset)
+            return execute(storage, Plan(HYBRID, q, tq, node, kk, offset, candidates, fusion, rrf_k, linear,
+                                         bool(exact), ef, min_score))
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
-            ids, docs = storage.search_filter(node, kk)
-            total = len(ids) if kk is None else (lambda: storage.count_matches(node, None))
-            return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs, total).page(offset)
-        if k == 0:
-            return Results.empty()
-        ids, scores, docs = storage.search_vectors(q, kk, node, exact, ef)[0]
-        return Results(ids, scores, storage.get, docs).above(min_score).page(offset)
+            return execute(storage, Plan(FILTER, node=node, want=kk, offset=offset))
+        return execute(storage, Plan(VECTOR, q, None, node, kk, offset, exact=exact, ef=ef, min_score=min_score))
 
     def _text_query(self, storage, text: Any, text_fields: Optional[dict], operator: str = "or"):
         """The text as the storage takes it: the string, or a TextQuery with field weights or

@@ -24,15 +24,17 @@ class Results(Sequence, Generic[T]):
     hit i's. They are read by id at that moment, so a document changed since the
     search reads as it is now, and one deleted since reads as None."""
 
-    __slots__ = ("_ids", "_scores", "_fetch", "_docs", "_total")
+    __slots__ = ("_ids", "_scores", "_fetch", "_docs", "_total", "_parts")
 
     def __init__(self, ids: list, scores: np.ndarray, fetch: Optional[Callable[[list], list]] = None,
-                 docs: Optional[list] = None, total: Any = None) -> None:
+                 docs: Optional[list] = None, total: Any = None, parts: Any = None) -> None:
         self._ids = list(ids)
         self._scores = np.asarray(scores, dtype=np.float32)
         self._fetch = fetch  # ids -> documents (None where absent)
         self._docs = docs
         self._total = total
+        # list name -> float32 array aligned with the hits, or a call that gives (or refuses) it
+        self._parts = parts if parts is not None else {}
 
     @property
     def total(self) -> Optional[int]:
@@ -42,6 +44,22 @@ class Results(Sequence, Generic[T]):
         if callable(self._total):
             self._total = self._total()
         return self._total
+
+    @property
+    def part_scores(self) -> dict:
+        """Each list's raw score of each hit: {"text": float32 array, "vector": float32 array}
+        aligned with `ids` (NaN where the hit was not scored on that list, as an rrf hit found by
+        one list only). A text find has {"text": ...}, a vector find {"vector": ...}, a
+        filter-only find {}. A new dict each time; the arrays are the results' own."""
+        if callable(self._parts):
+            self._parts = self._parts()
+        return dict(self._parts)
+
+    def _cut_parts(self, cut: slice):
+        """The part scores of hits[cut] (a refusal stays a refusal)."""
+        if callable(self._parts):
+            return self._parts
+        return {name: a[cut] for name, a in self._parts.items()}
 
     @property
     def ids(self) -> list:
@@ -71,7 +89,8 @@ class Results(Sequence, Generic[T]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             docs = self._docs[i] if self._docs is not None else None
-            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs, total=self._lazy_total())
+            return Results(self._ids[i], self._scores[i], fetch=self._fetch, docs=docs, total=self._lazy_total(),
+                           parts=self._cut_parts(i))
         if not -len(self._ids) <= i < len(self._ids):
             raise IndexError("Results index out of range")
         return Hit(self._ids[i], float(self._scores[i]), self._doc(i))
@@ -86,7 +105,8 @@ class Results(Sequence, Generic[T]):
         if offset == 0:
             return self
         docs = self._docs[offset:] if self._docs is not None else None
-        return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._lazy_total())
+        return Results(self._ids[offset:], self._scores[offset:], self._fetch, docs, self._lazy_total(),
+                       self._cut_parts(slice(offset, None)))
 
     def _lazy_total(self):
         """The total or the call that counts it, for a Results cut from this one (counted once)."""
@@ -100,16 +120,18 @@ class Results(Sequence, Generic[T]):
             return self
         n = int(np.count_nonzero(self._scores >= min_score))
         docs = self._docs[:n] if self._docs is not None else None
-        return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None)
+        return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None, self._cut_parts(slice(0, n)))
 
     @classmethod
-    def of_hits(cls, ids: list, scores: np.ndarray, fetch: Callable[[list], list]) -> "Results":
-        """Results of a list of ids it may keep and a 1-d float32 array of scores, taken as they
-        are (the native find path builds both): no copy, no conversion."""
+    def of_hits(cls, ids: list, scores: np.ndarray, fetch: Callable[[list], list], parts: dict) -> "Results":
+        """Results of a list of ids it may keep, a 1-d float32 array of scores and the part
+        scores, taken as they are (the native find path builds them): no copy, no conversion."""
         res = cls.__new__(cls)
-        res._ids, res._scores, res._fetch, res._docs, res._total = ids, scores, fetch, None, None
+        res._ids, res._scores, res._fetch, res._docs, res._total, res._parts = ids, scores, fetch, None, None, parts
         return res
 
     @classmethod
-    def empty(cls, total: Optional[int] = None) -> "Results":
-        return cls([], np.empty(0, dtype=np.float32), docs=[], total=total)
+    def empty(cls, total: Optional[int] = None, parts: tuple = ()) -> "Results":
+        """No hits; `parts` names the lists of the find (each an empty part_scores array)."""
+        return cls([], np.empty(0, dtype=np.float32), docs=[], total=total,
+                   parts={name: np.empty(0, dtype=np.float32) for name in parts})

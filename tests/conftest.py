@@ -21,6 +21,9 @@ STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path",
 # suite again in a child process with HS_TEST_STORAGES=annlite
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
+# the storages that need no server: the files of hostile input, concurrency and crashes run on them
+EMBEDDED = ("memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite",
+            "qdrant", "qdrant-path", "qdrant-client")
 # storages whose vector search is exact; approximate ones get recall-based checks
 # (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole; the
 # client's local mode, qdrant-client, is brute force)
@@ -30,6 +33,15 @@ EXACT_STORAGES = {"memory", "memory-path", "sqlite", "qdrant", "qdrant-path", "q
 @pytest.fixture(params=STORAGES)
 def storage(request):
     return request.param
+
+
+def storage_fixture(among):
+    """A `storage` fixture over this run's STORAGES that are in `among`, for a test module that
+    runs on fewer storages than every one: `storage = storage_fixture(EMBEDDED)` there."""
+    @pytest.fixture(name="storage", params=[s for s in STORAGES if s in among])
+    def chosen(request):
+        return request.param
+    return chosen
 
 
 @pytest.fixture

@@ -30,12 +30,15 @@ from hybridsearch.query.text import MUST, MUST_NOT, SHOULD, TextQuery, parse_tex
 
 K1, B = 1.2, 0.75
 
-# of TextIndex.export(): bump when its arrays change meaning. 2: token positions (pos_off,
-# fwd_pos). An older export is not attached: the storage re-indexes the text from its columns.
+# of TextIndex.export(): bump when its arrays change meaning; restore() refuses any other
 EXPORT_FORMAT = 2
 # a batch indexes its text fields on threads from this many rows: below it, starting the threads
 # costs more than the overlap saves (each field's tokenising and postings run without the GIL)
 PARALLEL_MIN_ROWS = 4096
+
+
+class UnsupportedFormat(ValueError):
+    """An export of another EXPORT_FORMAT: well formed, but not one this version reads."""
 
 
 def _pack(strings: list) -> tuple:
@@ -334,24 +337,17 @@ class TextIndex:
             arrays.update((f"{f.name}/{k}", v) for k, v in a.items())
         return meta, arrays
 
-    @staticmethod
-    def restorable(meta) -> bool:
-        """Whether restore() takes this export's meta. False for an export of an older format
-        (before positions), which the caller re-indexes from the documents instead."""
-        return isinstance(meta, dict) and meta.get("format") == EXPORT_FORMAT
-
-    @staticmethod
-    def outdated(meta) -> bool:
-        """An export this version knows but no longer attaches (format 1: no positions)."""
-        return isinstance(meta, dict) and meta.get("format") == 1
-
     def restore(self, meta: dict, arrays: dict) -> None:
         """Attaches every field to export()'s arrays (e.g. read-only views of a mapped file):
         the postings are read in place and copied per list on its first write; the arrays
         are referenced for as long as the indexes live. All fields or none: a malformed
-        snapshot raises ValueError and leaves this index as it was."""
-        if not self.restorable(meta):
-            raise ValueError(f"not a text index export of format {EXPORT_FORMAT}")
+        snapshot raises ValueError (UnsupportedFormat for an export of another format) and
+        leaves this index as it was."""
+        if not isinstance(meta, dict):
+            raise ValueError("the text index's header is not an object")
+        if meta.get("format") != EXPORT_FORMAT:
+            raise UnsupportedFormat(f"its text index was written by an unsupported format {meta.get('format')!r}; "
+                                    f"this version reads format {EXPORT_FORMAT}")
         fields = meta.get("fields")
         names = [m.get("name") if isinstance(m, dict) else None for m in fields or ()]
         if names != self.names:

@@ -1,36 +1,55 @@
-"""Hybrid fusion of a lexical and a vector result list, over (slots, scores) arrays.
+"""Hybrid fusion of a lexical and a vector result list, over aligned arrays: the one home of
+"sum", "rrf" and "linear" (query/executor.py runs them for every storage).
 
 "sum" adds BM25 and the vector score, so BM25 (unbounded, often 5-20) tends to
 dominate a cosine in [-1, 1]; "rrf" uses ranks only and is scale-free
 (LESSONS.md §7); "linear" min-max normalises each part over the candidates and
-weights them (API.md section 8). Ties go to the lower slot.
+weights them (API.md section 8). Ties go to the smaller tie key: the insertion order
+where the caller gives one (`order`), else the slot.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
 
-def _best(slots: np.ndarray, scores: np.ndarray, k: int) -> tuple:
-    """The k best (slot, score) pairs, best first, ties to the lower slot."""
+def _best(slots: np.ndarray, scores: np.ndarray, k: int, order: Optional[np.ndarray] = None) -> tuple:
+    """The k best (slot, score) pairs, best first, ties to the smaller `order` (default: the slot)."""
+    tie = slots if order is None else order
     if len(scores) > 4 * k > 0:
         # sort only what can enter the top k: every score at least the k-th (ties kept whole)
         kth = np.partition(scores, len(scores) - k)[len(scores) - k]
         keep = np.flatnonzero(scores >= kth)
-        slots, scores = slots[keep], scores[keep]
-    order = np.lexsort((slots, -scores))[:k]
-    return slots[order], scores[order].astype(np.float32)
+        slots, scores, tie = slots[keep], scores[keep], tie[keep]
+    ranked = np.lexsort((tie, -scores))[:k]
+    return slots[ranked], scores[ranked].astype(np.float32)
 
 
-def union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sorted unique int64 union of a (sorted, unique: the lexical matches) and b (any order,
-    usually the short vector list): b is merged into a copy of a, with no sort of a."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.unique(np.asarray(b, dtype=np.int64))
-    if not len(a):
-        return b
-    at = np.searchsorted(a, b)
-    new = b[(at == len(a)) | (a[np.minimum(at, len(a) - 1)] != b)]
-    return np.insert(a, np.searchsorted(a, new), new) if len(new) else a
+def best(scores: np.ndarray, k: int, order: np.ndarray) -> tuple:
+    """(positions, scores float32) of the k best of `scores`, best first, equal scores to the
+    smaller `order` (the earlier-inserted document)."""
+    return _best(np.arange(len(scores), dtype=np.int64), np.asarray(scores, dtype=np.float64), k,
+                 np.asarray(order, dtype=np.int64))
+
+
+def sum_scores(text: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """fusion="sum": BM25 + vector score per candidate (float64)."""
+    return np.asarray(text, dtype=np.float64) + np.asarray(vector, dtype=np.float64)
+
+
+def linear_scores(text: np.ndarray, vector: np.ndarray, w_text: float, w_vector: float) -> np.ndarray:
+    """fusion="linear": w_text * minmax(BM25) + w_vector * minmax(vector score) over the candidates."""
+    return w_text * _min_max(text) + w_vector * _min_max(vector)
+
+
+def rrf_scores(n: int, ranked: list, rrf_k: int) -> np.ndarray:
+    """fusion="rrf" over n candidates: sum of 1 / (rrf_k + rank), rank from 1, over each list of
+    `ranked` (each an array of candidate positions, best first)."""
+    out = np.zeros(n, dtype=np.float64)
+    for positions in ranked:
+        out[positions] += 1.0 / (rrf_k + np.arange(1, len(positions) + 1, dtype=np.float64))
+    return out
 
 
 def fuse_sum(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int) -> tuple:

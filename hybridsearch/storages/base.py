@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, Optional
+from contextlib import nullcontext
+from typing import Any, ContextManager, Iterator, Optional
 
 import numpy as np
 
 from hybridsearch.batch import Batch
 from hybridsearch.document import Schema
 from hybridsearch.errors import UnsupportedError
+from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages.config import StorageConfig
 
@@ -51,6 +53,14 @@ class Storage(ABC):
     # text query ("syntax": phrases, +/-, prefix*; "operator": operator="and"); the array refuses
     # the others with UnsupportedError rather than pass what a storage ignores
     query_options: frozenset = frozenset()
+
+    # TEMPORARY (issue 29): True for a storage that overrides search_text, whose text and hybrid
+    # finds query/executor.py passes to it in one call instead of running them on the primitives
+    legacy_text_search: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.legacy_text_search = cls.search_text is not Storage.search_text
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
@@ -190,10 +200,67 @@ class Storage(ABC):
                         out[name].append(getattr(doc, name))
         return out
 
-    def search_text(self, *args, **kwargs):
-        raise UnsupportedError(
+    # ------------------------------------------------------- retrieval primitives
+    # query/executor.py answers every vector, text and hybrid find from these: the storage
+    # retrieves and scores, the executor alone unions the lists, fuses, breaks ties, pages and
+    # applies min_score. Keys (Candidates.keys) are int64 rows on column-store storages and str
+    # ids elsewhere; a key is valid only inside the `reading()` it was returned in.
+    def reading(self) -> ContextManager:
+        """A context in which one find calls the primitives below and reads one state of the
+        collection: keys keep naming the same documents, no write lands between the calls.
+        Column-store storages hold their read lock (the primitives then take no lock of their
+        own); storages keyed by id need none (this default)."""
+        return nullcontext()
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
+                   ef: Optional[int]) -> Candidates:
+        """The vector top-`k` of `query` ((1, d) float32, checked by the caller), best first:
+        pre-filtered (only documents matching `node`, None: all, that hold a vector), at most
+        min(k, such documents). `exact`: brute force; else the storage's index (an ANN list,
+        `ef` overriding its search-time beam). Scores are API.md's similarity (cosine, ip, or
+        minus the l2 distance), float32; ties of an exact list to the earlier-inserted document."""
+        raise UnsupportedError(f"storage {self.name!r} does not answer vector searches through the executor yet")
+
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
+        """The lexical top-`k` of `text` (a str or query.text.TextQuery) by best-field BM25, best
+        first, among the documents matching `node` (None: all) that the query matches: exactly
+        the top-k of exhaustive evaluation; equal scores to the earlier-inserted document."""
+        raise self.no_text_search()
+
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        """Every document matching `node` that `text` matches, each with its BM25 (the same score
+        text_top gives it), in any order (one native call where the storage can: exact=True
+        hybrid scores every match)."""
+        raise self.no_text_search()
+
+    def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
+        """Each key's exact score on one list, float32, aligned with `keys` (keys of this read):
+        part "text", `query` the text: best-field BM25, 0 where the document holds no query term;
+        part "vector", `query` (1, d) float32: the exact similarity (a document without a vector
+        scores as the zero vector: 0 for cosine and ip, -|q| for l2). Never filtered: the keys
+        came from pre-filtered lists."""
+        if part == "text":
+            raise self.no_text_search()
+        raise UnsupportedError(f"storage {self.name!r} does not score given documents yet")
+
+    def hits_of(self, keys: np.ndarray, docs: Optional[list] = None) -> tuple:
+        """(ids list[str], docs or None) of keys of this read, aligned. `docs` (aligned, None where
+        unknown) are documents the lists already brought; a storage returns the documents it has
+        at hand (new objects) or None to have them read by id when a user asks (Results)."""
+        return [str(k) for k in keys.tolist()], (docs if docs is not None and all(d is not None for d in docs)
+                                                 else None)
+
+    def no_text_search(self) -> UnsupportedError:
+        """The refusal of every text option where the storage has no lexical engine."""
+        return UnsupportedError(
             f"text search is not available on storage {self.name!r}: this storage has no lexical engine"
         )
+
+    def search_text(self, *args, **kwargs):
+        """TEMPORARY (issue 29): the one-call lexical/hybrid search of the storages not yet on the
+        primitives above -> (ids, scores, docs); query/executor.py's legacy adapter calls it for a
+        storage that overrides it. Removed once every storage implements the primitives."""
+        raise self.no_text_search()
 
     def stats(self) -> dict:
         """What this collection holds and how it is configured, for sizing and debugging

@@ -1,5 +1,5 @@
 """extend_columns under hostile columns, and to_arrow / to_pandas of every storable value, on every
-embedded storage (issue 28, items 3 and 8; public API only).
+embedded storage (public API only).
 
 A refused call raises hs.SchemaError naming the column and writes nothing: the collection reads
 back exactly as before, also after closing and reopening a file-backed one. An accepted call
@@ -14,20 +14,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import EMBEDDED, storage_fixture
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
 
-EMBEDDED = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite",
-            "qdrant", "qdrant-path", "qdrant-client"]
 FILE_BACKED = {"memory-path", "hnsw-path", "sqlite", "annlite", "qdrant-path"}
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages (the remote engines receive the same validated batch)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote engines receive the same validated batch
 
 
 class Row(hs.Document):
@@ -510,7 +505,7 @@ def test_hostile_columns_are_refused_unchanged_or_equal_the_documents(make_da, s
         assert state(other) == got
 
 
-# ------------------------------------------------ numpy masked arrays (review of issue 28)
+# ------------------------------------------------------------------ numpy masked arrays
 def test_a_masked_array_reads_its_masked_rows_as_missing(opened, storage):
     """A masked entry of a numpy masked array is a missing value, as None in a list is: an
     optional field takes None, a required one refuses the call (row 0). (Before, the memory

@@ -1,4 +1,4 @@
-"""Crashes and read-only openers on every file-backed storage (issue 28), through the public API.
+"""Crashes and read-only openers on every file-backed storage, through the public API.
 
 A child process writes a deterministic sequence of calls to a collection and prints each call's
 number once it has returned (acknowledged). The crash test kills it (SIGKILL) at a random moment

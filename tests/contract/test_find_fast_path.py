@@ -42,7 +42,8 @@ def case(request):
 def outcome(da, q, **options):
     try:
         res = da.find(vector=q, **options)
-        return "hits", res.ids, res.scores.dtype, res.scores.tolist()
+        parts = {name: (a.dtype, a.tolist()) for name, a in res.part_scores.items()}
+        return "hits", res.ids, res.scores.dtype, res.scores.tolist(), parts
     except hs.HybridSearchError as e:
         return type(e).__name__, str(e)
 
@@ -159,7 +160,8 @@ def test_an_empty_collection_and_one_without_vectors():
         embedding: Optional[hs.Vector[DIM]] = None  # optional: rows without a vector are no vector hits
 
     for storage in ("memory", "hnsw"):
-        assert outcome(hs.DocumentArray(Vec, storage=storage), np.ones(DIM, np.float32)) == ("hits", [], np.float32, [])
+        assert outcome(hs.DocumentArray(Vec, storage=storage), np.ones(DIM, np.float32)) == \
+            ("hits", [], np.float32, [], {"vector": (np.float32, [])})
         da = hs.DocumentArray(Opt, storage=storage)
         da.extend([{"id": "a", "embedding": [1.0] * DIM}, {"id": "b"}])
         assert outcome(da, np.ones(DIM, np.float32), limit=5)[1] == ["a"]

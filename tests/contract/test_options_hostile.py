@@ -1,4 +1,4 @@
-"""Query options at their limits, and progress bars, on every embedded storage (issue 28, items 6-8).
+"""Query options at their limits, and progress bars, on every embedded storage.
 
 Each case is an answer checked against a plain-Python model or a typed refusal that changes
 nothing: weights that would overflow float32 scores, options that do not apply to the mode of a
@@ -11,14 +11,11 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import storage_fixture
 from tests.contract.test_reliability import EMBEDDED
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages (the remote ones get the same checks: they are DocumentArray's)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote ones get the same checks: they are DocumentArray's
 
 
 class Row(hs.Document):

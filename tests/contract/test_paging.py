@@ -180,6 +180,18 @@ def test_update_many_validates_before_writing_and_delete_takes_one_form(filled):
     assert da.update_many({"cat": "nothing"}, price=3) == 0
 
 
+@pytest.mark.parametrize("everything", [{"$not": {"cat": {"$in": []}}}, {"$or": [{"cat": "c0"}, {"$not": {"cat": "c0"}}]}])
+def test_writes_by_a_filter_that_matches_everything_or_nothing(filled, everything):
+    """Filters that reduce to "every document" or "none" before they reach the storage (an empty
+    $in, a clause and its negation): update_many and delete take them like any other."""
+    da, docs = filled(12)
+    nothing = {"$not": everything}
+    assert da.update_many(nothing, price=7) == 0 and da.delete(filter=nothing) == 0 and len(da) == 12
+    assert da.update_many(everything, price=7) == 12
+    assert {d.price for d in da} == {7}
+    assert da.delete(filter=everything) == 12 and len(da) == 0 and da.find(filter={}).ids == []
+
+
 # the stats() key counting a storage's durable writes: fsyncs of the log, SQL transactions
 DURABLE_WRITES = {"memory": "fsyncs", "hnsw": "fsyncs", "sqlite": "write_transactions"}
 

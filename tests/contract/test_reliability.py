@@ -1,4 +1,4 @@
-"""Reliability on every embedded storage (issue 14): hostile arguments get a typed error or a correct
+"""Reliability on every embedded storage: hostile arguments get a typed error or a correct
 answer and leave the data as it was; sizes never allocate beyond the collection; one writer per path.
 
 The hostile-input test at the end is property-based: random sequences of writes and reads with
@@ -19,19 +19,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import STORAGES, storage_fixture
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
+# the embedded storages but qdrant's path and client modes
 EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "annlite", "qdrant"}
 FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
-@pytest.fixture(params=[s for s in STORAGES if s in EMBEDDED])
-def storage(request):
-    """The embedded storages only: the remote engines' limits are tested in their own files."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # the remote engines' limits are tested in their own files
 
 
 @pytest.fixture
@@ -312,8 +310,9 @@ def test_read_only_needs_an_existing_collection(tmp_path):
         hs.DocumentArray(Item, storage="hnsw", read_only=True)
 
 
-def test_the_issue_sequence_loses_nothing(tmp_path):
-    """a.extend(d1); b.extend(d2); a.extend(d3); b.close(); a.extend(d4); a.close() used to keep d1, d3, d4."""
+def test_a_refused_second_writer_loses_nothing(tmp_path):
+    """a.extend(d1); b.extend(d2) (refused: a holds the path); a.extend(d3); a.extend(d4); a.close()
+    keeps d1, d3 and d4."""
     path = tmp_path / "col"
     a = hs.DocumentArray(Item, storage="hnsw", path=path)
     a.extend([item(1)])

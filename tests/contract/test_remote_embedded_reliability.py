@@ -1,4 +1,4 @@
-"""Issue 28 on the embedded engines we wrap: qdrant (qdrant-edge, with and without a path) and
+"""Reliability of the embedded engines we wrap: qdrant (qdrant-edge, with and without a path) and
 annlite (in its child process, tests/storages/wrapped/test_annlite.py). Public API only.
 
 - a sorted find racing deletes, and threads mixing reads and writes: nothing but typed errors,
@@ -338,7 +338,7 @@ def _copy(src: Path, dst: Path) -> None:
     subprocess.run(["cp", "-r", "--sparse=always", str(src), str(dst)], check=True)
 
 
-# ------------------------------------------ finds once the optimizer is due (review of issue 28)
+# ------------------------------------------------------------- finds once the optimizer is due
 @pytest.mark.parametrize("storage", TEXT_ENGINES)  # optimize_after is qdrant's option
 def test_finds_after_optimize_after_points_run_the_optimizer_and_answer_exactly(make_da, storage):
     """A vector or hybrid find that first runs Qdrant's optimizer (once `optimize_after` points

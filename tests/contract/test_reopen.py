@@ -1,4 +1,4 @@
-"""Every file-backed storage reopens with every acknowledged write (issue 28, item 1).
+"""Every file-backed storage reopens with every acknowledged write.
 
 A property test: random programs of bulk writes, deletes that trigger the store's compaction,
 partial and conditional updates that rewrite the string buffers until they compact, empty strings
@@ -123,8 +123,8 @@ def test_every_acknowledged_write_survives_close_and_reopen(storage, tmp_path_fa
 
 
 @pytest.mark.parametrize("storage", FILE_BACKED)
-def test_the_issue_sequences_reopen(storage, tmp_path):
-    """The two sequences of the issue: a delete that compacts the store beside empty strings, and
+def test_compactions_beside_empty_strings_reopen(storage, tmp_path):
+    """Two sequences that compact beside empty strings: a delete that compacts the store beside empty strings, and
     conditional updates that compact a text buffer holding empty strings."""
     path = tmp_path / ("c.db" if storage == "sqlite" else "col")
     model: dict = {}
@@ -142,7 +142,7 @@ def test_the_issue_sequences_reopen(storage, tmp_path):
     da.close()
 
 
-# ------------------------------------------------ writes racing close() (review of issue 28)
+# -------------------------------------------------------------- writes racing close()
 @pytest.mark.parametrize("storage", FILE_BACKED)
 def test_writes_racing_close_are_there_after_reopen_or_raised(storage, tmp_path):
     """Threads extend while the main thread closes: close() stops the writes that reach the

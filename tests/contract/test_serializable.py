@@ -1,4 +1,4 @@
-"""Writes by condition are serializable on every embedded storage (issue 28, item 2).
+"""Writes by condition are serializable on every embedded storage.
 
 Within one DocumentArray object, concurrent calls behave as if they ran one at a time in some
 order that respects real time (a call that returned before another started comes first): an
@@ -17,19 +17,14 @@ from typing import Optional
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import EMBEDDED, STORAGES, storage_fixture
 
-EMBEDDED = ["memory", "memory-path", "hnsw", "hnsw-path", "hnsw-f32", "hnswlib", "sqlite", "qdrant",
-            "qdrant-path", "qdrant-client", "annlite"]
 # reopened from their files at the end of the property test
 FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "sqlite": "sqlite", "qdrant-path": "qdrant",
                "annlite": "annlite"}
 
 
-@pytest.fixture(params=[s for s in EMBEDDED if s in STORAGES])
-def storage(request):
-    """The embedded storages (annlite in its child process, tests/storages/wrapped/test_annlite.py)."""
-    return request.param
+storage = storage_fixture(EMBEDDED)  # annlite in its child process, tests/storages/wrapped/test_annlite.py
 
 
 class Job(hs.Document):
@@ -78,8 +73,7 @@ def _reset(da, docs):
 
 # ------------------------------------------------------------------ regressions
 def test_an_update_many_and_a_delete_by_the_same_filter_are_serial(make_da, storage, tmp_path):
-    """The issue's case: one thread keeps the pending documents, another deletes the pending
-    ones. In either order the second finds none: both counts add up to 200, and what remains
+    """One thread keeps the pending documents, another deletes the pending ones. In either order the second finds none: both counts add up to 200, and what remains
     is exactly what the keep reported, all kept."""
     da = _open(make_da, storage, tmp_path)
     for round_ in range(8):

@@ -1,4 +1,4 @@
-"""Issue 17's usability items through the public API: typed collections, errors that name the
+"""Usability through the public API: typed collections, errors that name the
 document, one-id deletes, progress bars and the `hybridsearch` logger."""
 import logging
 import os

@@ -388,23 +388,3 @@ def test_lone_surrogates_and_non_ascii_words_round_trip():
     back.restore(meta, read_only(arrays))
     for f, g in zip(ti.fields, back.fields):
         assert f.vocab == g.vocab and f.tid_of == g.tid_of
-
-
-def test_a_snapshot_without_positions_is_re_indexed_on_open(tmp_path, monkeypatch):
-    """A collection saved before positions existed (text export format 1) opens, and its text is
-    indexed again from the columns, so phrases work on it."""
-    real = TextIndex.export
-
-    def old_export(self):
-        meta, arrays = real(self)
-        return dict(meta, format=1), {k: v for k, v in arrays.items()
-                                      if not k.endswith(("/pos_off", "/fwd_pos"))}
-
-    monkeypatch.setattr(TextIndex, "export", old_export)
-    da = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
-    da.extend([{"id": "a", "title": "blue sky"}, {"id": "b", "title": "sky blue"}])
-    da.close()  # the snapshot, as an older version wrote it
-    monkeypatch.setattr(TextIndex, "export", real)
-    again = hs.DocumentArray(Doc, storage="hnsw", path=tmp_path / "c")
-    assert again.find(text='"blue sky"').ids == ["a"] and again.count(text="sky") == 2
-    again.close()

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # internal: the lexicon and TextField are the units under test (find(text=...) only shows their
-# effect, tests/contract/test_lexical.py); the old per-token Python path is rebuilt here as the
+# effect, tests/contract/test_lexical.py); a per-token Python model is written here as the
 # reference
 from hybridsearch._native import _kernels as K
 from hybridsearch.engine.analysis import TextAnalyzer

@@ -5,8 +5,8 @@ One collection lives in one directory:
     MANIFEST                the current generation g and the schema fingerprint
                             (written to MANIFEST.tmp, fsynced, renamed, directory fsynced)
     snap-<g>.hss            the snapshot of generation g (absent for a collection that has
-                            never been snapshotted): live documents, their slots and insertion
-                            sequence numbers, and opaque blobs such as the serialized graph
+                            never been snapshotted): JSON meta and named arrays (columns, text
+                            index, graph), each 64-byte aligned so that opening maps it
     log-<g>.hsl             batches logged since that snapshot, appended and fsynced one
                             record per call
     LOCK                    an exclusive flock against a second writer (in this or another process)
@@ -43,6 +43,10 @@ without re-validating them (the data is checksummed and type-checked per column)
 several times faster than `model_validate`. They compare equal field by field to what was
 written, with fields in declaration order and every field in `model_fields_set`; each
 vector is its own read-only float32 array.
+
+MANIFEST records the format number (records.FORMAT); files of any other format, and
+snapshots of any other layout, are refused with `hs.BackendError` naming the format found and
+the one this version reads: nothing is converted or guessed.
 
 The LOCK is a BSD flock held by the open Journal: it refuses a second Journal on the same
 directory, in this process as in another, with `hs.BackendError`.

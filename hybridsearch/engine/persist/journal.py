@@ -26,15 +26,11 @@ log = logging.getLogger("hybridsearch")
 
 @dataclass
 class Snapshot:
-    """A snapshot as written: documents (format 1: slots, seqs, docs, extras) or named arrays
-    (format 2: meta, arrays; each array a view of the file mapped copy-on-write, `mapping`)."""
+    """A snapshot as written: JSON `meta` and named arrays, each a view of the file mapped
+    copy-on-write (`mapping`)."""
 
-    slots: Optional[np.ndarray] = None  # int64, one per document
-    seqs: Optional[np.ndarray] = None  # int64 insertion sequence numbers, one per document
-    docs: Optional[list] = None
-    extras: Optional[dict] = None  # name -> bytes
-    meta: Optional[dict] = None
-    arrays: Optional[dict] = None
+    meta: dict
+    arrays: dict
     mapping: Optional[mmap.mmap] = None
 
     def release(self) -> None:
@@ -207,8 +203,9 @@ class Journal:
             raise self._error(name, "corrupt (bad JSON)") from None
         if not isinstance(meta, dict):
             raise self._error(name, "corrupt (bad JSON)")
-        if meta.get("format") not in R.FORMATS_READ:
-            raise self._error(name, f"written by an unknown format version {meta.get('format')!r}")
+        if meta.get("format") != R.FORMAT:
+            raise self._error(name, f"written by an unsupported format {meta.get('format')!r}; "
+                                    f"this version reads format {R.FORMAT}")
         g, has, size = meta.get("generation"), meta.get("snapshot"), meta.get("snapshot_bytes")
         if (type(g) is not int or g != gen or g < 0 or g >= 10**10 or type(has) is not bool
                 or type(size) is not int or size < 0):
@@ -448,17 +445,11 @@ class Journal:
                 raise Corrupt("not a hybridsearch snapshot (bad magic)")
             raise Corrupt("bad header (checksum, generation or schema)")
         pos = R.FILE.size
-
-        def record() -> tuple:
-            nonlocal pos
-            hdr, kind, length, crc = _record_header(f, pos, size)
-            payload = f.read(length)
-            if len(payload) != length or not R.payload_ok(hdr, payload, crc):
-                raise Corrupt(f"checksum mismatch in the record at offset {pos}")
-            pos += R.REC.size + length
-            return kind, payload
-
-        kind, payload = record()
+        hdr, kind, length, crc = _record_header(f, pos, size)
+        payload = f.read(length)
+        if len(payload) != length or not R.payload_ok(hdr, payload, crc):
+            raise Corrupt(f"checksum mismatch in the record at offset {pos}")
+        pos += R.REC.size + length
         if kind != R.K_SNAP_META:
             raise Corrupt("first record is not the snapshot header")
         try:
@@ -467,49 +458,13 @@ class Journal:
             raise Corrupt("bad JSON in the snapshot header") from None
         if not isinstance(meta, dict):
             raise Corrupt("bad snapshot header")
-        if meta.get("layout") == "arrays":
-            return self._read_arrays(f, size, pos, meta)
-        count, chunks, extras_n = meta.get("count"), meta.get("chunks"), meta.get("extras")
-        if not all(type(x) is int and x >= 0 for x in (count, chunks, extras_n)):
-            raise Corrupt("bad snapshot header")
-        kind, payload = record()
-        if kind != R.K_SNAP_SLOTS or len(payload) != 16 * count:
-            raise Corrupt("bad slot record")
-        slots = np.frombuffer(payload, dtype="<i8", count=count).astype(np.int64)
-        seqs = np.frombuffer(payload, dtype="<i8", count=count, offset=8 * count).astype(np.int64)
-        docs: list = []
-        for _ in range(chunks):
-            kind, payload = record()
-            if kind != R.K_SNAP_DOCS:
-                raise Corrupt("expected a document record")
-            docs.extend(self.codec.decode(payload))
-            del payload
-        if len(docs) != count:
-            raise Corrupt(f"holds {len(docs)} documents, its header says {count}")
-        if len({d.id for d in docs}) != count:
-            raise Corrupt("repeated id")
-        extras = {}
-        for _ in range(extras_n):
-            kind, payload = record()
-            if kind != R.K_SNAP_EXTRA or len(payload) < 4:
-                raise Corrupt("expected an extra record")
-            (nlen,) = struct.unpack_from("<I", payload)
-            if nlen > len(payload) - 4:
-                raise Corrupt("bad extra record")
-            try:
-                key = payload[4:4 + nlen].decode("utf-8")
-            except UnicodeDecodeError:
-                raise Corrupt("bad extra name") from None
-            if key in extras:
-                raise Corrupt("repeated extra name")
-            extras[key] = payload[4 + nlen:]
-        kind, payload = record()
-        if kind != R.K_SNAP_END or payload or pos != size:
-            raise Corrupt("missing end record or trailing bytes")
-        return Snapshot(slots=slots, seqs=seqs, docs=docs, extras=extras)
+        if meta.get("layout") != "arrays":  # a checksummed header of another layout: not damage
+            raise self._error(name, f"written by an unsupported format (snapshot layout "
+                                    f"{meta.get('layout')!r}); this version reads format {R.FORMAT}")
+        return self._read_arrays(f, size, pos, meta)
 
     def _read_arrays(self, f, size: int, pos: int, meta: dict) -> Snapshot:
-        """Format 2: every record's checksum verified by streaming it through a small buffer (so
+        """Every record's checksum verified by streaming it through a small buffer (so
         the check costs no resident memory), then each array is a view of the file mapped
         copy-on-write: opening costs a pass over the bytes, never a parse or a copy."""
         count = meta.get("arrays")
@@ -638,44 +593,8 @@ class Journal:
             self._pending = None  # load() reads the log again
 
     # ---------------------------------------------------------------- snapshot
-    def snapshot(self, slots, seqs, docs: list, extras: dict) -> None:
-        """Atomically replaces the snapshot and starts an empty log (see the module docstring)."""
-        docs = list(docs)
-        n = len(docs)
-        slots = np.ascontiguousarray(slots, dtype="<i8").reshape(-1)
-        seqs = np.ascontiguousarray(seqs, dtype="<i8").reshape(-1)
-        if len(slots) != n or len(seqs) != n:
-            raise ValueError(f"snapshot: {n} documents but {len(slots)} slots and {len(seqs)} seqs")
-        items = []
-        for key, blob in (extras or {}).items():
-            if not isinstance(key, str):
-                raise ValueError(f"snapshot: extra names are strings, got {key!r}")
-            try:
-                items.append((key.encode("utf-8"), memoryview(blob).cast("B")))
-            except (UnicodeEncodeError, TypeError) as e:
-                raise ValueError(f"snapshot: extra {key!r}: {e}") from None
-        if len({getattr(d, "id", None) for d in docs}) != n:
-            raise SchemaError("snapshot: repeated id")
-        codec = self.codec
-        # encode the first chunk up front so a bad document fails before any file is touched
-        chunks = [docs[i:i + R.SNAP_CHUNK] for i in range(0, n, R.SNAP_CHUNK)]
-        first = codec.encode(chunks[0]) if chunks else None
-
-        def body(new):
-            yield R.file_header(R.SNAP_MAGIC, new, self.digest)
-            meta = json.dumps({"count": n, "chunks": len(chunks), "extras": len(items)}).encode()
-            yield from R.record(R.K_SNAP_META, meta)
-            yield from R.record(R.K_SNAP_SLOTS, slots.tobytes() + seqs.tobytes())
-            for i, chunk in enumerate(chunks):
-                yield from R.record(R.K_SNAP_DOCS, first if i == 0 else codec.encode(chunk))
-            for key, blob in items:
-                yield from R.record(R.K_SNAP_EXTRA, b"".join([struct.pack("<I", len(key)), key, blob]))
-            yield from R.record(R.K_SNAP_END, b"")
-
-        self._publish(body)
-
     def snapshot_arrays(self, meta: dict, arrays: dict) -> None:
-        """Format 2: atomically replaces the snapshot with named arrays (numbers, 1-D or 2-D,
+        """Atomically replaces the snapshot with named arrays (numbers, 1-D or 2-D,
         each starting 64-byte aligned in the file so that load() maps it) and JSON `meta`."""
         items = []
         for name, a in arrays.items():

@@ -11,8 +11,7 @@ from typing import Optional
 
 from hybridsearch.document import Schema
 
-FORMAT = 2  # 2: snapshots of mapped arrays (K_SNAP_ARRAY); 1: snapshots of documents, still read
-FORMATS_READ = (1, 2)
+FORMAT = 2  # the files' layout, recorded in MANIFEST: a file of any other number is refused
 ALIGN = 64  # file offset of every array's first byte: a mapped view is aligned for any kernel
 
 # ----------------------------------------------------------------- framing
@@ -26,12 +25,10 @@ MANIFEST_MAGIC = b"\x93hsMAN\x00\x01"
 # record kinds
 K_UPSERT, K_DELETE, K_UPDATE, K_UPDATE_MANY = 1, 2, 3, 4
 K_MANIFEST = 16
-K_SNAP_META, K_SNAP_SLOTS, K_SNAP_DOCS, K_SNAP_EXTRA, K_SNAP_END = 32, 33, 34, 35, 36
-K_SNAP_ARRAY = 37
+K_SNAP_META, K_SNAP_END, K_SNAP_ARRAY = 32, 36, 37
 LOG_KINDS = {K_UPSERT: "upsert", K_DELETE: "delete", K_UPDATE: "update", K_UPDATE_MANY: "update_many"}
 
 BATCH = struct.Struct("<QQQ")  # n docs, JSON length, vectors present
-SNAP_CHUNK = 65536  # documents per snapshot record
 
 MANIFEST = "MANIFEST"
 LOCK = "LOCK"

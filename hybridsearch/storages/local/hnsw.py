@@ -125,34 +125,6 @@ class HnswStorage(JournaledStorage):
         self.graph = G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
                                         self.quantization)
 
-    def _restore_documents_index(self, snap, slots: np.ndarray, where: str) -> None:
-        blob = snap.extras.get("graph")
-        if self.graph is not None and blob:
-            self.graph = self._load_graph(blob, where)
-            self._check_index(where)
-        else:
-            self._index_rows(slots)
-
-    def _load_graph(self, blob, where: str):
-        """A format-1 snapshot's graph; with quantization "auto" in whichever form it was saved."""
-        def load(quantization):
-            return G.HnswGraph.from_bytes(blob, self.store.vectors, self.dim, self.metric,
-                                          self.m, self.ef_construct, quantization)
-        try:
-            return load(self.quantization)
-        except ValueError as e:
-            other = "none" if self.quantization == "int8" else "int8"
-            try:
-                graph = load(other)
-            except ValueError:
-                raise BackendError(f"the graph in the snapshot under {where} is damaged: {e}") from None
-        if not self._quantization_auto:
-            raise BackendError(
-                f"the graph under {where} was saved with quantization="
-                f"{'int8' if other == 'int8' else 'None'}; open it with that quantization (or 'auto')")
-        self.quantization = other
-        return graph
-
     def _vector_count(self) -> int:
         if self.store.vec_spec is None:
             return 0
@@ -236,11 +208,6 @@ class HnswStorage(JournaledStorage):
             self._bits_cache.clear()  # a write empties it anyway; bounded for many distinct filters
         self._bits_cache[node] = (gen, bits, matches)
         return bits, matches
-
-    def _vector_list_exact(self, exact: bool) -> bool:
-        """True when this thread's last vector search was planned as the exact scan."""
-        p = self.last_plan()
-        return exact or (p is not None and p.strategy == planner.EXACT)
 
     def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
         """The walk (or, with exact=True, the exact scan), query checks and hits in one native

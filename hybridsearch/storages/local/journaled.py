@@ -6,7 +6,7 @@ writers); a snapshot holds every column, the text index and the storage's own in
 the graph) as arrays that the next open maps instead of parsing. Without `path=` the same write
 path runs without the log. Subclasses apply writes to RAM (`_apply_upsert`, `_apply_delete`,
 `_apply_update`) and, when they keep an index of their own, export and attach it
-(`_export_index`, `_attach_index`, `_index_rows`, `_restore_documents_index`).
+(`_export_index`, `_attach_index`, `_index_rows`).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch.batch import Batch, build_batch
+from hybridsearch.engine.lexical import UnsupportedFormat
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.storages.columnar import ColumnarStorage
 
@@ -82,9 +83,6 @@ class JournaledStorage(ColumnarStorage):
 
     # ------------------------------------------------------------ snapshots
     def _restore(self, snap, where: str) -> None:
-        if snap.arrays is None:  # format 1: documents, written before files were mapped
-            self._restore_documents(snap, where)
-            return
         meta, arrays = snap.meta, snap.arrays
 
         def part(prefix: str) -> dict:
@@ -93,31 +91,19 @@ class JournaledStorage(ColumnarStorage):
         try:
             self.store.restore(meta.get("columns") or {}, part("col/"))
             rows = self.store.live_rows()
-            if self.text and meta.get("text") is not None and not self.text.outdated(meta["text"]):
+            if self.text:
+                if meta.get("text") is None:
+                    raise ValueError("it holds no text index")
                 self.text.restore(meta["text"], part("text/"))
-            elif self.text and len(rows):  # none in the snapshot, or an older one without positions
-                self.text.add(rows, self.store.field_values(rows, self.text.names))
             if meta.get("index") is not None:
                 self._attach_index(meta["index"], part("index/"), where)
-            elif len(rows):
+            elif len(rows):  # an empty graph is saved as none (see hnsw._export_index)
                 self._index_rows(rows)
+        except UnsupportedFormat as e:
+            raise BackendError(f"the snapshot under {where}: {e}") from None
         except ValueError as e:
             raise BackendError(f"the snapshot under {where} is damaged: {e}") from None
         self._check_index(where)
-
-    def _restore_documents(self, snap, where: str) -> None:
-        st = self.store
-        slots = np.asarray(snap.slots, dtype=np.int64)
-        if len(snap.docs):
-            batch = build_batch(self.schema, snap.docs)
-            st.upsert(batch, slots=slots)
-            if self.text:
-                self.text.add(slots, batch.columns)
-            st.seq[slots] = snap.seqs
-            st.next_seq = int(np.max(snap.seqs)) + 1
-        if st.reuse_slots:  # the gaps between the live slots are free; sorted, so already a heap
-            st.free = np.setdiff1d(np.arange(st.n, dtype=np.int64), slots).tolist()
-        self._restore_documents_index(snap, slots, where)
 
     def _export_index(self) -> Optional[tuple]:
         """(meta, arrays) of the storage's own index for a snapshot, or None (the caller holds the
@@ -130,10 +116,6 @@ class JournaledStorage(ColumnarStorage):
 
     def _index_rows(self, rows: np.ndarray) -> None:
         """Builds the storage's index over restored rows whose snapshot holds none."""
-
-    def _restore_documents_index(self, snap, slots: np.ndarray, where: str) -> None:
-        """The storage's index from a format-1 snapshot (its extras)."""
-        self._index_rows(slots)
 
     def _check_index(self, where: str) -> None:
         """Raises BackendError if the restored index does not match the documents."""

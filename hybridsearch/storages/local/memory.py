@@ -15,6 +15,7 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import ConfigError
 from hybridsearch.query.filters import Node
 from hybridsearch.storages.config import StorageConfig, boolean, integer, option, path_or_none
+from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.journaled import JournaledStorage
 
 
@@ -38,47 +39,29 @@ class MemoryStorage(JournaledStorage):
     name = "memory"
     Config = MemoryConfig
 
-    def __init__(self, schema, config: StorageConfig) -> None:
+    def __init__(self, schema, config: MemoryConfig) -> None:
         super().__init__(schema, config)
         self.store = ColumnStore(schema, self.metric)
         self.lock = RWLock()
-        # sqlite's config has no threads option: its text fields are indexed one per core
-        self.text = TextIndex(schema, getattr(config, "threads", None))
+        self.text = TextIndex(schema, config.threads)
         self._init_writes()
-        # subclasses with files of their own (sqlite) take another config and their own write path
-        if isinstance(config, MemoryConfig) and config.path is not None:
+        if config.path is not None:
             self._open_files(config.path, config.read_only)
 
-    # the writes themselves; the caller holds the write lock
+    # the writes themselves (storages/local/ram.py); the caller holds the write lock
     def _apply_upsert(self, batch: Batch) -> None:
-        slots = self.store.upsert(batch)
-        if self.text:
-            self.text.add(slots, batch.columns)
+        ram.upsert(self.store, self.text, batch)
 
     def _apply_delete(self, ids: list) -> int:
-        st = self.store
-        layout = st.compactions
-        slots = st.delete(ids)
-        if self.text:
-            if st.compactions != layout:  # rows were renumbered
-                rows = st.live_rows()
-                self.text.rebuild(rows, st.field_values(rows, self.text.names))
-            else:
-                self.text.remove(slots)
-        return len(slots)
+        return ram.delete(self.store, self.text, ids)
 
     def _apply_update(self, slots, values: dict) -> None:
         """A partial update of one slot or an array of them to the same values."""
-        self.store.set_fields(slots, values)
-        if self.text:
-            self.text.update(slots, values)
+        ram.update(self.store, self.text, slots, values)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:
         return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
-
-    def _vector_list_exact(self, exact: bool) -> bool:
-        return True  # every vector search here is the exact scan
 
     def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
         """The exact scan, query checks and hits in one native call (engine/find.py)."""

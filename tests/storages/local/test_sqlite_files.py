@@ -1,5 +1,5 @@
-"""storage="sqlite" with a database file that is missing, damaged or changed by another program
-(issue 28, item 9): the open raises hs.BackendError naming the file, or reads exactly what was
+"""storage="sqlite" with a database file that is missing, damaged or changed by another program:
+the open raises hs.BackendError naming the file, or reads exactly what was
 written; never fewer or different documents. Public API only; the file is damaged from outside,
 as a disk, a user or another program would.
 """
@@ -176,21 +176,6 @@ def test_rows_written_by_another_program(written):
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM documents WHERE _crc IS NULL").fetchone()[0] == 0
     conn.close()
-
-
-def test_a_table_from_before_checksums_gets_them_on_its_first_writer(written):
-    path, want = written
-    with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE documents DROP COLUMN _crc")
-    conn.close()
-    with open_da(path, read_only=True) as ro:  # read unchecked, as it was written
-        assert state(ro) == want
-    with open_da(path) as da:
-        assert state(da) == want
-    data = open(path, "rb").read()
-    _flip(path, data.find(b"title0017") + 8, 0)
-    with pytest.raises(hs.BackendError, match="checksum"):
-        open_da(path)
 
 
 @pytest.mark.parametrize("prefilter", ["columns", "sql"])

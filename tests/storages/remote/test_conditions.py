@@ -329,8 +329,8 @@ def test_failures_in_a_by_query_answer_are_a_backend_error(filled, proxy, by_que
 def test_opensearch_indexes_keep_vectors_in_source_and_derived_ones_use_bulk(open_da, proxy, remote, client):
     """OpenSearch 3.5 with k-NN derived source: after a scroll (as _update_by_query runs) over
     documents written together, the documents left in place cannot be fetched any more. New
-    indexes turn it off; on an index that has it (the proxy creates one, as hybridsearch before
-    this change or another tool would), writes by condition go through bulk requests."""
+    indexes turn it off; on an index that has it (the proxy creates one, as another tool
+    would), writes by condition go through bulk requests."""
     storage, url = remote
     if storage != "opensearch":
         pytest.skip("an OpenSearch k-NN setting")

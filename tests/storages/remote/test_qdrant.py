@@ -193,7 +193,7 @@ def test_hybrid_sum_reading_matches_best_first_equals_the_memory_storage(metric)
         q = rng.standard_normal(4)
         for k, candidates in ((10, 10), (3, 50), (20, 5)):
             a = qd.find(text=text, vector=q, limit=k, candidates=candidates, exact=True)
-            b = mem.find(text=text, vector=q, limit=k, candidates=candidates)
+            b = mem.find(text=text, vector=q, limit=k, candidates=candidates, exact=True)
             assert np.allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6), (text, k, candidates)
             assert set(a.ids) == set(b.ids) or np.isclose(a.scores[-1], a.scores[-2]), (text, k, candidates)
     qd.close()
@@ -208,7 +208,7 @@ def test_a_shard_opened_with_another_schema_or_metric_is_refused(tmp_path):
     hs.DocumentArray(Product, storage="qdrant", path=tmp_path / "s").close()
 
 
-# ---------------------------------------------------------------- issue 28, items 4, 8, 9
+# ------------------------------------------- kill -9 between chunks, damaged files, hostile input
 _KILLED_BETWEEN_CHUNKS = """
 import os, signal, sys
 import numpy as np

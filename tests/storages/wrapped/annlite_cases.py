@@ -254,7 +254,7 @@ def test_annlite_failing_mid_write_is_undone(tmp_path, monkeypatch):
     assert _state(again) == before
     expected = before
     # the restore failing too (AnnLite neither inserts nor opens): the handle refuses every call;
-    # reopening completes the undo, recorded before AnnLite was reopened (issue 28, item 10: a call
+    # reopening completes the undo, recorded before AnnLite was reopened (a call
     # that raised leaves nothing, as on every other storage)
     monkeypatch.setattr(annlite.AnnLite, "index", _fail)
     monkeypatch.setattr(annlite.AnnLite, "__init__", _fail)
@@ -522,7 +522,7 @@ def test_kill_9_during_writes_leaves_every_write_whole(tmp_path):
 
 
 def test_a_full_disk_leaves_the_batch_that_raised_absent_after_reopening(tmp_path):
-    """Issue 28, item 10: writes fail once the files may grow no more (RLIMIT_FSIZE, as on a full
+    """Writes fail once the files may grow no more (RLIMIT_FSIZE, as on a full
     disk); the batch that raised is absent after reopening, as on hnsw, memory and sqlite (its
     undo is recorded before AnnLite is reopened, so an undo that cannot finish is completed on
     open), and every acknowledged batch is there."""

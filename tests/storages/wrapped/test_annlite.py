@@ -61,7 +61,7 @@ def test_paging_and_text_refusals_on_annlite_in_a_child_process():
 
 
 def test_hostile_columns_on_annlite_in_a_child_process():
-    # extend_columns' refusals write nothing and accepted columns equal their documents (issue 28)
+    # extend_columns' refusals write nothing and accepted columns equal their documents
     summary = _child_pytest("tests/contract/test_columns_hostile.py")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 36, summary

@@ -3,9 +3,9 @@
 The file is the truth: one row per document (a column per field, vectors as
 float32 BLOBs, fields that are not columns as JSON), WAL journal, one
 transaction per batch. On open the rows are loaded into the same columns,
-vector block and inverted indexes the memory storage uses, and every write
-goes to the file (committed) before it changes them, so vector and text search
-run on the core kernels while filter-only queries are answered by SQL.
+vector block and inverted indexes the memory storage uses (storages/local/ram.py keeps them in
+step for both), and every write goes to the file (committed) before it changes them, so vector
+and text search run on the core kernels while filter-only queries are answered by SQL.
 
 A `read_only=True` opener loads the table in one read transaction and then answers everything,
 filter-only finds included, from that RAM mirror: every read of it sees the table as it was
@@ -33,13 +33,17 @@ from typing import Optional
 import numpy as np
 import sqlite_utils
 
-from hybridsearch.batch import build_batch
+from hybridsearch.batch import Batch, build_batch
 from hybridsearch.document import Kind
+from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.files import lock_exclusive, unlock
+from hybridsearch.engine.lexical import TextIndex
+from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.filters import Node
+from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none
-from hybridsearch.storages.local.memory import MemoryStorage
+from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
@@ -71,14 +75,17 @@ class SqliteConfig(StorageConfig):
             raise ConfigError("storage 'sqlite' needs path= (the database file)")
 
 
-class SqliteStorage(MemoryStorage):
-    """MemoryStorage's in-RAM search over a durable SQLite table."""
+class SqliteStorage(ColumnarStorage):
+    """A durable SQLite table, mirrored in RAM columns (as the memory storage keeps them) for search."""
 
     name = "sqlite"
     Config = SqliteConfig
 
     def __init__(self, schema, config: SqliteConfig) -> None:
         super().__init__(schema, config)
+        self.store = ColumnStore(schema, self.metric)
+        self.lock = RWLock()
+        self.text = TextIndex(schema)  # its text fields indexed one per core
         self.path = config.path
         self.table_name = config.table
         self.prefilter = config.prefilter
@@ -90,7 +97,6 @@ class SqliteStorage(MemoryStorage):
                                         + ([Kind.OTHER] if self.extra else []))
         get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
-        self.checksummed = True  # False for a table written before checksums, opened read-only
         self.conn = None
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
@@ -149,9 +155,10 @@ class SqliteStorage(MemoryStorage):
                 raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
             if rows[0]["fingerprint"] != self._fingerprint():
                 raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
-            if checks.CRC_COLUMN not in db[t].columns_dict:
-                self._add_checksums()
-            checks.write_marker(self._lock_fd, self._lock_path)  # a table from before the marker
+            if checks.CRC_COLUMN not in db[t].columns_dict:  # nothing converted: read as it is, it would go unchecked
+                raise BackendError(f"{self.path}: table {t!r} was written by an unsupported format (rows without "
+                                   f"the {checks.CRC_COLUMN} checksum column); this version reads tables with it")
+            checks.write_marker(self._lock_fd, self._lock_path)  # its lock file was removed: record the table again
             return
         if checks.has_marker(self._lock_fd):
             raise checks.vanished(self.path, t, self._lock_path, f"table {t!r} is not in the file")
@@ -171,19 +178,6 @@ class SqliteStorage(MemoryStorage):
             db[t].create_index(["_seq"])
             meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
         checks.write_marker(self._lock_fd, self._lock_path)
-
-    def _add_checksums(self) -> None:
-        """A table written before rows had checksums: the writer adds them (certifying the rows
-        as they are); a read-only opener reads it unchecked, as before."""
-        if self.read_only:
-            self.checksummed = False
-            return
-        t, crc = self.table_name, checks.CRC_COLUMN
-        args = ", ".join(f'"{n}"' for n in self.crc_names)
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "{crc}" INTEGER')
-            self.conn.execute(f'UPDATE "{t}" SET "{crc}" = hs_crc({args})')
 
     def _row(self, doc, seq: Optional[int]) -> dict:
         row = {"id": doc.id}
@@ -219,7 +213,7 @@ class SqliteStorage(MemoryStorage):
     def _checked(self, row: dict) -> dict:
         """The row, if its checksum holds. A NULL checksum marks a row another program wrote
         (SQL INSERT or UPDATE of its own): it is read unchecked."""
-        want = row.get(checks.CRC_COLUMN) if self.checksummed else None
+        want = row.get(checks.CRC_COLUMN)
         if want is not None and want != self._crc(*self._crc_values(row)):
             raise BackendError(f"{self.path}: row {row['id']!r} of table {self.table_name!r} fails its checksum: the "
                                "file is damaged, or another program changed the row (set its _crc to NULL to "
@@ -253,6 +247,16 @@ class SqliteStorage(MemoryStorage):
                                "the collection is unchanged") from None
 
     # -------------------------------------------------------------- writes
+    # each write commits its transaction, then changes the RAM mirror (storages/local/ram.py)
+    def _apply_upsert(self, batch: Batch) -> None:
+        ram.upsert(self.store, self.text, batch)
+
+    def _apply_delete(self, ids: list) -> int:
+        return ram.delete(self.store, self.text, ids)
+
+    def _apply_update(self, slots, values: dict) -> None:
+        ram.update(self.store, self.text, slots, values)
+
     def upsert(self, batch) -> None:
         t = self.table_name
         names = ["id", "_seq"] + self.crc_names[1:] + [checks.CRC_COLUMN]
@@ -325,6 +329,13 @@ class SqliteStorage(MemoryStorage):
                         f'WHERE id = ?{len(names) + 1}', params)
 
     # --------------------------------------------------------------- reads
+    def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
+                 ef: Optional[int]) -> tuple:
+        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
+
+    def _vector_list_exact(self, exact: bool) -> bool:
+        return True  # every vector search here is the exact scan
+
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
         """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
         SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then

@@ -125,7 +125,7 @@ class EdgeEngine(Engine):
         self.shard.update(self.q.UpdateOperation.delete_points(list(uuids)))
 
     def delete_where(self, tree) -> None:
-        self.shard.update(self.q.UpdateOperation.delete_points_by_filter(self.filter(tree)))
+        self.shard.update(self.q.UpdateOperation.delete_points_by_filter(F.selector(tree, self.q, True)))
 
     def optimize(self) -> None:
         self.shard.optimize()
@@ -283,7 +283,7 @@ class ClientEngine(Engine):
         self.client.delete(self.collection, points_selector=self.q.PointIdsList(points=list(uuids)), wait=True)
 
     def delete_where(self, tree) -> None:
-        self.client.delete(self.collection, points_selector=self.q.FilterSelector(filter=self.filter(tree)), wait=True)
+        self.client.delete(self.collection, points_selector=self.q.FilterSelector(filter=F.selector(tree, self.q, False)), wait=True)
 
     def optimize(self) -> None:
         """A server optimizes in the background; nothing to run here."""

@@ -162,6 +162,12 @@ def build(tree: tuple, m, edge: bool):
     return cond if isinstance(cond, m.Filter) else m.Filter(must=[cond])
 
 
+def selector(tree: tuple, m, edge: bool):
+    """The tree as a Filter naming the points a delete removes: a Filter even for "everything"
+    (a delete by filter takes no None)."""
+    return build(tree, m, edge) or _condition(ALL, m, edge)
+
+
 def _condition(tree: tuple, m, edge: bool):
     tag = tree[0]
     if tag == "none":  # hs_id is on every point, so "hs_id is empty" holds for none

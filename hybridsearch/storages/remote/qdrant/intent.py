@@ -1,7 +1,7 @@
 """The redo record of a write larger than one Qdrant operation (embedded shards, `path=`).
 
 Qdrant applies one update operation whole (its write-ahead log), but a batch of more than CHUNK
-points is several operations: a crash between two of them used to leave the batch half applied.
+points is several operations: a crash between two of them would leave the batch half applied.
 So such a write first records every point it will upsert in `hybridsearch-intent.json` beside
 the shard (written to a .tmp file, fsynced, renamed, the folder fsynced), then sends the
 chunks, then removes the record (the removal fsynced too: a record left behind would be redone

@@ -1,4 +1,5 @@
-"""API 2 at scale: count, facets, a sorted page and update_many, against SQLite's own SQL.
+"""Operations over the columns at scale: count, facets, a sorted page and update_many, against
+SQLite's own SQL.
 
 n documents (default 1,000,000) with a keyword `category` (20 values), an int `bucket` (n / 10,000
 values: one bucket is 10,000 documents), an int `price`, a bool `in_stock` and an 8-word hs.Text
@@ -11,12 +12,12 @@ same rows with an index on every filtered column (the anchor, measured in the sa
     sort      find(filter=10 %, sort=[("price", "asc")], 20)    ... ORDER BY price, seq LIMIT 20
     update    da.update_many({"bucket": b}, price=...)         UPDATE ... WHERE bucket = ? (10,000 rows)
 
-Targets at 1M (issue 17): count <= 2 ms, facets <= 10 ms, sort page <= 20 ms, update_many of
+Targets at 1M: count <= 2 ms, facets <= 10 ms, sort page <= 20 ms, update_many of
 10,000 <= 50 ms on memory and hnsw. hnsw here has no vector field (its columns are what is
 measured; the graph is untouched by these operations).
 
-    python benchmarks/bench_api2.py --n 100000
-    python benchmarks/bench_api2.py --n 1000000 --storages memory,hnsw,hnsw-path --out DIR
+    python benchmarks/bench_column_ops.py --n 100000
+    python benchmarks/bench_column_ops.py --n 1000000 --storages memory,hnsw,hnsw-path --out DIR
 """
 import os
 import sqlite3
@@ -125,11 +126,11 @@ def sqlite_sql(cols: dict, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     ap = parser(__doc__)
-    ap.add_argument("--n", type=int, default=100_000, help="documents (default 100,000; the issue's: 1,000,000)")
+    ap.add_argument("--n", type=int, default=100_000, help="documents (default 100,000; the targets are for 1,000,000)")
     ap.add_argument("--storages", default="memory,hnsw", help="memory, hnsw, hnsw-path, memory-path, sqlite")
     ap.add_argument("--repeats", type=int, default=21)
     args = ap.parse_args(argv)
-    out, facts = start("api2", args)
+    out, facts = start("column_ops", args)
     cols = product_columns(args.n, np.random.default_rng(0))
     rows = [sqlite_sql(cols, args.repeats)] + [ours(s, cols, args.repeats) for s in args.storages.split(",")]
     target = {"count": 2.0, "facets": 10.0, "sort": 20.0, "update": 50.0}

@@ -1,16 +1,15 @@
-"""API 2 on Elasticsearch / OpenSearch: count, facets, a sorted page and update_many done by the
-engine, against doing the same by hand through the public API on the same collection (what a
-user had to do before API 2: fetch every matching document, then count, group, sort or update
-them one by one).
+"""Operations over the columns on Elasticsearch / OpenSearch: count, facets, a sorted page and
+update_many done by the engine, against doing the same by hand through the public API on the same
+collection (fetch every matching document, then count, group, sort or update them one by one).
 
-The corpus and the operations are bench_api2.py's (n products, 20 categories, buckets of 10,000,
+The corpus and the operations are bench_column_ops.py's (n products, 20 categories, buckets of 10,000,
 10 %-selective price filters); each figure is the median of --repeats calls after a warm-up (by
 hand: of --slow-repeats, they take seconds; 0 skips them). update_many on a node without
 _update_by_query (Elasticsearch's integ-test-zip) is the storage's bulk path; by hand it is one
 update() per document.
 
     scripts/searchnode.sh start es && scripts/searchnode.sh start os
-    python benchmarks/bench_api2_remote.py --n 100000
+    python benchmarks/bench_column_ops_remote.py --n 100000
 """
 import statistics
 import sys
@@ -19,7 +18,7 @@ import time
 from collections import Counter
 
 import numpy as np
-from bench_api2 import product_columns, median_ms, product_model
+from bench_column_ops import product_columns, median_ms, product_model
 
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.script import parser, start
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--es", default=remote.node_url("elasticsearch"))
     ap.add_argument("--os", default=remote.node_url("opensearch"))
     args = ap.parse_args(argv)
-    out, facts = start("api2_remote", args)
+    out, facts = start("column_ops_remote", args)
     cols = product_columns(args.n, np.random.default_rng(0))
     rows = []
     for storage, url in (("elasticsearch", args.es), ("opensearch", args.os)):
@@ -92,14 +91,14 @@ def main(argv=None) -> int:
     ops = ["count", "facets", "sort", "update"]
     table = []
     for r in rows:
-        table.append([r["storage"], "API 2", f"{r['load_s']:.1f}"] + [f"{r['native'][k]:.1f}" for k in ops])
+        table.append([r["storage"], "engine", f"{r['load_s']:.1f}"] + [f"{r['native'][k]:.1f}" for k in ops])
         if r["by_hand"]:
             table.append([r["storage"], "by hand", ""] + [f"{r['by_hand'][k]:.1f}" for k in ops])
     out.table(["storage", "path", "load s", "count ms", "facets ms", "sort page ms", "update_many 10k ms"], table)
     for r in rows:
         if not r["by_hand"]:
             continue
-        out.say(f"{r['storage']}: API 2 is "
+        out.say(f"{r['storage']}: the engine's paths are "
                 + ", ".join(f"{k} {r['by_hand'][k] / r['native'][k]:.0f}x faster" for k in ops))
     out.save({"machine": facts, "config": vars(args), "rows": rows})
     return 0

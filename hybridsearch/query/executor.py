@@ -1,0 +1,186 @@
+"""Runs a Plan on a storage: the one place that unions lists, scores the parts, fuses, breaks
+ties, pages and applies min_score, for every storage (API.md sections 4, 7 and 8).
+
+The storage answers retrieval primitives (storages/base.py: vector_top, text_top,
+text_matches, scores_of, hits_of) inside one `reading()`; nothing here knows how a storage
+keeps its data. Hybrid "sum" and "linear" (third edition): the union of the lexical top-
+`candidates` and the vector top-`candidates`, each candidate scored exactly on both parts;
+with exact=True the lexical side is every lexical match (the first edition). "rrf": ranks
+over the same two top lists. `Results.part_scores` carries each hit's raw part scores.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch.errors import UnsupportedError
+from hybridsearch.query import fusion
+from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
+from hybridsearch.results import Results
+
+_NAN = np.float32("nan")
+
+
+def execute(storage, plan: Plan) -> Results:
+    """The Results of `plan` on `storage` (its page, min_score applied, part_scores aligned)."""
+    mode = plan.mode
+    if mode == VECTOR:
+        return _vector(storage, plan)
+    if mode == FILTER:
+        return _filter(storage, plan)
+    if mode == SORTED:
+        return _sorted(storage, plan)
+    if _legacy(storage):
+        return _legacy_text(storage, plan)
+    if mode == TEXT:
+        return _text(storage, plan)
+    if mode == HYBRID:
+        return _hybrid(storage, plan)
+    raise ValueError(f"unknown plan mode {mode!r}")  # a bug here, never a user's input
+
+
+def _vector(storage, plan: Plan) -> Results:
+    if plan.want == 0:
+        return Results.empty(None, ("vector",))
+    ids, scores, docs = storage.search_vectors(plan.vector, plan.want, plan.node, plan.exact, plan.ef)[0]
+    return Results(ids, scores, storage.get, docs, None, {"vector": scores}).above(plan.min_score).page(plan.offset)
+
+
+def _filter(storage, plan: Plan) -> Results:
+    ids, docs = storage.search_filter(plan.node, plan.want)
+    node = plan.node
+    total = len(ids) if plan.want is None else (lambda: storage.count_matches(node, None))
+    return Results(ids, np.zeros(len(ids), dtype=np.float32), storage.get, docs, total, {}).page(plan.offset)
+
+
+def _sorted(storage, plan: Plan) -> Results:
+    ids, scores, docs, total = storage.search_sorted(plan.node, plan.text, plan.sort, plan.want)
+    parts = {"text": scores} if plan.text is not None else {}
+    return Results(ids, scores, storage.get, docs, total, parts).page(plan.offset)
+
+
+def _total(storage, plan: Plan):
+    """Results.total of a text or hybrid find: counted when read, None where it does not apply."""
+    if not plan.counts_total:
+        return None
+    node, text = plan.node, plan.text
+    return lambda: storage.count_matches(node, text)
+
+
+def _text(storage, plan: Plan) -> Results:
+    total = _total(storage, plan)
+    if plan.want == 0:
+        return Results.empty(total, ("text",))
+    with storage.reading():
+        lex = storage.text_top(plan.text, plan.want, plan.node)
+        ids, docs = storage.hits_of(lex.keys, lex.docs)
+    scores = lex.scores
+    return Results(ids, scores, storage.get, docs, total, {"text": scores}).above(plan.min_score).page(plan.offset)
+
+
+def _hybrid(storage, plan: Plan) -> Results:
+    if plan.want == 0:
+        return Results.empty(None, ("text", "vector"))
+    text, q, node, c = plan.text, plan.vector, plan.node, plan.candidates
+    every_match = plan.exact and plan.fusion != "rrf"  # the first edition's lexical side
+    with storage.reading():
+        # the lexical side first: a storage without a lexical engine refuses before any search
+        lex = storage.text_matches(text, node) if every_match else storage.text_top(text, c, node)
+        vec = storage.vector_top(q, c, node, plan.exact, plan.ef)
+        keys, order, docs, at_lex, at_vec = union(lex, vec)
+        n = len(keys)
+        if plan.fusion == "rrf":
+            fused = fusion.rrf_scores(n, [at_lex, at_vec], plan.rrf_k)
+            # each list's raw score where the hit is on it, NaN where it is not
+            t_part = np.full(n, _NAN, dtype=np.float32)
+            v_part = np.full(n, _NAN, dtype=np.float32)
+            t_part[at_lex] = lex.scores
+            v_part[at_vec] = vec.scores
+        else:
+            # the lexical list's own BM25; the vector-only candidates (after it in the union) hold
+            # no query term when the list is every match, else are scored here
+            t_part = np.zeros(n, dtype=np.float32)
+            t_part[at_lex] = lex.scores
+            if not every_match and n > len(lex.keys):
+                t_part[len(lex.keys):] = storage.scores_of(keys[len(lex.keys):], "text", text)
+            v_part = np.asarray(storage.scores_of(keys, "vector", q), dtype=np.float32)
+            if plan.fusion == "linear":
+                fused = fusion.linear_scores(t_part, v_part, *plan.weights)
+            else:
+                fused = fusion.sum_scores(t_part, v_part)
+        chosen, scores = fusion.best(fused, plan.want, order)
+        ids, hit_docs = storage.hits_of(keys[chosen], None if docs is None else [docs[i] for i in chosen.tolist()])
+    parts = {"text": t_part[chosen], "vector": v_part[chosen]}
+    return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
+
+
+def union(a: Candidates, b: Candidates) -> tuple:
+    """(keys, order, docs or None, positions of a's keys, positions of b's keys) of the union of
+    two lists (each without repeated keys): a's keys first, in a's order, then b's new ones."""
+    na = len(a.keys)
+    if na == 0 or len(b.keys) == 0:
+        new = np.arange(len(b.keys), dtype=np.int64)
+        in_a = np.zeros(len(b.keys), dtype=bool)
+        at_b = np.arange(na, na + len(b.keys), dtype=np.int64)
+    else:
+        at_b, in_a = _positions_in(a.keys, b.keys)
+        new = np.flatnonzero(~in_a)
+        at_b = at_b.copy()
+        at_b[new] = na + np.arange(len(new), dtype=np.int64)
+    keys = np.concatenate([a.keys, b.keys[new]]) if len(new) else a.keys
+    order = np.concatenate([a.order, b.order[new]]) if len(new) else a.order
+    docs = None
+    if a.docs is not None or b.docs is not None:
+        da = a.docs if a.docs is not None else [None] * na
+        db = b.docs if b.docs is not None else [None] * len(b.keys)
+        docs = list(da) + [db[i] for i in new.tolist()]
+        for i, at in zip(np.flatnonzero(in_a).tolist(), at_b[in_a].tolist()):
+            if docs[at] is None:
+                docs[at] = db[i]
+    return keys, np.asarray(order, dtype=np.int64), docs, np.arange(na, dtype=np.int64), at_b
+
+
+def _positions_in(a: np.ndarray, b: np.ndarray) -> tuple:
+    """(position in a of each key of b (any value where absent), whether it is in a)."""
+    if a.dtype == object or b.dtype == object:
+        where = {k: i for i, k in enumerate(a.tolist())}
+        pos = np.array([where.get(k, -1) for k in b.tolist()], dtype=np.int64)
+        return pos, pos >= 0
+    ascending = len(a) < 2 or bool((a[1:] > a[:-1]).all())  # every match comes ascending: no sort
+    sorter = None if ascending else np.argsort(a, kind="stable")
+    at = np.searchsorted(a, b, sorter=sorter)
+    at = np.minimum(at, len(a) - 1)
+    pos = at if sorter is None else sorter[at]
+    return pos, a[pos] == b
+
+
+# ------------------------------------------------------------------------------------------
+# TEMPORARY (issue 29): storages that still answer text and hybrid finds in one call
+# (Storage.search_text: elasticsearch, opensearch, weaviate, vespa, qdrant, annlite's refusal).
+# Their answers pass through unchanged; hybrid part_scores are refused there. Removed once every
+# storage implements the primitives.
+def _legacy(storage) -> bool:
+    return getattr(storage, "legacy_text_search", False)
+
+
+def _legacy_text(storage, plan: Plan) -> Results:
+    total = _total(storage, plan)
+    if plan.want == 0:
+        return Results.empty(total, ("text",) if plan.mode == TEXT else ("text", "vector"))
+    extra = {"weights": plan.weights} if plan.weights is not None else {}
+    ids, scores, docs = storage.search_text(plan.text, plan.vector, plan.want, plan.node, fusion=plan.fusion,
+                                            candidates=plan.candidates, rrf_k=plan.rrf_k, exact=plan.exact,
+                                            ef=plan.ef, **extra)
+    if plan.mode == TEXT:
+        parts = {"text": np.asarray(scores, dtype=np.float32)}
+    else:
+        parts = _refuse_parts(storage.name)
+    return Results(ids, scores, storage.get, docs, total, parts).above(plan.min_score).page(plan.offset)
+
+
+def _refuse_parts(name: str):
+    def refuse() -> Optional[dict]:
+        raise UnsupportedError(f"part_scores of a hybrid find are not available on storage {name!r} yet")
+    return refuse
