@@ -51,7 +51,7 @@ def setup(which: str, seed: int = 0):
     # the walk find() makes, called as bare as Python allows: the same native graph built with the
     # storage's parameters and seed over the same vectors (a cosine graph keeps them raw, as the store does), searched one query at a time
     from hybridsearch.engine import graph as G
-    graph = G.HnswGraph(DIM, "cosine", M, EF_CONSTRUCT)
+    graph = G.HnswGraph(DIM, "cosine", M, EF_CONSTRUCT, 0x5EED, "int8")  # the storage's seed and (default) int8 walk
     graph.add(X, np.arange(N, dtype=np.int64), 1)
     walk_ids = graph.search(X, np.ascontiguousarray(Q[:50] / np.linalg.norm(Q[:50], axis=1, keepdims=True)),
                             K, EF, None, G.PLAIN)[1]
