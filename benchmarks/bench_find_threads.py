@@ -3,7 +3,9 @@ of a plain vector find scales when the walk runs without the GIL (issue 29: 2 th
 on 2 cores for hnsw at 200k).
 
 The passes alternate 1 thread, 2 threads, 1, 2, ... so load from elsewhere falls on both; medians
-of QPS and the CPU cores the process used. Other processes on the machine take cores from the
+of QPS and the CPU cores the process used. find_batched over the same queries with threads=1 and
+2 (the walks split over threads inside one native call, no Python per query) shows the scaling the
+machine itself allows the walk. Other processes on the machine take cores from the
 2-thread passes first: the load average is printed before and after, read the ratio with it.
 
     python benchmarks/bench_find_threads.py                       # hnsw, 200,000 x 128 cosine
@@ -60,9 +62,13 @@ def main() -> None:
     clients(da, Q[:200], 1)  # warm-up
     load = os.getloadavg()
     runs: dict = {1: [], 2: []}
+    batched: dict = {1: [], 2: []}  # the machine's own ceiling: the same walks split natively, no Python per query
     for _ in range(args.passes):
         for t in (1, 2):
             runs[t].append(clients(da, Q, t))
+            t0 = time.perf_counter()
+            da.find_batched(Q, limit=10, threads=t)
+            batched[t].append(len(Q) / (time.perf_counter() - t0))
     qps = {t: statistics.median(r[0] for r in runs[t]) for t in runs}
     cores = {t: statistics.median(r[1] for r in runs[t]) for t in runs}
     print(f"{args.storage}, {args.n:,} x {D} cosine, {args.queries:,} queries x {args.passes} passes per thread "
@@ -72,6 +78,10 @@ def main() -> None:
         print(f"  {t} thread{'s' if t > 1 else ' '}: {qps[t]:8,.0f} QPS (passes {spread}), {cores[t]:.2f} cores")
     print(f"  2 threads / 1 thread: {qps[2] / qps[1]:.2f}x; per pass: "
           + " ".join(f"{b[0] / a[0]:.2f}" for a, b in zip(runs[1], runs[2])))
+    fb = {t: statistics.median(batched[t]) for t in batched}
+    print(f"  find_batched (threads inside the library, the scaling the machine allows): 1 thread {fb[1]:,.0f} QPS, "
+          f"2 threads {fb[2]:,.0f} QPS, {fb[2] / fb[1]:.2f}x; per pass: "
+          + " ".join(f"{b / a:.2f}" for a, b in zip(batched[1], batched[2])))
 
 
 if __name__ == "__main__":
