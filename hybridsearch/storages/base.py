@@ -111,7 +111,7 @@ class Storage(ABC):
         fallback counts what the searches return; storages count without fetching."""
         if text is None:
             return len(self.search_filter(node, None)[0]) if node is not None else self.count()
-        return len(self.search_text(text, None, max(self.count(), 1), node)[0])
+        return len(self._text_hits(text, node)[0])
 
     def facets(self, field: str, node: Optional[Node], text: Optional[str], limit: int,
                ranges: Optional[list]) -> list:
@@ -135,7 +135,7 @@ class Storage(ABC):
             ids, _ = self.search_filter(node if node is not None else _MATCH_ALL, None)
             scored = list(zip(ids, [0.0] * len(ids)))
         else:
-            ids, scores, _ = self.search_text(text, None, max(self.count(), 1), node)
+            ids, scores, _ = self._text_hits(text, node)
             scored = list(zip(ids, (float(s) for s in scores)))
         docs = dict(zip([i for i, _ in scored], self.get([i for i, _ in scored])))
         # a document deleted between the search and the read (a writer in another thread) is
@@ -156,8 +156,16 @@ class Storage(ABC):
         if text is None:
             ids, docs = self.search_filter(node if node is not None else _MATCH_ALL, None)
         else:
-            ids, _, docs = self.search_text(text, None, max(self.count(), 1), node)
+            ids, _, docs = self._text_hits(text, node)
         return [d for d in (docs if docs is not None else self.get(list(ids))) if d is not None]
+
+    def _text_hits(self, text, node: Optional[Node]) -> tuple:
+        """(ids, BM25 scores, docs or None) of every document matching `node` that `text` matches,
+        for the fallbacks above (text_matches, in one read)."""
+        with self.reading():
+            found = self.text_matches(text, node)
+            ids, docs = self.hits_of(found.keys, found.docs)
+        return list(ids), found.scores, docs
 
     def delete_where(self, node: Node) -> int:
         """Deletes every document matching `node`; returns how many. This fallback deletes the
