@@ -10,7 +10,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Schema
 from hybridsearch.errors import UnsupportedError
-from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages.config import StorageConfig
 
@@ -243,6 +243,14 @@ class Storage(ABC):
         if part == "text":
             raise self.no_text_search()
         raise UnsupportedError(f"storage {self.name!r} does not score given documents yet")
+
+    def scored_pool(self, plan) -> Optional[ScoredPool]:
+        """An engine's own answer to a hybrid "sum" or "linear" plan (query/plan.py): its
+        candidates with both parts, which query/executor.py then fuses, ranks and pages; None
+        (this default) to have the executor build them from the primitives above. A storage
+        answers here only where its engine's query gives API.md's candidates (Vespa's rank
+        profiles)."""
+        return None
 
     def hits_of(self, keys: np.ndarray, docs: Optional[list] = None) -> tuple:
         """(ids list[str], docs or None) of keys of this read, aligned. `docs` (aligned, None where

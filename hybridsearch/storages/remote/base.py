@@ -458,7 +458,7 @@ class RemoteStorage(Storage):
     def bm25_of(self, text, ids: list) -> dict:
         """id -> best-field BM25 of `text` of those of `ids` that the text query matches (the
         lexical query restricted to the ids: its scores are those of the unrestricted one)."""
-        raise NotImplementedError
+        raise UnsupportedError(f"storage {self.name!r} does not score given documents by text")
 
     def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
         ids = keys.tolist()
