@@ -90,8 +90,7 @@ def _hybrid(storage, plan: Plan) -> Results:
         if pool is not None:  # the engine's own candidates and parts (Storage.scored_pool)
             return _pooled(storage, plan, pool)
         # the lexical side first: a storage without a lexical engine refuses before any search
-        lex = storage.text_matches(text, node) if every_match else storage.text_top(text, c, node)
-        vec = storage.vector_top(q, c, node, plan.exact, plan.ef)
+        lex, vec = storage.hybrid_lists(text, c, every_match, q, node, plan.exact, plan.ef)
         keys, order, docs, at_lex, at_vec = union(lex, vec)
         n = len(keys)
         if plan.fusion == "rrf":

@@ -244,6 +244,15 @@ class Storage(ABC):
             raise self.no_text_search()
         raise UnsupportedError(f"storage {self.name!r} does not score given documents yet")
 
+    def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
+                     ef: Optional[int]) -> tuple:
+        """(lexical, vector) Candidates of a hybrid find: `text_matches` with `every_match`, else
+        `text_top` (k), then `vector_top` (k) of `query`, the lexical side first (a storage
+        without a lexical engine refuses before any search). An engine that takes both lists in
+        one request (Elasticsearch's _msearch) overrides it."""
+        lex = self.text_matches(text, node) if every_match else self.text_top(text, k, node)
+        return lex, self.vector_top(query, k, node, exact, ef)
+
     def scored_pool(self, plan) -> Optional[ScoredPool]:
         """An engine's own answer to a hybrid "sum" or "linear" plan (query/plan.py): its
         candidates with both parts, which query/executor.py then fuses, ranks and pages; None

@@ -242,7 +242,8 @@ class ReadCache:
 # that read it, which share it while no write runs
 WRITES = ("upsert", "delete", "update_fields", "delete_where", "update_where", "close")
 READS = ("count", "contains", "get", "iter_ids", "search_vectors", "search_filter", "count_matches", "facets",
-         "search_sorted", "column_values", "stats", "vector_top", "text_top", "text_matches", "scores_of")
+         "search_sorted", "column_values", "stats", "vector_top", "text_top", "text_matches", "scores_of",
+         "hybrid_lists")
 
 
 class RemoteStorage(Storage):

@@ -543,7 +543,7 @@ def test_the_syntax_answers_as_the_memory_storage(open_da):
             assert remote.count(text=text, **kw) == mem.count(text=text, **kw) == b.total
         for fusion in ("sum", "linear", "rrf"):
             for exact in (True, False):  # five documents: the engine's lists hold them all
-                a = mem.find(text=text, vector=[1, 0.2], fusion=fusion, candidates=3)
+                a = mem.find(text=text, vector=[1, 0.2], fusion=fusion, candidates=3, exact=exact)
                 b = remote.find(text=text, vector=[1, 0.2], fusion=fusion, candidates=3, exact=exact)
                 assert same_ranking(a, b), (text, fusion, exact, a, b)
 

@@ -656,6 +656,28 @@ class SearchEngineStorage(RemoteStorage):
     def records_of(self, ids: list) -> dict:
         return {i: {**src, Q.ID_FIELD: i} for i, src in self._mget(ids).items()}
 
+    def _scans_exactly(self, flt: Optional[dict], k: int, exact: bool, ef: Optional[int]) -> bool:
+        """Whether a vector list is the exact scan: asked so, or (as search_vectors) an unfiltered
+        collection no larger than the candidate list."""
+        if not exact and flt is None:
+            if self._size is None:
+                self._size = self._count(None)
+            exact = self._size <= min(max(ef or self.ef, k), MAX_CANDIDATES)
+        return exact
+
+    def _knn_args(self, k: int, ef: Optional[int]) -> tuple:
+        n = min(k, MAX_CANDIDATES)
+        return n, min(max(ef or self.ef, n), MAX_CANDIDATES)
+
+    def _vector_candidates(self, q: np.ndarray, k: int, flt: Optional[dict], hits: Optional[list]) -> Candidates:
+        """The knn `hits` ranked by exact score, or the exact scan (hits None, or the engine came
+        back short of the matches)."""
+        if hits is not None and len(hits) < k and len(hits) < self._count(flt):
+            hits = None
+        if hits is None:
+            hits = self._scan(self._with_vector(flt), None, True)
+        return self.vector_list(self._records(hits), q, k)
+
     def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
                    ef: Optional[int]) -> Candidates:
         """The engine's pre-filtered knn list (ef candidates), ranked by the exact score; the
@@ -663,19 +685,31 @@ class SearchEngineStorage(RemoteStorage):
         self.need_vector()
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         flt = self._filter_clause(node)
-        if not exact and flt is None:
-            if self._size is None:
-                self._size = self._count(None)
-            exact = self._size <= min(max(ef or self.ef, k), MAX_CANDIDATES)
-        hits = None
-        if not exact:
-            n = min(k, MAX_CANDIDATES)
-            hits = self._knn_search(q, n, min(max(ef or self.ef, n), MAX_CANDIDATES), flt)
-            if len(hits) < k and len(hits) < self._count(flt):  # the engine came back short
-                hits = None
-        if hits is None:
+        hits = None if self._scans_exactly(flt, k, exact, ef) else self._knn_search(q, *self._knn_args(k, ef), flt)
+        return self._vector_candidates(q, k, flt, hits)
+
+    def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
+                     ef: Optional[int]) -> tuple:
+        """The lexical top-k and the knn list in one _msearch (the other cases one by one)."""
+        self.need_texts()
+        self.need_vector()
+        flt = self._filter_clause(node)
+        if every_match or k > PAGE:
+            return super().hybrid_lists(text, k, every_match, query, node, exact, ef)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        # exact: the scan's first page beside the lexical query; else the knn query (no count of
+        # the collection first, as vector_top makes: one round trip, the knn list asked for
+        # max(ef, k) candidates, and the exact scan where it comes back short)
+        scan = exact
+        second = ({"size": PAGE, "query": self._with_vector(flt), "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
+                   "_source": True} if scan else self._knn_body(q, *self._knn_args(k, ef), flt))
+        lex, hits = self._msearch([self._lexical_body(text, k, flt), second], "run a hybrid query")
+        lexical = self.lexical_list(text, node, self._records(lex), self._bm25(lex), k)
+        if not scan:
+            return lexical, self._vector_candidates(q, k, flt, hits)
+        if len(hits) >= PAGE:  # more than one page: scanned whole
             hits = self._scan(self._with_vector(flt), None, True)
-        return self.vector_list(self._records(hits), q, k)
+        return lexical, self.vector_list(self._records(hits), q, k)
 
     def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
         """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
