@@ -101,11 +101,12 @@ def _hybrid(storage, plan: Plan) -> Results:
             t_part[at_lex] = lex.scores
             v_part[at_vec] = vec.scores
         else:
-            if every_match:  # every match is listed with its BM25; the rest hold no query term
-                t_part = np.zeros(n, dtype=np.float32)
-                t_part[at_lex] = lex.scores
-            else:
-                t_part = np.asarray(storage.scores_of(keys, "text", text), dtype=np.float32)
+            # the lexical list's own BM25; the vector-only candidates (after it in the union) hold
+            # no query term when the list is every match, else are scored here
+            t_part = np.zeros(n, dtype=np.float32)
+            t_part[at_lex] = lex.scores
+            if not every_match and n > len(lex.keys):
+                t_part[len(lex.keys):] = storage.scores_of(keys[len(lex.keys):], "text", text)
             v_part = np.asarray(storage.scores_of(keys, "vector", q), dtype=np.float32)
             if plan.fusion == "linear":
                 fused = fusion.linear_scores(t_part, v_part, *plan.weights)

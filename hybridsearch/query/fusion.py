@@ -52,18 +52,6 @@ def rrf_scores(n: int, ranked: list, rrf_k: int) -> np.ndarray:
     return out
 
 
-def union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sorted unique int64 union of a (sorted, unique: the lexical matches) and b (any order,
-    usually the short vector list): b is merged into a copy of a, with no sort of a."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.unique(np.asarray(b, dtype=np.int64))
-    if not len(a):
-        return b
-    at = np.searchsorted(a, b)
-    new = b[(at == len(a)) | (a[np.minimum(at, len(a) - 1)] != b)]
-    return np.insert(a, np.searchsorted(a, new), new) if len(new) else a
-
-
 def fuse_sum(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int) -> tuple:
     """Top-k of bm25 + vector score over the candidate slots (all arrays aligned)."""
     return _best(np.asarray(slots, dtype=np.int64), np.asarray(bm25, np.float64) + vector, k)

@@ -10,13 +10,8 @@ from hybridsearch.engine import facets as F
 from hybridsearch.engine.columns import popcount
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
-from hybridsearch.query.fusion import fuse_linear, fuse_rrf, fuse_sum, union_sorted
+from hybridsearch.query.candidates import Candidates
 from hybridsearch.storages.base import Storage
-
-
-# hybrid "sum" reads lexical matches in growing top-k blocks while a bound may stop it early;
-# past this block size it takes every match at once (one native call, no repeated searches)
-ALL_MATCHES_AFTER = 1024
 
 
 class ColumnarStorage(Storage):
@@ -212,85 +207,49 @@ class ColumnarStorage(Storage):
             if self.text is not None else f"text search is not available on storage {self.name!r}: "
                                           f"{self.no_text_reason}")
 
-    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
-                    weights: Optional[tuple] = None) -> tuple:
-        """Lexical (q None) or hybrid search -> (ids, scores, docs)."""
+    # ------------------------------------------ retrieval primitives (storages/base.py)
+    # keys are slots; query/executor.py calls these inside reading(), which holds the read lock
+    def reading(self):
+        return self.lock.read()
+
+    def no_text_search(self) -> UnsupportedError:
+        return self._no_text()
+
+    def _candidates(self, rows: np.ndarray, scores: np.ndarray) -> Candidates:
+        """Slots and their scores as Candidates, with their insertion order (ties)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Candidates(rows, np.asarray(scores, dtype=np.float32), self.store.seq[rows])
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool, ef) -> Candidates:
+        k = min(k, self.store.n_live)
+        if k == 0:
+            return Candidates.empty()
+        scores, rows = self._vectors(query, k, node, exact, ef)
+        rows, scores = rows[0], scores[0]
+        found = int(np.count_nonzero(rows >= 0))  # hits first, -1 padding after them
+        return self._candidates(rows[:found], scores[:found])
+
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
+        """The native exact top-k (ties to the lower slot: insertion order unless slots are reused)."""
         if not self.text:
             raise self._no_text()
-        with self.lock.read():
-            st = self.store
-            k, candidates = min(k, st.n_live), min(candidates, st.n_live)
-            if k == 0:
-                return [], np.empty(0, dtype=np.float32), None
-            bits = self._prefilter_bits(node, False)
-            if q is None:
-                slots, scores = self.text.search(text, k, bits)
-                return self._hits(slots, scores)
-            vscores, vrows = self._vectors(q, max(candidates, 1), node, exact, ef)
-            found = vrows[0] >= 0
-            vrows = vrows[0][found]
-            vfloor = self._vector_floor(vscores[0][found], max(candidates, 1), exact)
-            if fusion == "rrf":
-                lex, _ = self.text.search(text, max(candidates, 1), bits)
-                slots, scores = fuse_rrf(lex, vrows, k, rrf_k)
-            elif fusion == "linear":  # the candidates of "sum": the vector list and every lexical match
-                cand, bm25 = self._every_match(text, bits, vrows)
-                slots, scores = fuse_linear(cand, bm25, self.store.vector_scores(q[0], cand),
-                                            k, *(weights or (0.5, 0.5)))
-            else:
-                slots, scores = self._hybrid_sum(text, q[0], vrows, vfloor, k, bits)
-            return self._hits(slots, scores)
+        k = min(k, self.store.n_live)
+        if k == 0:
+            return Candidates.empty()
+        return self._candidates(*self.text.search(text, k, self._prefilter_bits(node, False)))
 
-    def _every_match(self, text, bits, vrows: np.ndarray) -> tuple:
-        """(candidates ascending, their BM25 float32): every lexical match, with its BM25 from one
-        native call, and the vector list, whose documents holding no query term have BM25 0."""
-        lex, lex_scores = self.text.scored_matches(text, bits)
-        cand = union_sorted(lex, vrows)
-        bm25 = np.zeros(len(cand), dtype=np.float32)
-        bm25[np.searchsorted(cand, lex)] = lex_scores
-        return cand, bm25
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        """Every match with its BM25 in one native call, slots ascending."""
+        if not self.text:
+            raise self._no_text()
+        return self._candidates(*self.text.scored_matches(text, self._prefilter_bits(node, False)))
 
-    def _vector_list_exact(self, exact: bool) -> bool:
-        """Whether this thread's last vector search returned the exact top list (not a graph's)."""
-        return exact
+    def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
+        if part == "text":
+            if not self.text:
+                raise self._no_text()
+            return self.text.scores(query, keys)
+        return self.store.vector_scores(query[0], keys).astype(np.float32)
 
-    def _vector_floor(self, list_scores: np.ndarray, asked: int, exact: bool) -> float:
-        """The highest vector score a document outside the vector list can have: the list's last
-        score when the list is the exact top `asked` and every document has a vector (then a
-        shorter list holds every document the filter lets through: -inf); else +inf, no bound
-        beyond the metric's own (a graph may miss a better document; a document without a
-        vector scores as the zero vector, which can beat the list)."""
-        spec = self.store.vec_spec
-        if not self._vector_list_exact(exact) or spec is None or spec.optional:
-            return np.inf
-        return float(list_scores[-1]) if len(list_scores) == asked else -np.inf
-
-    def _hybrid_sum(self, text: str, q: np.ndarray, vrows: np.ndarray, vfloor: float, k: int, bits) -> tuple:
-        """Top-k of BM25 + vector score over the vector top list and every lexical match.
-
-        Scoring every lexical match is exact but slow when a common word matches most of the
-        collection. A lexical match outside the vector list has a vector score of at most
-        `vfloor` (`_vector_floor`: the exact list's last score) and of the metric's ceiling
-        (cosine <= 1, l2 <= 0), so lexical matches are taken best-first in growing blocks until
-        the next one could not reach the k-th fused score even with that bound; with neither
-        (ip over a graph's list) every lexical match is scored."""
-        ceiling = {"cosine": 1.0, "l2": 0.0}.get(self.store.metric, np.inf)
-        bound = min(vfloor, ceiling)
-        want = max(4 * k, 64)
-        while True:
-            if (not np.isfinite(bound) and bound > 0) or want > ALL_MATCHES_AFTER:
-                # no bound, or the blocks keep growing: every match with its BM25 in one call
-                # beats more rounds of top-`want` searches
-                cand, bm25 = self._every_match(text, bits, vrows)
-                return fuse_sum(cand, bm25, self.store.vector_scores(q, cand), k)
-            lex, lex_scores = self.text.search(text, want, bits)
-            complete = len(lex) < want
-            last_bm25 = float(lex_scores[-1]) if len(lex) else 0.0
-            cand = union_sorted(np.sort(lex), vrows)
-            slots, scores = fuse_sum(cand, self.text.scores(text, cand), self.store.vector_scores(q, cand), k)
-            # a document outside `lex` has BM25 <= last_bm25 and, outside vrows, a vector score <= bound
-            if complete or (len(scores) >= k and last_bm25 + bound < float(scores[-1]) - 1e-6):
-                return slots, scores
-            want *= 4
-
+    def hits_of(self, keys: np.ndarray, docs: Optional[list] = None) -> tuple:
+        return self.store.ids.get_many(keys), None  # documents are built from the columns when read

@@ -201,18 +201,49 @@ def test_stemming_and_case_fold_match(da, storage):
     assert da.find(text="zzz").ids == [] and da.find(text="").ids == []
 
 
-def hybrid_model(docs, text, q, k, fusion, candidates=100, rrf_k=60, tokens=english_tokens):
-    bm = best_fields(docs, text, tokens)
-    vec = {i: cosine(d.embedding, q) for i, d in docs.items()}
-    vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
+def hybrid_reference(docs, text, q, fusion, candidates=100, rrf_k=60, tokens=english_tokens, exact=False,
+                     allowed=None, weights=(0.5, 0.5), similarity=None) -> tuple:
+    """API.md section 4 (third edition) and 8: (fused, text part, vector part), each id -> score.
+
+    Candidates: the lexical top-`candidates` by BM25 and the vector top-`candidates` among the
+    `allowed` ids (None: all; a filter), ties to the earlier-inserted document (the order of
+    `docs`); with exact=True the lexical side of "sum" and "linear" is every lexical match (the
+    first edition). "sum"/"linear" score every candidate on both parts (BM25 0 without a query
+    term; a document without a vector as the zero vector); "rrf" ranks the two lists and a part
+    is NaN where the hit is not on that list. BM25 statistics are the whole collection's."""
+    similarity = similarity or (lambda v: cosine(v, q) if v is not None else 0.0)
+    pos = {i: n for n, i in enumerate(docs)}
+    ids = [i for i in docs if allowed is None or i in allowed]
+    bm_all = best_fields(docs, text, tokens)
+    bm = {i: bm_all[i] for i in ids if i in bm_all}
+    vec = {i: similarity(docs[i].embedding) for i in ids}
+    with_vec = [i for i in ids if docs[i].embedding is not None]
+    vtop = sorted(with_vec, key=lambda i: (-vec[i], pos[i]))[:candidates]
+    ltop = sorted(bm, key=lambda i: (-bm[i], pos[i]))[:candidates]
+    if fusion == "rrf":
+        fused: dict = {}
+        for ranked in (ltop, vtop):
+            for r, i in enumerate(ranked, start=1):
+                fused[i] = fused.get(i, 0.0) + 1 / (rrf_k + r)
+        return (fused, {i: bm[i] if i in ltop else math.nan for i in fused},
+                {i: vec[i] if i in vtop else math.nan for i in fused})
+    cand = (set(bm) if exact else set(ltop)) | set(vtop)
+    t = {i: bm.get(i, 0.0) for i in cand}
+    v = {i: vec[i] for i in cand}
     if fusion == "sum":
-        return {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | set(bm)}
-    ltop = sorted(bm, key=lambda i: (-bm[i], int(i[1:])))[:candidates]
-    out = {}
-    for ranked in (ltop, vtop):
-        for r, i in enumerate(ranked, start=1):
-            out[i] = out.get(i, 0.0) + 1 / (rrf_k + r)
-    return out
+        return {i: t[i] + v[i] for i in cand}, t, v
+
+    def norm(raw):
+        lo, hi = min(raw.values()), max(raw.values())
+        return {i: (1.0 if x != 0 else 0.0) if hi == lo else (x - lo) / (hi - lo) for i, x in raw.items()}
+
+    tn, vn = (norm(t), norm(v)) if cand else ({}, {})
+    return {i: weights[0] * tn[i] + weights[1] * vn[i] for i in cand}, t, v
+
+
+def hybrid_model(docs, text, q, k, fusion, candidates=100, rrf_k=60, tokens=english_tokens, exact=False):
+    """The fused score of each candidate (hybrid_reference)."""
+    return hybrid_reference(docs, text, q, fusion, candidates, rrf_k, tokens, exact)[0]
 
 
 @pytest.mark.parametrize("fusion", ["sum", "rrf"])
@@ -226,7 +257,7 @@ def test_hybrid_matches_the_fusion_model(da, storage, fusion, candidates):
         text = " ".join(rng.choice(WORDS, rng.integers(1, 5)))
         q = rng.standard_normal(8)
         res = da.find(text=text, vector=q, fusion=fusion, candidates=candidates, limit=10, exact=True)
-        assert_topk(res, hybrid_model(docs, text, q, 10, fusion, candidates, tokens=tokens), 10)
+        assert_topk(res, hybrid_model(docs, text, q, 10, fusion, candidates, tokens=tokens, exact=True), 10)
         # filters apply to both sides
         flt = {"price": {"$lt": 50}}
         sub = {i: d for i, d in docs.items() if d.price < 50}
@@ -277,20 +308,10 @@ def test_text_survives_compaction_and_reopen(tmp_path):
 
 
 # ------------------------------------------------- API.md section 8: linear fusion, field weights
-def linear_model(docs, text, q, w_text, w_vec, candidates=100, tokens=english_tokens):
+def linear_model(docs, text, q, w_text, w_vec, candidates=100, tokens=english_tokens, exact=False):
     """fusion="linear": the candidates of "sum", each part min-max normalised over them."""
-    bm = best_fields(docs, text, tokens)
-    vec = {i: cosine(d.embedding, q) for i, d in docs.items()}
-    vtop = sorted(vec, key=lambda i: (-vec[i], int(i[1:])))[:candidates]
-    cand = sorted(set(vtop) | set(bm))
-
-    def norm(raw):
-        lo, hi = min(raw.values()), max(raw.values())
-        return {i: (1.0 if v != 0 else 0.0) if hi == lo else (v - lo) / (hi - lo) for i, v in raw.items()}
-
-    t = norm({i: bm.get(i, 0.0) for i in cand})
-    v = norm({i: vec[i] for i in cand})
-    return {i: w_text * t[i] + w_vec * v[i] for i in cand}
+    return hybrid_reference(docs, text, q, "linear", candidates, tokens=tokens, exact=exact,
+                            weights=(w_text, w_vec))[0]
 
 
 def _filled(make_da, storage, seed):
@@ -312,9 +333,9 @@ def test_linear_fusion_matches_the_model(make_da, storage, seed, k, w, candidate
     res = da.find(text=text, vector=q, fusion="linear", weights=weights, limit=k, candidates=candidates,
                   exact=True)
     assert_topk(res, linear_model(docs, text, q, weights.get("text", 0.0), weights.get("vector", 0.0), candidates,
-                                  tokens), k)
+                                  tokens, exact=True), k)
     default = da.find(text=text, vector=q, fusion="linear", limit=k, exact=True, candidates=candidates)
-    assert_topk(default, linear_model(docs, text, q, 0.5, 0.5, candidates, tokens), k)
+    assert_topk(default, linear_model(docs, text, q, 0.5, 0.5, candidates, tokens, exact=True), k)
     da.close()
 
 
@@ -412,9 +433,10 @@ EMBEDDED = [s for s in ("memory", "hnsw", "sqlite") if s in STORAGES]
 @pytest.mark.parametrize("storage", EMBEDDED)
 @pytest.mark.parametrize("exact", [True, False])
 def test_hybrid_sum_counts_documents_without_vectors(storage, exact, tmp_path):
-    """sum's candidates are the vector list and every lexical match; a match without a vector
-    scores as the zero vector (ip 0), which can beat every vector in the list: no pruning bound
-    may assume the list's last score caps the documents outside it."""
+    """exact=True: sum's candidates are the vector list and every lexical match; a match without a
+    vector scores as the zero vector (ip 0), which can beat every vector in the list: no pruning
+    bound may assume the list's last score caps the documents outside it. exact=False: the
+    lexical top `candidates` instead of every match (third edition)."""
     opts = {"path": tmp_path / "c.db"} if storage == "sqlite" else {}
     da = hs.DocumentArray(Sparse, storage=storage, metric="ip", **opts)
     q = np.array([1.0, 0, 0, 0])
@@ -429,10 +451,13 @@ def test_hybrid_sum_counts_documents_without_vectors(storage, exact, tmp_path):
     vec = {i: (float(np.dot(d.embedding, q)) if d.embedding is not None else 0.0) for i, d in docs.items()}
     with_vec = [i for i, d in docs.items() if d.embedding is not None]
     vtop = sorted(with_vec, key=lambda i: -vec[i])[:20]
-    ref = {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | set(bm)}
+    ltop = sorted(bm, key=lambda i: -bm[i])[:20]
+    # exact=True: every lexical match is a candidate (first edition); else the lexical top 20
+    ref = {i: bm.get(i, 0.0) + vec[i] for i in set(vtop) | (set(bm) if exact else set(ltop))}
     res = da.find(text="red", vector=q, fusion="sum", candidates=20, limit=10, exact=exact)
     assert_topk(res, ref, 10)
-    assert all(i.startswith("n") for i in res.ids)  # the text-only matches beat every vector
+    if exact:
+        assert all(i.startswith("n") for i in res.ids)  # the text-only matches beat every vector
     da.close()
 
 

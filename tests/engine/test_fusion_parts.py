@@ -11,17 +11,32 @@ import hybridsearch as hs
 from hybridsearch.document import schema_of
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex, slot_bits
-from hybridsearch.query.fusion import _best, union_sorted
+from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.executor import union
+from hybridsearch.query.fusion import _best
 
 slots = st.lists(st.integers(0, 5000), max_size=300)
 
 
 @settings(max_examples=300, deadline=None)
-@given(slots, slots)
-def test_union_sorted_is_numpy_union(a, b):
+@given(slots, slots, st.booleans(), st.booleans())
+def test_union_is_the_set_union_with_each_lists_positions(a, b, ascending, as_ids):
+    """The executor's candidate union: every key once, a's first; each list's keys found at their
+    positions, whether a comes ascending (every match), in rank order, or as str ids."""
     a = np.unique(np.array(a, dtype=np.int64))
-    got = union_sorted(a, np.array(b, dtype=np.int64))
-    assert got.dtype == np.int64 and got.tolist() == np.union1d(a, np.array(b, dtype=np.int64)).tolist()
+    if not ascending:
+        a = np.random.default_rng(len(a)).permutation(a)
+    b = np.array(list(dict.fromkeys(b)), dtype=np.int64)
+    if as_ids:
+        a, b = np.array([f"d{x}" for x in a.tolist()], dtype=object), np.array([f"d{x}" for x in b.tolist()], dtype=object)
+
+    def cands(keys):
+        return Candidates(keys, np.zeros(len(keys), dtype=np.float32), np.arange(len(keys), dtype=np.int64))
+
+    keys, order, docs, at_a, at_b = union(cands(a), cands(b))
+    assert keys.tolist()[:len(a)] == a.tolist() and sorted(set(keys.tolist())) == sorted(set(a.tolist()) | set(b.tolist()))
+    assert len(keys) == len(set(keys.tolist())) == len(order) and docs is None
+    assert keys[at_a].tolist() == a.tolist() and keys[at_b].tolist() == b.tolist()
 
 
 @settings(max_examples=300, deadline=None)

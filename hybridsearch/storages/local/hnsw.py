@@ -236,11 +236,6 @@ class HnswStorage(JournaledStorage):
         self._bits_cache[node] = (gen, bits, matches)
         return bits, matches
 
-    def _vector_list_exact(self, exact: bool) -> bool:
-        """True when this thread's last vector search was planned as the exact scan."""
-        p = self.last_plan()
-        return exact or (p is not None and p.strategy == planner.EXACT)
-
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:
         """(scores, rows) per query, planned from the filter's selectivity; the caller holds the lock."""

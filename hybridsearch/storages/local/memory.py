@@ -76,9 +76,6 @@ class MemoryStorage(JournaledStorage):
                  ef: Optional[int]) -> tuple:
         return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
 
-    def _vector_list_exact(self, exact: bool) -> bool:
-        return True  # every vector search here is the exact scan
-
     def stats(self) -> dict:
         """Adds "fsyncs": fsyncs made by writes since the collection was opened (with `path=`)."""
         return {**super().stats(), "fsyncs": self._fsyncs()}

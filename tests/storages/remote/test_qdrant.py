@@ -193,7 +193,7 @@ def test_hybrid_sum_reading_matches_best_first_equals_the_memory_storage(metric)
         q = rng.standard_normal(4)
         for k, candidates in ((10, 10), (3, 50), (20, 5)):
             a = qd.find(text=text, vector=q, limit=k, candidates=candidates, exact=True)
-            b = mem.find(text=text, vector=q, limit=k, candidates=candidates)
+            b = mem.find(text=text, vector=q, limit=k, candidates=candidates, exact=True)
             assert np.allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6), (text, k, candidates)
             assert set(a.ids) == set(b.ids) or np.isclose(a.scores[-1], a.scores[-2]), (text, k, candidates)
     qd.close()
