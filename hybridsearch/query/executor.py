@@ -16,7 +16,7 @@ import numpy as np
 
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query import fusion
-from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
 from hybridsearch.results import Results
 
@@ -86,9 +86,11 @@ def _hybrid(storage, plan: Plan) -> Results:
     text, q, node, c = plan.text, plan.vector, plan.node, plan.candidates
     every_match = plan.exact and plan.fusion != "rrf"  # the first edition's lexical side
     with storage.reading():
+        pool = None if plan.fusion == "rrf" else storage.scored_pool(plan)
+        if pool is not None:  # the engine's own candidates and parts (Storage.scored_pool)
+            return _pooled(storage, plan, pool)
         # the lexical side first: a storage without a lexical engine refuses before any search
-        lex = storage.text_matches(text, node) if every_match else storage.text_top(text, c, node)
-        vec = storage.vector_top(q, c, node, plan.exact, plan.ef)
+        lex, vec = storage.hybrid_lists(text, c, every_match, q, node, plan.exact, plan.ef)
         keys, order, docs, at_lex, at_vec = union(lex, vec)
         n = len(keys)
         if plan.fusion == "rrf":
@@ -113,6 +115,21 @@ def _hybrid(storage, plan: Plan) -> Results:
         chosen, scores = fusion.best(fused, plan.want, order)
         ids, hit_docs = storage.hits_of(keys[chosen], None if docs is None else [docs[i] for i in chosen.tolist()])
     parts = {"text": t_part[chosen], "vector": v_part[chosen]}
+    return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
+
+
+def _pooled(storage, plan: Plan, pool: ScoredPool) -> Results:
+    """A hybrid "sum" or "linear" find over candidates an engine scored on both parts (called
+    inside the find's `reading()`)."""
+    if plan.fusion == "linear":
+        fused = fusion.linear_scores(pool.text, pool.vector, *plan.weights)
+    else:
+        fused = fusion.sum_scores(pool.text, pool.vector)
+    chosen, scores = fusion.best(fused, plan.want, pool.order)
+    docs = None if pool.docs is None else [pool.docs[i] for i in chosen.tolist()]
+    ids, hit_docs = storage.hits_of(pool.keys[chosen], docs)
+    parts = {"text": np.asarray(pool.text, dtype=np.float32)[chosen],
+             "vector": np.asarray(pool.vector, dtype=np.float32)[chosen]}
     return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
 
 
