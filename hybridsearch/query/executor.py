@@ -10,11 +10,9 @@ over the same two top lists. `Results.part_scores` carries each hit's raw part s
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 
-from hybridsearch.errors import UnsupportedError
 from hybridsearch.query import fusion
 from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
@@ -32,8 +30,6 @@ def execute(storage, plan: Plan) -> Results:
         return _filter(storage, plan)
     if mode == SORTED:
         return _sorted(storage, plan)
-    if _legacy(storage):
-        return _legacy_text(storage, plan)
     if mode == TEXT:
         return _text(storage, plan)
     if mode == HYBRID:
@@ -171,33 +167,3 @@ def _positions_in(a: np.ndarray, b: np.ndarray) -> tuple:
     at = np.minimum(at, len(a) - 1)
     pos = at if sorter is None else sorter[at]
     return pos, a[pos] == b
-
-
-# ------------------------------------------------------------------------------------------
-# TEMPORARY (issue 29): storages that still answer text and hybrid finds in one call
-# (Storage.search_text: elasticsearch, opensearch, weaviate, vespa, qdrant, annlite's refusal).
-# Their answers pass through unchanged; hybrid part_scores are refused there. Removed once every
-# storage implements the primitives.
-def _legacy(storage) -> bool:
-    return getattr(storage, "legacy_text_search", False)
-
-
-def _legacy_text(storage, plan: Plan) -> Results:
-    total = _total(storage, plan)
-    if plan.want == 0:
-        return Results.empty(total, ("text",) if plan.mode == TEXT else ("text", "vector"))
-    extra = {"weights": plan.weights} if plan.weights is not None else {}
-    ids, scores, docs = storage.search_text(plan.text, plan.vector, plan.want, plan.node, fusion=plan.fusion,
-                                            candidates=plan.candidates, rrf_k=plan.rrf_k, exact=plan.exact,
-                                            ef=plan.ef, **extra)
-    if plan.mode == TEXT:
-        parts = {"text": np.asarray(scores, dtype=np.float32)}
-    else:
-        parts = _refuse_parts(storage.name)
-    return Results(ids, scores, storage.get, docs, total, parts).above(plan.min_score).page(plan.offset)
-
-
-def _refuse_parts(name: str):
-    def refuse() -> Optional[dict]:
-        raise UnsupportedError(f"part_scores of a hybrid find are not available on storage {name!r} yet")
-    return refuse

@@ -54,14 +54,6 @@ class Storage(ABC):
     # the others with UnsupportedError rather than pass what a storage ignores
     query_options: frozenset = frozenset()
 
-    # TEMPORARY (issue 29): True for a storage that overrides search_text, whose text and hybrid
-    # finds query/executor.py passes to it in one call instead of running them on the primitives
-    legacy_text_search: bool = False
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.legacy_text_search = cls.search_text is not Storage.search_text
-
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
         self.config = config
@@ -273,12 +265,6 @@ class Storage(ABC):
         return UnsupportedError(
             f"text search is not available on storage {self.name!r}: this storage has no lexical engine"
         )
-
-    def search_text(self, *args, **kwargs):
-        """TEMPORARY (issue 29): the one-call lexical/hybrid search of the storages not yet on the
-        primitives above -> (ids, scores, docs); query/executor.py's legacy adapter calls it for a
-        storage that overrides it. Removed once every storage implements the primitives."""
-        raise self.no_text_search()
 
     def stats(self) -> dict:
         """What this collection holds and how it is configured, for sizing and debugging

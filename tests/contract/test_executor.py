@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
+from tests.conftest import STORAGES
 from tests.contract.test_lexical import (TEXT_STORAGES, WORDS, cosine, hybrid_reference, random_docs,
                                          schema_and_tokens)
 
 FIXTURES = [HealthCheck.function_scoped_fixture]
 EMBEDDED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite")
+VECTOR_ONLY = ("hnswlib", "annlite")  # storages without a lexical engine
 EF = 512  # beyond every collection here: hnsw's graph list is then the exact one
 
 
@@ -129,7 +131,7 @@ def test_part_scores_of_an_rrf_hit_are_nan_on_the_list_it_is_not_on(make_da, sto
     assert math.isnan(parts["t"][1]) and not math.isnan(parts["t"][0])
 
 
-@pytest.mark.parametrize("storage", TEXT_STORAGES + ["hnswlib"])
+@pytest.mark.parametrize("storage", TEXT_STORAGES + [s for s in VECTOR_ONLY if s in STORAGES])
 def test_part_scores_of_one_list_finds_are_their_scores(make_da, storage):
     """A text find: {"text": its scores}; a vector find: {"vector": ...}; filter only: {}; all
     cut by offset and min_score as the hits are."""
@@ -143,7 +145,9 @@ def test_part_scores_of_one_list_finds_are_their_scores(make_da, storage):
     assert all(close(float(s), cosine(docs[i].embedding, q)) for i, s in zip(vec.ids, vec.part_scores["vector"]))
     assert da.find(filter={"category": "a"}, limit=5, offset=1).part_scores == {}
     assert da.find(vector=q, limit=0).part_scores["vector"].shape == (0,)
-    if storage == "hnswlib":
+    if storage in VECTOR_ONLY:  # no lexical engine: the text find is refused, saying why
+        with pytest.raises(hs.UnsupportedError, match="lexical"):
+            da.find(text="red phone", limit=10)
         return
     txt = da.find(text="red phone", limit=10, offset=3, min_score=0.1)
     assert list(txt.part_scores) == ["text"]
