@@ -27,3 +27,15 @@ class Candidates(NamedTuple):
     @classmethod
     def empty(cls, keys_dtype=np.int64) -> "Candidates":
         return cls(np.empty(0, dtype=keys_dtype), np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
+
+
+class ScoredPool(NamedTuple):
+    """The candidates of a hybrid "sum" or "linear" find with both raw parts, as one engine answer
+    gives them (Storage.scored_pool): keys, order and docs as in Candidates; text: each one's
+    BM25 (0 without a query term), vector: its exact similarity, both float32 and aligned."""
+
+    keys: np.ndarray
+    order: np.ndarray
+    docs: Optional[list]
+    text: np.ndarray
+    vector: np.ndarray

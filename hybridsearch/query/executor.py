@@ -10,13 +10,11 @@ over the same two top lists. `Results.part_scores` carries each hit's raw part s
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 
-from hybridsearch.errors import UnsupportedError
 from hybridsearch.query import fusion
-from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
 from hybridsearch.results import Results
 
@@ -32,8 +30,6 @@ def execute(storage, plan: Plan) -> Results:
         return _filter(storage, plan)
     if mode == SORTED:
         return _sorted(storage, plan)
-    if _legacy(storage):
-        return _legacy_text(storage, plan)
     if mode == TEXT:
         return _text(storage, plan)
     if mode == HYBRID:
@@ -86,9 +82,11 @@ def _hybrid(storage, plan: Plan) -> Results:
     text, q, node, c = plan.text, plan.vector, plan.node, plan.candidates
     every_match = plan.exact and plan.fusion != "rrf"  # the first edition's lexical side
     with storage.reading():
+        pool = None if plan.fusion == "rrf" else storage.scored_pool(plan)
+        if pool is not None:  # the engine's own candidates and parts (Storage.scored_pool)
+            return _pooled(storage, plan, pool)
         # the lexical side first: a storage without a lexical engine refuses before any search
-        lex = storage.text_matches(text, node) if every_match else storage.text_top(text, c, node)
-        vec = storage.vector_top(q, c, node, plan.exact, plan.ef)
+        lex, vec = storage.hybrid_lists(text, c, every_match, q, node, plan.exact, plan.ef)
         keys, order, docs, at_lex, at_vec = union(lex, vec)
         n = len(keys)
         if plan.fusion == "rrf":
@@ -113,6 +111,21 @@ def _hybrid(storage, plan: Plan) -> Results:
         chosen, scores = fusion.best(fused, plan.want, order)
         ids, hit_docs = storage.hits_of(keys[chosen], None if docs is None else [docs[i] for i in chosen.tolist()])
     parts = {"text": t_part[chosen], "vector": v_part[chosen]}
+    return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
+
+
+def _pooled(storage, plan: Plan, pool: ScoredPool) -> Results:
+    """A hybrid "sum" or "linear" find over candidates an engine scored on both parts (called
+    inside the find's `reading()`)."""
+    if plan.fusion == "linear":
+        fused = fusion.linear_scores(pool.text, pool.vector, *plan.weights)
+    else:
+        fused = fusion.sum_scores(pool.text, pool.vector)
+    chosen, scores = fusion.best(fused, plan.want, pool.order)
+    docs = None if pool.docs is None else [pool.docs[i] for i in chosen.tolist()]
+    ids, hit_docs = storage.hits_of(pool.keys[chosen], docs)
+    parts = {"text": np.asarray(pool.text, dtype=np.float32)[chosen],
+             "vector": np.asarray(pool.vector, dtype=np.float32)[chosen]}
     return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
 
 
@@ -154,33 +167,3 @@ def _positions_in(a: np.ndarray, b: np.ndarray) -> tuple:
     at = np.minimum(at, len(a) - 1)
     pos = at if sorter is None else sorter[at]
     return pos, a[pos] == b
-
-
-# ------------------------------------------------------------------------------------------
-# TEMPORARY (issue 29): storages that still answer text and hybrid finds in one call
-# (Storage.search_text: elasticsearch, opensearch, weaviate, vespa, qdrant, annlite's refusal).
-# Their answers pass through unchanged; hybrid part_scores are refused there. Removed once every
-# storage implements the primitives.
-def _legacy(storage) -> bool:
-    return getattr(storage, "legacy_text_search", False)
-
-
-def _legacy_text(storage, plan: Plan) -> Results:
-    total = _total(storage, plan)
-    if plan.want == 0:
-        return Results.empty(total, ("text",) if plan.mode == TEXT else ("text", "vector"))
-    extra = {"weights": plan.weights} if plan.weights is not None else {}
-    ids, scores, docs = storage.search_text(plan.text, plan.vector, plan.want, plan.node, fusion=plan.fusion,
-                                            candidates=plan.candidates, rrf_k=plan.rrf_k, exact=plan.exact,
-                                            ef=plan.ef, **extra)
-    if plan.mode == TEXT:
-        parts = {"text": np.asarray(scores, dtype=np.float32)}
-    else:
-        parts = _refuse_parts(storage.name)
-    return Results(ids, scores, storage.get, docs, total, parts).above(plan.min_score).page(plan.offset)
-
-
-def _refuse_parts(name: str):
-    def refuse() -> Optional[dict]:
-        raise UnsupportedError(f"part_scores of a hybrid find are not available on storage {name!r} yet")
-    return refuse

@@ -10,7 +10,7 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.document import Schema
 from hybridsearch.errors import UnsupportedError
-from hybridsearch.query.candidates import Candidates
+from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages.config import StorageConfig
 
@@ -53,14 +53,6 @@ class Storage(ABC):
     # text query ("syntax": phrases, +/-, prefix*; "operator": operator="and"); the array refuses
     # the others with UnsupportedError rather than pass what a storage ignores
     query_options: frozenset = frozenset()
-
-    # TEMPORARY (issue 29): True for a storage that overrides search_text, whose text and hybrid
-    # finds query/executor.py passes to it in one call instead of running them on the primitives
-    legacy_text_search: bool = False
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.legacy_text_search = cls.search_text is not Storage.search_text
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
@@ -118,7 +110,7 @@ class Storage(ABC):
         fallback counts what the searches return; storages count without fetching."""
         if text is None:
             return len(self.search_filter(node, None)[0]) if node is not None else self.count()
-        return len(self.search_text(text, None, max(self.count(), 1), node)[0])
+        return len(self._text_hits(text, node)[0])
 
     def facets(self, field: str, node: Optional[Node], text: Optional[str], limit: int,
                ranges: Optional[list]) -> list:
@@ -142,7 +134,7 @@ class Storage(ABC):
             ids, _ = self.search_filter(node if node is not None else _MATCH_ALL, None)
             scored = list(zip(ids, [0.0] * len(ids)))
         else:
-            ids, scores, _ = self.search_text(text, None, max(self.count(), 1), node)
+            ids, scores, _ = self._text_hits(text, node)
             scored = list(zip(ids, (float(s) for s in scores)))
         docs = dict(zip([i for i, _ in scored], self.get([i for i, _ in scored])))
         # a document deleted between the search and the read (a writer in another thread) is
@@ -163,8 +155,16 @@ class Storage(ABC):
         if text is None:
             ids, docs = self.search_filter(node if node is not None else _MATCH_ALL, None)
         else:
-            ids, _, docs = self.search_text(text, None, max(self.count(), 1), node)
+            ids, _, docs = self._text_hits(text, node)
         return [d for d in (docs if docs is not None else self.get(list(ids))) if d is not None]
+
+    def _text_hits(self, text, node: Optional[Node]) -> tuple:
+        """(ids, BM25 scores, docs or None) of every document matching `node` that `text` matches,
+        for the fallbacks above (text_matches, in one read)."""
+        with self.reading():
+            found = self.text_matches(text, node)
+            ids, docs = self.hits_of(found.keys, found.docs)
+        return list(ids), found.scores, docs
 
     def delete_where(self, node: Node) -> int:
         """Deletes every document matching `node`; returns how many. This fallback deletes the
@@ -243,6 +243,23 @@ class Storage(ABC):
             raise self.no_text_search()
         raise UnsupportedError(f"storage {self.name!r} does not score given documents yet")
 
+    def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
+                     ef: Optional[int]) -> tuple:
+        """(lexical, vector) Candidates of a hybrid find: `text_matches` with `every_match`, else
+        `text_top` (k), then `vector_top` (k) of `query`, the lexical side first (a storage
+        without a lexical engine refuses before any search). An engine that takes both lists in
+        one request (Elasticsearch's _msearch) overrides it."""
+        lex = self.text_matches(text, node) if every_match else self.text_top(text, k, node)
+        return lex, self.vector_top(query, k, node, exact, ef)
+
+    def scored_pool(self, plan) -> Optional[ScoredPool]:
+        """An engine's own answer to a hybrid "sum" or "linear" plan (query/plan.py): its
+        candidates with both parts, which query/executor.py then fuses, ranks and pages; None
+        (this default) to have the executor build them from the primitives above. A storage
+        answers here only where its engine's query gives API.md's candidates (Vespa's rank
+        profiles)."""
+        return None
+
     def hits_of(self, keys: np.ndarray, docs: Optional[list] = None) -> tuple:
         """(ids list[str], docs or None) of keys of this read, aligned. `docs` (aligned, None where
         unknown) are documents the lists already brought; a storage returns the documents it has
@@ -255,12 +272,6 @@ class Storage(ABC):
         return UnsupportedError(
             f"text search is not available on storage {self.name!r}: this storage has no lexical engine"
         )
-
-    def search_text(self, *args, **kwargs):
-        """TEMPORARY (issue 29): the one-call lexical/hybrid search of the storages not yet on the
-        primitives above -> (ids, scores, docs); query/executor.py's legacy adapter calls it for a
-        storage that overrides it. Removed once every storage implements the primitives."""
-        raise self.no_text_search()
 
     def stats(self) -> dict:
         """What this collection holds and how it is configured, for sizing and debugging

@@ -38,6 +38,10 @@ class Section:
         self._held.mode, self._held.depth = ("write" if write else "read"), 1
         return guard
 
+    def held_here(self) -> bool:
+        """Whether this thread is inside the section (a read or a write)."""
+        return getattr(self._held, "mode", None) is not None
+
     def leave(self, guard) -> None:
         self._held.depth -= 1
         if not self._held.depth:

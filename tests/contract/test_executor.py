@@ -3,12 +3,7 @@ with text search, against tests/contract/test_lexical.py's hybrid_reference.
 
 "sum" and "linear" fuse the lexical top-`candidates` and the vector top-`candidates`, each
 candidate scored on both parts; exact=True keeps the first edition (every lexical match).
-Pages (offset) and min_score cut the ranking and its part scores alike.
-
-The storages that still answer hybrid finds in one call of their own (the remote ones, until
-they are ported to the retrieval primitives of issue 29) are marked xfail(strict=True): their
-hybrid part_scores are refused with UnsupportedError; when one is ported, its tests pass and the
-strict mark must go."""
+Pages (offset) and min_score cut the ranking and its part scores alike."""
 import math
 
 import numpy as np
@@ -17,20 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
+from tests.conftest import STORAGES
 from tests.contract.test_lexical import (TEXT_STORAGES, WORDS, cosine, hybrid_reference, random_docs,
                                          schema_and_tokens)
 
 FIXTURES = [HealthCheck.function_scoped_fixture]
-# not yet on the executor's primitives (see the module docstring)
-LEGACY = {"elasticsearch", "opensearch", "weaviate", "qdrant", "elasticsearch-cluster", "opensearch-cluster"}
 EMBEDDED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite")
+VECTOR_ONLY = ("hnswlib", "annlite")  # storages without a lexical engine
 EF = 512  # beyond every collection here: hnsw's graph list is then the exact one
-
-
-def _storages(names):
-    return [pytest.param(s, marks=pytest.mark.xfail(strict=True, raises=(AssertionError, hs.UnsupportedError),
-                                                    reason="hybrid not yet on the executor on this storage"))
-            if s in LEGACY else s for s in names]
 
 
 def close(a, b) -> bool:
@@ -60,7 +49,7 @@ def assert_page(res, ref: tuple, limit: int, offset: int = 0) -> None:
             assert close(x, model[i]), (name, i, x, model[i])
 
 
-@pytest.mark.parametrize("storage", _storages(TEXT_STORAGES))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
 @pytest.mark.parametrize("fusion", ["sum", "linear", "rrf"])
 @pytest.mark.parametrize("exact", [False, True])
 def test_hybrid_pages_match_the_third_edition_model(make_da, storage, fusion, exact):
@@ -96,7 +85,7 @@ def test_hybrid_pages_match_the_third_edition_model(make_da, storage, fusion, ex
                     np.testing.assert_array_equal(part, full.part_scores[name][:n_kept])
 
 
-@pytest.mark.parametrize("storage", _storages(TEXT_STORAGES))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
 def test_a_match_outside_both_top_lists_is_a_candidate_only_with_exact(make_da, storage):
     """Third edition: "d" holds a query term but is neither in the lexical top 2 (longer title) nor
     in the vector top 2; it is a candidate, and the best hit, only with exact=True (every lexical
@@ -125,7 +114,7 @@ def test_a_match_outside_both_top_lists_is_a_candidate_only_with_exact(make_da, 
             assert ("d" in res.ids) == exact
 
 
-@pytest.mark.parametrize("storage", _storages(TEXT_STORAGES))
+@pytest.mark.parametrize("storage", TEXT_STORAGES)
 def test_part_scores_of_an_rrf_hit_are_nan_on_the_list_it_is_not_on(make_da, storage):
     schema, tokens = schema_and_tokens(storage)
     da = make_da(schema)
@@ -142,7 +131,7 @@ def test_part_scores_of_an_rrf_hit_are_nan_on_the_list_it_is_not_on(make_da, sto
     assert math.isnan(parts["t"][1]) and not math.isnan(parts["t"][0])
 
 
-@pytest.mark.parametrize("storage", TEXT_STORAGES + ["hnswlib"])
+@pytest.mark.parametrize("storage", TEXT_STORAGES + [s for s in VECTOR_ONLY if s in STORAGES])
 def test_part_scores_of_one_list_finds_are_their_scores(make_da, storage):
     """A text find: {"text": its scores}; a vector find: {"vector": ...}; filter only: {}; all
     cut by offset and min_score as the hits are."""
@@ -156,7 +145,9 @@ def test_part_scores_of_one_list_finds_are_their_scores(make_da, storage):
     assert all(close(float(s), cosine(docs[i].embedding, q)) for i, s in zip(vec.ids, vec.part_scores["vector"]))
     assert da.find(filter={"category": "a"}, limit=5, offset=1).part_scores == {}
     assert da.find(vector=q, limit=0).part_scores["vector"].shape == (0,)
-    if storage == "hnswlib":
+    if storage in VECTOR_ONLY:  # no lexical engine: the text find is refused, saying why
+        with pytest.raises(hs.UnsupportedError, match="lexical"):
+            da.find(text="red phone", limit=10)
         return
     txt = da.find(text="red phone", limit=10, offset=3, min_score=0.1)
     assert list(txt.part_scores) == ["text"]

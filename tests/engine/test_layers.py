@@ -107,14 +107,8 @@ def test_no_module_is_over_800_lines(name, path):
     assert len(path.read_text().splitlines()) <= MAX_LINES, name
 
 
-# ---------------------------------------------- issue 29: storages retrieve, the executor fuses
+# ---------------------------------------------------- storages retrieve, the executor fuses
 PRIMITIVES = ("reading", "vector_top", "text_top", "text_matches", "scores_of", "hits_of")
-# TEMPORARY: storages that still fuse hybrid lists in a search_text of their own; each leaves this
-# set when it is ported to the primitives (then the tests below hold it to them)
-NOT_YET_ON_THE_EXECUTOR = {"hybridsearch.storages.remote.base", "hybridsearch.storages.remote.elasticsearch.storage",
-                           "hybridsearch.storages.remote.qdrant.storage", "hybridsearch.storages.remote.vespa.storage",
-                           "hybridsearch.storages.remote.weaviate.storage",
-                           "hybridsearch.storages.wrapped.annlite.storage"}
 
 
 def _defines(name: str, function: str) -> bool:
@@ -124,16 +118,15 @@ def _defines(name: str, function: str) -> bool:
 
 
 def test_only_the_executor_fuses():
-    """query/fusion.py's functions are the executor's (and the not yet ported storages')."""
+    """query/fusion.py's functions are the executor's alone."""
     importers = {m for m, imps in IMPORTS.items() for t, names in imps
                  if t == "hybridsearch.query.fusion" or (t == "hybridsearch.query" and "fusion" in names)}
-    assert importers - NOT_YET_ON_THE_EXECUTOR == {"hybridsearch.query.executor"}, importers
+    assert importers == {"hybridsearch.query.executor"}, importers
 
 
 def test_storages_on_the_executor_keep_no_one_call_hybrid_search():
     for name, _, _ in MODULES:
-        # storages.base declares the temporary default the executor tells the ported ones by
-        if _area(name).startswith("storages") and name not in NOT_YET_ON_THE_EXECUTOR | {"hybridsearch.storages.base"}:
+        if _area(name).startswith("storages"):
             assert not _defines(name, "search_text"), name
 
 
@@ -143,6 +136,16 @@ def test_the_embedded_storages_implement_the_retrieval_primitives():
     from hybridsearch.storages.registry import storage_class
     for name in ("memory", "hnsw", "sqlite", "hnswlib"):
         cls = storage_class(name)
-        assert not cls.legacy_text_search, name
         for primitive in PRIMITIVES:
             assert getattr(cls, primitive) is not getattr(Storage, primitive), (name, primitive)
+
+
+def test_the_remote_storages_implement_the_retrieval_primitives():
+    # internal: the storage classes themselves; ids are their keys, so Storage.hits_of serves them
+    from hybridsearch.storages.base import Storage
+    from hybridsearch.storages.registry import storage_class
+    for name in ("elasticsearch", "opensearch", "qdrant", "weaviate", "vespa"):
+        cls = storage_class(name)
+        for primitive in PRIMITIVES:
+            if primitive != "hits_of":
+                assert getattr(cls, primitive) is not getattr(Storage, primitive), (name, primitive)

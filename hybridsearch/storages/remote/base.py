@@ -19,7 +19,12 @@
   back, what was new is deleted): the engines have no multi-document transaction.
 - `RemoteStorage.rescored`: engines report transformed similarities; hits are ranked again by
   API.md's score computed from their stored vectors (`storages.base.rank_exactly`).
-- `rrf`: reciprocal rank fusion of a lexical and a vector list of ids.
+- the retrieval primitives (storages/base.py) keyed by id: one find runs inside `reading()`, which
+  holds the read section and keeps what the find's lists brought (`ReadCache`: the records with
+  their vectors, each lexical list's BM25), so that `scores_of` asks the engine only for what no
+  list held: the stored vectors of ids (`records_of`) and the BM25 of given ids (`bm25_of`), and
+  none of that when the lexical list held every match. query/executor.py unions, fuses, breaks
+  ties and pages for every engine.
 - one writer per storage object (storages/locking.py): the write calls (`WRITES`) of every remote storage hold its
   lock alone and the read calls (`READS`) share it, so that a write deciding from the engine's
   data what it changes (an update_many or a delete by filter reads the matches, then writes
@@ -33,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 import urllib.parse
 import uuid
@@ -42,8 +48,8 @@ import numpy as np
 
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import BackendError, UnsupportedError
-from hybridsearch.query.fusion import fuse_rrf
-from hybridsearch.storages.base import Storage, rank_exactly
+from hybridsearch.query.candidates import Candidates
+from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
 from hybridsearch.storages.locking import Section, held
 from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
 
@@ -188,13 +194,47 @@ class FieldCodec:
         return {k: new.get(k) for k in names}
 
 
-def rrf(lexical: list, vector: list, k: int, rrf_k: int) -> tuple:
-    """Reciprocal rank fusion of two ranked id lists -> (the top-k ids, their scores float32)."""
-    ids = list(dict.fromkeys(lexical + vector))
-    pos = {i: n for n, i in enumerate(ids)}
-    slots, scores = fuse_rrf(np.array([pos[i] for i in lexical], dtype=np.int64),
-                             np.array([pos[i] for i in vector], dtype=np.int64), k, rrf_k)
-    return [ids[s] for s in slots.tolist()], scores
+def _hashable(x):
+    """x as a dict key: itself, or its identity when it cannot be hashed (a query object holding
+    a list); either names the same query for the length of one find."""
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return ("id", id(x))
+
+
+class ReadCache:
+    """What the lists of one find brought (RemoteStorage.reading), so that scoring the union asks
+    the engine only for what no list held.
+
+    - records: id -> the engine fields of a document a list returned (its vector among them,
+      where the engine returned it; `vectors` says whether they did);
+    - lexical: (text, filter) -> (id -> BM25, whether the list held every match): a lexical list
+      shorter than asked holds every match under its filter, so a pre-filtered candidate missing
+      from it holds no query term (BM25 0).
+    """
+
+    def __init__(self) -> None:
+        self.records: dict = {}
+        self.with_vectors: set = set()
+        self.lexical: dict = {}
+
+    def keep(self, records: dict, vectors: bool) -> None:
+        for i, r in records.items():
+            if i not in self.records or (vectors and i not in self.with_vectors):
+                self.records[i] = r
+            if vectors:
+                self.with_vectors.add(i)
+
+    def keep_lexical(self, text, node, scores: dict, complete: bool) -> None:
+        key = (_hashable(text), _hashable(node))
+        known, was_complete = self.lexical.get(key, ({}, False))
+        self.lexical[key] = ({**known, **scores}, was_complete or complete)
+
+    def bm25(self, text, node) -> tuple:
+        """(id -> BM25 the lists gave, whether that is every match) of `text` under `node`."""
+        return self.lexical.get((_hashable(text), _hashable(node)), ({}, False))
 
 
 # ------------------------------------------------------------------ storage
@@ -202,7 +242,8 @@ def rrf(lexical: list, vector: list, k: int, rrf_k: int) -> tuple:
 # that read it, which share it while no write runs
 WRITES = ("upsert", "delete", "update_fields", "delete_where", "update_where", "close")
 READS = ("count", "contains", "get", "iter_ids", "search_vectors", "search_filter", "count_matches", "facets",
-         "search_sorted", "column_values", "search_text", "stats")
+         "search_sorted", "column_values", "stats", "vector_top", "text_top", "text_matches", "scores_of",
+         "hybrid_lists")
 
 
 class RemoteStorage(Storage):
@@ -230,6 +271,7 @@ class RemoteStorage(Storage):
         self.texts = [s.name for s in schema.texts]
         self.next_seq = 1  # the insertion number of the next new document (read from the engine on open)
         self.calls = Section()
+        self._finding = threading.local()  # .cache: the ReadCache of this thread's find, if one runs
 
     # ------------------------------------------------------------ dialect
     def address(self) -> dict:
@@ -366,11 +408,124 @@ class RemoteStorage(Storage):
             out.append(([d.id for d in docs], scores, docs))
         return out
 
+    # --------------------------------------------------- retrieval primitives
+    # keys are document ids (an object array); a list's documents come with it where the engine
+    # returned them (Candidates.docs), and their records stay in the find's ReadCache
+    def reading(self):
+        """The read section for one find, and the ReadCache of what its lists bring."""
+        return _Reading(self)
+
+    def cache(self) -> ReadCache:
+        """This thread's find's ReadCache (a throwaway one outside a find: nothing is kept)."""
+        cache = getattr(self._finding, "cache", None)
+        return cache if cache is not None else ReadCache()
+
+    def candidates(self, records: list, scores, docs: bool = True, vectors: bool = False) -> Candidates:
+        """Candidates of engine records (each holding hs_id and hs_seq), aligned with `scores`;
+        the records are kept for this find (`vectors`: they hold their vector when they have one),
+        and with `docs` their documents are built for the hits."""
+        ids = [r[ID_FIELD] for r in records]
+        self.cache().keep(dict(zip(ids, records)), vectors)
+        keys = np.empty(len(ids), dtype=object)
+        keys[:] = ids
+        return Candidates(keys, np.asarray(scores, dtype=np.float32),
+                          np.array([int(r[SEQ_FIELD]) for r in records], dtype=np.int64),
+                          [self.codec.document(r) for r in records] if docs else None)
+
+    def lexical_list(self, text, node, records: list, scores, asked: Optional[int], docs: bool = True,
+                     vectors: bool = False) -> Candidates:
+        """`candidates` of a lexical list asked for `asked` hits (None: every match), its BM25 kept
+        for this find's `scores_of` (as float32, the list's own scores)."""
+        scores = np.asarray(scores, dtype=np.float32)
+        self.cache().keep_lexical(text, node, dict(zip([r[ID_FIELD] for r in records], scores.tolist())),
+                                  asked is None or len(records) < asked)
+        return self.candidates(records, scores, docs, vectors)
+
+    def vector_list(self, records: list, q: np.ndarray, k: int, docs: bool = True) -> Candidates:
+        """The records holding a vector, best first by API.md's exact score for q (ties in
+        insertion order), cut to k, as Candidates."""
+        records = sorted((r for r in records if self.vec.name in r), key=lambda r: int(r[SEQ_FIELD]))
+        if not records:
+            return Candidates(np.empty(0, dtype=object), np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64),
+                              [] if docs else None)
+        order, scores = rank_exactly(self.vectors(records), q, self.metric, k)
+        self.cache().keep({r[ID_FIELD]: r for r in records}, True)
+        return self.candidates([records[i] for i in order.tolist()], scores, docs, vectors=True)
+
+    def records_of(self, ids: list) -> dict:
+        """id -> engine fields, with the vector, of the ids that exist (one or few requests)."""
+        raise NotImplementedError
+
+    def bm25_of(self, text, ids: list) -> dict:
+        """id -> best-field BM25 of `text` of those of `ids` that the text query matches (the
+        lexical query restricted to the ids: its scores are those of the unrestricted one)."""
+        raise UnsupportedError(f"storage {self.name!r} does not score given documents by text")
+
+    def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
+        ids = keys.tolist()
+        cache = self.cache()
+        if part == "vector":
+            self.need_vector()
+            missing = [i for i in ids if i not in cache.with_vectors]
+            if missing:
+                cache.keep(self.records_of(missing), True)
+            zero = np.zeros(self.vec.dim, dtype=np.float32)  # no vector, or deleted since: the zero vector
+            X = np.array([self.codec.vector(cache.records[i]) if i in cache.records and self.vec.name in
+                          cache.records[i] else zero for i in ids], dtype=np.float32).reshape(len(ids), self.vec.dim)
+            return exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), self.metric).astype(np.float32)
+        self.need_texts()
+        known, complete = self._bm25_known(query)
+        missing = [] if complete else [i for i in ids if i not in known]
+        if missing:
+            known = {**known, **self.bm25_of(query, missing)}
+        return np.array([known.get(i, 0.0) for i in ids], dtype=np.float32)
+
+    def _bm25_known(self, text) -> tuple:
+        """(id -> BM25, every match listed) from this find's lexical lists of `text`: under any
+        filter (the keys come from lists pre-filtered alike), complete only when one was."""
+        known, complete = {}, False
+        key = _hashable(text)
+        for (t, _), (scores, whole) in self.cache().lexical.items():
+            if t == key:
+                known.update(scores)
+                complete = complete or whole
+        return known, complete
+
     def stats(self) -> dict:
         return {**super().stats(), **self.shown()}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.shown().items())})"
+
+
+class _Reading:
+    """RemoteStorage.reading's context: the read section held, a fresh ReadCache for this thread
+    (a find inside a find, as a fallback calling the primitives, shares the outer one)."""
+
+    def __init__(self, storage: RemoteStorage) -> None:
+        self.storage = storage
+        self.guard = self.outer = None
+
+    def __enter__(self):
+        s = self.storage
+        self.guard = s.calls.enter(False)
+        try:
+            usable = getattr(s, "usable", None)
+            if usable is not None:  # a closed collection answers nothing
+                usable()
+        except BaseException:
+            s.calls.leave(self.guard)
+            raise
+        self.outer = getattr(s._finding, "cache", None)
+        if self.outer is None:
+            s._finding.cache = ReadCache()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        s = self.storage
+        if self.outer is None:
+            s._finding.cache = None
+        s.calls.leave(self.guard)
 
 
 def _guard(cls, methods) -> None:

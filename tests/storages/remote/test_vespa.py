@@ -498,8 +498,13 @@ def test_text_and_hybrid_queries(server):
     assert da.count(text="nokia", filter={"in_stock": True}) == 3
     assert server.requests[-1][2]["yql"] == ('select * from product where (title contains "nokia" or description '
                                              'contains "nokia") and in_stock = true')
-    server.queue((200, _search_response([_hit("a", 8.1, _fields("a", 1, [1, 0, 0, 0]))])))
-    da.find(text="nokia", vector=[1, 0, 0, 0], limit=3, candidates=20)
+    # the hybrid profile's answer: each hit with its text_score match feature (the profile declares it)
+    server.queue((200, _search_response([_hit("a", 8.1, dict(_fields("a", 1, [1, 0, 0, 0]),
+                                                            matchfeatures={"text_score": 7.1}))])))
+    res = da.find(text="nokia", vector=[1, 0, 0, 0], limit=3, candidates=20)
+    np.testing.assert_allclose(res.scores, [8.1], rtol=1e-6)  # text_score + cosine, fused by the executor
+    np.testing.assert_allclose(res.part_scores["text"], [7.1], rtol=1e-6)
+    np.testing.assert_allclose(res.part_scores["vector"], [1.0], rtol=1e-6)
     body = server.requests[-1][2]
     assert body["ranking"] == "hybrid" and body["hits"] == 3 and "userq" not in body
     assert body["yql"] == ('select * from product where (({targetHits: 20, hnsw.exploreAdditionalHits: 80}'

@@ -55,9 +55,10 @@ def test_reopen_and_query_options_on_annlite_in_a_child_process():
 def test_paging_and_text_refusals_on_annlite_in_a_child_process():
     # API.md section 7 against its models, and the text options refused saying why (annlite has
     # no lexical engine); the tests not parametrised over storages run in this process
-    summary = _child_pytest("tests/contract/test_paging.py", "tests/contract/test_lexical.py", "-k", "annlite")
+    summary = _child_pytest("tests/contract/test_paging.py", "tests/contract/test_lexical.py",
+                            "tests/contract/test_executor.py", "-k", "annlite")
     passed = int(re.search(r"(\d+) passed", summary).group(1))
-    assert passed >= 12, summary  # 11 of test_paging, 1 of test_lexical
+    assert passed >= 14, summary  # 12 of test_paging, 1 of test_lexical, 1 of test_executor
 
 
 def test_hostile_columns_on_annlite_in_a_child_process():

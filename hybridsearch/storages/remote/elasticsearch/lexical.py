@@ -90,11 +90,3 @@ def _clause(clause: tuple, field: str, constant: float) -> dict:
         return {"prefix": {field: {"value": text.lower(), "rewrite": "constant_score", "boost": constant}}}
     # several words under one sign are each that sign: all required, or any one optional / excluding
     return {"match": {field: {"query": text, "operator": "and" if occur == MUST else "or"}}}
-
-
-def named(clause: dict, name: Optional[str]) -> dict:
-    """The clause with `_name` set, so the engine reports its score by that name."""
-    if name is None:
-        return clause
-    (kind, body), = clause.items()
-    return {kind: {**body, "_name": name}}

@@ -7,8 +7,7 @@ import logging
 
 from hybridsearch.errors import ConfigError
 from hybridsearch.storages.remote.elasticsearch.answers import failover_retries
-from hybridsearch.storages.remote.elasticsearch.lexical import named
-from hybridsearch.storages.remote.elasticsearch.storage import LEXICAL, SearchEngineStorage
+from hybridsearch.storages.remote.elasticsearch.storage import SearchEngineStorage
 
 log = logging.getLogger("hybridsearch")
 DERIVED = "index.knn.derived_source.enabled"
@@ -87,11 +86,6 @@ class OpenSearchStorage(SearchEngineStorage):
 
     def _knn_body(self, q, k, ef, flt) -> dict:
         return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
-
-    def _hybrid_body(self, text, q, size, k, ef, flt) -> dict:
-        lexical = named(self._lexical_clause(text), LEXICAL)
-        return {"size": size, "query": {"bool": {"should": [lexical, self._knn_clause(q, k, ef, flt)],
-                                                 "filter": [flt] if flt else [], "minimum_should_match": 1}}}
 
     def _streaming_bulk(self, client, actions, **kwargs):
         from opensearchpy.helpers import streaming_bulk  # resends 429s only (no retry_on_status)

@@ -24,11 +24,16 @@ Semantics of API.md kept here:
   cosine / inner product / -euclidean (the engines report transformed
   similarities); lexical scores are the engine's BM25 of the best field
   (`multi_match` `best_fields`; Elasticsearch's divided by k1 + 1 = 2.2, see
-  `ElasticsearchStorage.bm25_scale`); hybrid "sum" takes its candidates from the
-  engine's bool + knn sum (the e-commerce benchmark's query) and ranks them by
-  BM25 (the lexical clause's named-query score) + vector score; "linear" and "rrf"
-  are fused here (query/fusion.py), and exact=True takes API.md's candidates
-  exactly (every lexical match, the exact vector top-candidates);
+  `ElasticsearchStorage.bm25_scale`);
+- text and hybrid finds run on the retrieval primitives (storages/base.py) and
+  query/executor.py fuses them: the lexical top list, every lexical match
+  (exact=True), the knn list ranked by exact score, and for the union the BM25 of
+  given ids (the lexical query with an `ids` filter, asked only for vector hits
+  no complete lexical list scored) and the stored vectors of lexical hits (from
+  their `_source`). Neither engine's native hybrid gives API.md's answer: the
+  bool + knn query sums the engine's scores over every lexical match, and
+  Elasticsearch's rrf retriever breaks ties in the engine's document order, not
+  insertion order, and reports no part scores;
 - API.md section 8 and the text query syntax: `text_fields` weights, operator="and",
   phrases, +required, -excluded and prefix* are built into the lexical query by
   lexical.py, so every mode with text (find, hybrid, count, facets, sort) runs them;
@@ -53,11 +58,10 @@ from typing import Iterator, Optional
 import numpy as np
 
 from hybridsearch.batch import Batch
-from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
+from hybridsearch.errors import BackendError, ConfigError
+from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.query.fusion import fuse_linear, fuse_sum
-from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage, rrf
+from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage
 from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
@@ -68,7 +72,6 @@ log = logging.getLogger("hybridsearch")
 PAGE = 5000             # documents per page when listing (engines cap one page at 10,000)
 MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 MSEARCH = 100           # searches per _msearch request
-LEXICAL = "hs_text"     # the name of the lexical clause in a hybrid query (its score comes back by name)
 FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
 FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
 
@@ -128,11 +131,6 @@ class SearchEngineStorage(RemoteStorage):
 
     def _knn_body(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> dict:
         """The search body of a pre-filtered vector query for the k nearest."""
-        raise NotImplementedError
-
-    def _hybrid_body(self, text, q: np.ndarray, size: int, k: int, ef: int, flt: Optional[dict]) -> dict:
-        """The search body of the engine's hybrid pool: the `size` best of the lexical matches
-        and the k nearest vectors, by the engine's sum of both scores."""
         raise NotImplementedError
 
     def _streaming_bulk(self, client, actions, **kwargs):
@@ -552,14 +550,6 @@ class SearchEngineStorage(RemoteStorage):
         the queries) -> (ids, scores, docs) of each query."""
         return self.rescored_each(self._records(self._scan(self._with_vector(flt), None, True)), queries, limit)
 
-    def _exact_hits(self, q: np.ndarray, n: int, flt: Optional[dict]) -> list:
-        """The n matching hits nearest to q by exact score (every matching vector scored here)."""
-        every = self._scan(self._with_vector(flt), None, True)
-        if not every:
-            return []
-        order, _ = rank_exactly(self.vectors([h["_source"] for h in every]), q, self.metric, n)
-        return [every[i] for i in order]
-
     def _count(self, flt: Optional[dict]) -> int:
         return int(self.call("count matches", self.client.count, index=self.index,
                              body={"query": self._with_vector(flt)})["count"])
@@ -633,90 +623,97 @@ class SearchEngineStorage(RemoteStorage):
         """The hits' engine scores as Lucene's BM25 (float64)."""
         return np.array([h["_score"] for h in hits], dtype=np.float64) * self.bm25_scale
 
-    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
-                    weights: Optional[tuple] = None) -> tuple:
+    # ------------------------------------- retrieval primitives (query/executor.py fuses)
+    def _lexical_hits(self, text, k: int, flt: Optional[dict]) -> list:
+        """The lexical top-k hits (ties in insertion order); past one page, search_after pages."""
+        if k <= PAGE:
+            return self._search(self._lexical_body(text, k, flt))
+        return self._paged(self._lexical_query(text, flt), Q.sort_clauses([], True), k, True, scores=True)[0]
+
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
         self.need_texts()
+        hits = self._lexical_hits(text, k, self._filter_clause(node))
+        return self.lexical_list(text, node, self._records(hits), self._bm25(hits), k)
+
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        self.need_texts()
+        query = self._lexical_query(text, self._filter_clause(node))
+        hits = self._paged(query, Q.sort_clauses([], True), None, True, scores=True)[0]
+        return self.lexical_list(text, node, self._records(hits), self._bm25(hits), None)
+
+    def bm25_of(self, text, ids: list) -> dict:
+        """The lexical query restricted to the ids (an `ids` filter leaves BM25's statistics, and
+        so the scores, as they are)."""
+        out = {}
+        for a in range(0, len(ids), PAGE):
+            chunk = ids[a:a + PAGE]
+            hits = self._search({"size": len(chunk), "_source": False,
+                                 "query": self._lexical_query(text, {"ids": {"values": chunk}})},
+                                "score documents by text")
+            out.update(zip([h["_id"] for h in hits], self._bm25(hits).tolist()))
+        return out
+
+    def records_of(self, ids: list) -> dict:
+        return {i: {**src, Q.ID_FIELD: i} for i, src in self._mget(ids).items()}
+
+    def _scans_exactly(self, flt: Optional[dict], k: int, exact: bool, ef: Optional[int]) -> bool:
+        """Whether a vector list is the exact scan: asked so, or (as search_vectors) an unfiltered
+        collection no larger than the candidate list."""
+        if not exact and flt is None:
+            if self._size is None:
+                self._size = self._count(None)
+            exact = self._size <= min(max(ef or self.ef, k), MAX_CANDIDATES)
+        return exact
+
+    def _knn_args(self, k: int, ef: Optional[int]) -> tuple:
+        n = min(k, MAX_CANDIDATES)
+        return n, min(max(ef or self.ef, n), MAX_CANDIDATES)
+
+    def _vector_candidates(self, q: np.ndarray, k: int, flt: Optional[dict], hits: Optional[list]) -> Candidates:
+        """The knn `hits` ranked by exact score, or the exact scan (hits None, or the engine came
+        back short of the matches)."""
+        if hits is not None and len(hits) < k and len(hits) < self._count(flt):
+            hits = None
+        if hits is None:
+            hits = self._scan(self._with_vector(flt), None, True)
+        return self.vector_list(self._records(hits), q, k)
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
+                   ef: Optional[int]) -> Candidates:
+        """The engine's pre-filtered knn list (ef candidates), ranked by the exact score; the
+        exact scan where search_vectors takes it (a small collection, a short answer, exact)."""
+        self.need_vector()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
         flt = self._filter_clause(node)
-        if q is None:
-            hits = self._search(self._lexical_body(text, k, flt))
-            docs = self._docs(hits)
-            return [d.id for d in docs], self._bm25(hits).astype(np.float32), docs
-        q = q[0]
-        n = min(candidates, MAX_CANDIDATES)  # API.md: the vector top-`candidates` (and rrf's lexical list)
-        pool = min(max(candidates, k), MAX_CANDIDATES)
-        ef = min(max(ef or self.ef, pool), MAX_CANDIDATES)
-        if fusion == "rrf":
-            lex = self._search(self._lexical_body(text, n, flt))
-            vec = self._exact_hits(q, n, flt) if exact else self._knn_search(q, n, ef, flt)
-            chosen, scores = rrf([h["_id"] for h in lex], [h["_id"] for h in vec], k, rrf_k)
-            by_id = {h["_id"]: h["_source"] for h in lex}
-            missing = [i for i in chosen if i not in by_id]
-            by_id.update(self._mget(missing) if missing else {})
-            return chosen, scores, [self.codec.document(by_id[i], i) for i in chosen]
-        if exact:
-            hits, bm25 = self._hybrid_exact(text, q, n, flt)
-        elif fusion == "linear":
-            hits, bm25 = self._hybrid_lists(text, q, pool, n, ef, flt)
-        else:
-            hits, bm25 = self._hybrid_engine(text, q, pool, n, ef, flt)
-        if not hits:
-            return [], np.empty(0, dtype=np.float32), []
-        # candidates in insertion order: equal fused scores go to the earlier document, as on
-        # the embedded storages (the fusion breaks ties by slot)
-        order = sorted(range(len(hits)), key=lambda i: (int(hits[i]["_source"][SEQ_FIELD]), hits[i]["_id"]))
-        hits, bm25 = [hits[i] for i in order], bm25[order]
-        vec = exact_scores(self.vectors([h["_source"] for h in hits]), q, self.metric)
-        slots = np.arange(len(hits))
-        if fusion == "linear":  # the one implementation of API.md section 8 (query/fusion.py)
-            order, scores = fuse_linear(slots, bm25, vec, k, *(weights or (0.5, 0.5)))
-        else:
-            order, scores = fuse_sum(slots, bm25, vec, k)
-        docs = self._docs([hits[i] for i in order])
-        return [d.id for d in docs], scores, docs
+        hits = None if self._scans_exactly(flt, k, exact, ef) else self._knn_search(q, *self._knn_args(k, ef), flt)
+        return self._vector_candidates(q, k, flt, hits)
+
+    def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
+                     ef: Optional[int]) -> tuple:
+        """The lexical top-k and the knn list in one _msearch (the other cases one by one)."""
+        self.need_texts()
+        self.need_vector()
+        flt = self._filter_clause(node)
+        if every_match or k > PAGE:
+            return super().hybrid_lists(text, k, every_match, query, node, exact, ef)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        # exact: the scan's first page beside the lexical query; else the knn query (no count of
+        # the collection first, as vector_top makes: one round trip, the knn list asked for
+        # max(ef, k) candidates, and the exact scan where it comes back short)
+        scan = exact
+        second = ({"size": PAGE, "query": self._with_vector(flt), "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
+                   "_source": True} if scan else self._knn_body(q, *self._knn_args(k, ef), flt))
+        lex, hits = self._msearch([self._lexical_body(text, k, flt), second], "run a hybrid query")
+        lexical = self.lexical_list(text, node, self._records(lex), self._bm25(lex), k)
+        if not scan:
+            return lexical, self._vector_candidates(q, k, flt, hits)
+        if len(hits) >= PAGE:  # more than one page: scanned whole
+            hits = self._scan(self._with_vector(flt), None, True)
+        return lexical, self.vector_list(self._records(hits), q, k)
 
     def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
         """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
         return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
-
-    def _hybrid_engine(self, text, q, pool, n, ef, flt) -> tuple:
-        """The engine's bool + knn pool (the vector top-`n` and the lexical matches, `pool` of them
-        by the engine's sum) -> (hits, BM25 of each hit)."""
-        hits = self._search(self._hybrid_body(text, q, pool, n, ef, flt), "run a hybrid query",
-                            include_named_queries_score=True)
-        # the engine ranks its pool by BM25 + its transformed knn score; the caller ranks it by
-        # API.md's BM25 + vector similarity instead, with each hit's BM25 from its named-query
-        # score (0 for a hit that only the knn clause found)
-        named = [h.get("matched_queries") or {} for h in hits]
-        if not all(isinstance(m, dict) for m in named):
-            raise UnsupportedError(f"{self.engine} did not report per-query scores: hybrid search needs "
-                                   "include_named_queries_score (Elasticsearch >= 8.8, OpenSearch >= 2.13)")
-        return hits, np.array([float(m.get(LEXICAL, 0.0)) for m in named], dtype=np.float64) * self.bm25_scale
-
-    def _hybrid_lists(self, text, q, pool, n, ef, flt) -> tuple:
-        """fusion="linear": the lexical top-`pool` and the engine's vector top-`n`, both in one
-        _msearch -> (their union's hits, BM25 of each hit). Each part's best candidate is in its
-        own list, so the min-max scales are the candidates' up to lexical matches ranked below
-        `pool` (exact=True takes every one)."""
-        lex, vec = self._msearch([self._lexical_body(text, pool, flt), self._knn_body(q, n, ef, flt)],
-                                 "run a hybrid query")
-        return self._union(lex, vec)
-
-    def _hybrid_exact(self, text, q, n, flt) -> tuple:
-        """exact=True: every lexical match and the exact vector top-`n` (every matching vector
-        scored here), the candidates API.md gives "sum" and "linear" -> (hits, BM25 of each hit)."""
-        lex = self._paged(self._lexical_query(text, flt), Q.sort_clauses([], True), None, True, scores=True)[0]
-        return self._union(lex, self._exact_hits(q, n, flt))
-
-    def _union(self, lex: list, vec: list) -> tuple:
-        """The lexical hits then the vector hits not among them -> (hits, BM25 of each: 0 for a
-        hit only the vector list holds)."""
-        by_id = {h["_id"]: h for h in lex}
-        for h in vec:
-            by_id.setdefault(h["_id"], h)
-        bm = dict(zip([h["_id"] for h in lex], self._bm25(lex).tolist()))
-        hits = list(by_id.values())
-        return hits, np.array([bm.get(h["_id"], 0.0) for h in hits], dtype=np.float64)
 
     def close(self) -> None:
         try:
@@ -762,12 +759,6 @@ class ElasticsearchStorage(SearchEngineStorage):
 
     def _knn_body(self, q, k, ef, flt) -> dict:
         return {"size": k, "knn": self._knn(q, k, ef, flt)}
-
-    def _hybrid_body(self, text, q, size, k, ef, flt) -> dict:
-        # the lexical clause is optional here: the top-level knn adds the vector hits to its matches
-        lexical = L.named(self._lexical_clause(text), LEXICAL)
-        return {"size": size, "query": {"bool": {"should": [lexical], "filter": [flt] if flt else []}},
-                "knn": self._knn(q, k, ef, flt)}
 
     def _with_params(self, body: dict) -> dict:
         # the 8.x client takes the body's fields as arguments; `body=` beside query parameters

@@ -14,10 +14,11 @@ Searches read ids, insertion numbers and original vectors; documents are read by
 results are asked for them. Vector hits are ranked by API.md's scores computed here; a
 (filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
 Lexical search is one Qdrant TextQuery (BM25, scaled to Lucene's) per hs.Text field, the best
-field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). `rrf`,
-`sum` and `linear` fuse here (query/fusion.py), `sum` reading the lexical matches best first
-until none left out can win. Filter-only finds scroll in insertion order (`hs_seq`). Counts,
-facets and deletes by condition run in Qdrant.
+field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). Text and
+hybrid finds run on the retrieval primitives (storages/base.py, ../base.py) and
+query/executor.py fuses them: the BM25 of given documents is the TextQuery restricted to their
+point ids. Filter-only finds scroll in insertion order (`hs_seq`). Counts, facets and deletes by
+condition run in Qdrant.
 
 Writes: each batch is one upsert operation per chunk of CHUNK points (a chunk is applied whole
 by Qdrant's write-ahead log); a failed chunk puts back what the earlier ones changed. An
@@ -49,14 +50,14 @@ from hybridsearch.engine.analysis import analyzer_for
 from hybridsearch.engine.files import write_durably
 from hybridsearch.errors import (BackendError, ConfigError, HybridSearchError, SchemaError, UnsupportedError,
                                  missing_extra)
+from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import And, Compare, Exists, Node
-from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages import contents
-from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
+from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.locking import Section, reads, sections_inside, writes
 from hybridsearch.storages.remote.base import (ID_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
-                                              rrf, uuid_of)
+                                              uuid_of)
 from hybridsearch.storages.remote.qdrant import filters as F
 from hybridsearch.storages.remote.qdrant import intent
 from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
@@ -598,83 +599,48 @@ class QdrantStorage(RemoteStorage):
                 return hits
             m *= 2
 
-    @sections_inside  # the optimizer (a write) first, then the read section
-    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
-                    weights: Optional[tuple] = None) -> tuple:
+    # ------------------------------------- retrieval primitives (query/executor.py fuses)
+    def reading(self):
+        """The optimizer first when it is due (a write, so before the find's read section; not
+        inside a read already held), then RemoteStorage's reading."""
+        if self.vec is not None and not self.calls.held_here():
+            self._ready()
+        return super().reading()
+
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
+        """Ids and scores only: the documents are read when the results are asked for them."""
         self.need_texts()
-        if q is not None:
-            self.need_vector()
-            self._ready()  # a write (the optimizer), so before the read section
-        return self._search_text(text, q, k, node, fusion, candidates, rrf_k, exact, ef, weights)
+        hits = self._lexical(text, k, self.compiler.compile(node), "ids")
+        return self.lexical_list(text, node, [self._fields(r) for r, _ in hits], [sc for _, sc in hits], k,
+                                 docs=False)
 
-    @reads
-    def _search_text(self, text, q, k: int, node: Optional[Node], fusion: str, candidates: int, rrf_k: int,
-                     exact: bool, ef, weights: Optional[tuple]) -> tuple:
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        """Every match, read with its original vector (exact=True hybrid scores each)."""
+        self.need_texts()
         tree = self.compiler.compile(node)
-        if q is None:  # ids and scores only: the documents are read when asked for (Results)
-            hits = self._lexical(text, k, tree, "ids")
-            return [r.payload[ID_FIELD] for r, _ in hits], np.array([s for _, s in hits], dtype=np.float32), None
-        q = np.asarray(q[0], dtype=np.float32)
-        n = max(candidates, 1)
-        ef = max(ef or self.ef, n)
-        if fusion == "rrf":  # ranks only: the documents are read when asked for
-            lex = self._lexical(text, n, tree, "ids")
-            vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]
-            chosen, scores = rrf([r.payload[ID_FIELD] for r, _ in lex], [r.payload[ID_FIELD] for r in vec], k, rrf_k)
-            return chosen, scores, None
-        # sum / linear: every lexical match and the vector top-`candidates`, scored exactly here
-        # from their ids and original vectors (the documents are read when asked for)
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
-        vec = self._nearest(q[None, :], n, tree, ef, exact, full=False)[0]  # API.md: the vector top-`candidates`
-        if fusion == "linear":  # min-max over every candidate: every match's BM25 and vector score
-            return self._fuse(self._lexical(text, max(matches, 1), tree, "vector"), vec, q, k, weights, True)
-        # "sum": the lexical matches best BM25 first, m at a time, until no match left out can
-        # beat the k-th sum: its BM25 is at most the m-th's, and its vector score at most the
-        # last vector candidate's (it is not among the vector top-`candidates`), or 0 without a
-        # vector (when fewer than `candidates` came back, every vector did)
-        key = RAW if self.cosine else self.vec.name
-        vs = exact_scores(np.array([r.vectors[key] for r in vec], dtype=np.float32), q, self.metric) if vec else []
-        bounds = [float(min(vs))] if len(vec) >= n else []
-        if len(vec) < n or self.vec.optional:
-            bounds.append(0.0)
-        best = max(bounds)
-        # the vector candidates' own BM25 (0 for those holding no query term), whatever their rank
-        known = {r.id: sc for r, sc in self._lexical(text, len(vec), F.conj([tree, ("ids", [r.id for r in vec])]),
-                                                     "ids")} if vec else {}
-        m = max(4 * k, 64)
-        while True:
-            lex = self._lexical(text, min(m, max(matches, 1)), tree, "vector")
-            ids, scores, _ = self._fuse(lex, vec, q, k, None, False, known)
-            if len(lex) >= matches or (len(scores) >= k and float(scores[k - 1]) > lex[-1][1] + best):
-                return ids, scores, None
-            m *= 4
+        hits = self._lexical(text, max(matches, 1), tree, "vector")
+        return self.lexical_list(text, node, [self._fields(r) for r, _ in hits], [sc for _, sc in hits], None,
+                                 docs=False, vectors=self.vec is not None)
 
-    def _fuse(self, lex: list, vec: list, q: np.ndarray, k: int, weights, linear: bool,
-              known: Optional[dict] = None) -> tuple:
-        """API.md's "sum" or "linear" of the union of (record, BM25) pairs and vector records
-        (`known`: point id -> BM25 of vector records that `lex` may not hold)."""
-        by_id = {r.id: r for r, _ in lex}
-        for r in vec:
-            by_id.setdefault(r.id, r)
-        recs = sorted(by_id.values(), key=lambda r: int(r.payload[SEQ_FIELD]))  # ties: the earlier document
-        if not recs:
-            return [], np.empty(0, dtype=np.float32), None
-        bm = dict(known or {})
-        bm.update((r.id, s) for r, s in lex)
-        bm25 = np.array([bm.get(r.id, 0.0) for r in recs], dtype=np.float64)
-        key = RAW if self.cosine else self.vec.name
-        have = np.array([key in r.vectors for r in recs])
-        vscore = np.zeros(len(recs))
-        if have.any():
-            X = np.array([r.vectors[key] for r in recs if key in r.vectors], dtype=np.float32)
-            vscore[have] = exact_scores(X, q, self.metric)
-        slots = np.arange(len(recs))
-        if linear:
-            order, scores = fuse_linear(slots, bm25, vscore, k, *(weights or (0.5, 0.5)))
-        else:
-            order, scores = fuse_sum(slots, bm25, vscore, k)
-        return [recs[i].payload[ID_FIELD] for i in order], scores, None
+    def bm25_of(self, text, ids: list) -> dict:
+        only = ("ids", [point_id(i) for i in ids])
+        return {r.payload[ID_FIELD]: sc for r, sc in self._lexical(text, len(ids), only, "ids")}
+
+    def records_of(self, ids: list) -> dict:
+        found = {}
+        for a in range(0, len(ids), PAGE):
+            found.update(self._retrieve(ids[a:a + PAGE]))
+        return {i: self._fields(r) for i, r in found.items()}
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
+                   ef: Optional[int]) -> Candidates:
+        """Qdrant's nearest (MARGIN more, asked again exactly when short), ranked by exact score."""
+        self.need_vector()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        n = k + MARGIN
+        recs = self._nearest(q[None, :], n, self.compiler.compile(node), max(ef or self.ef, n), exact, full=False)[0]
+        return self.vector_list([self._fields(r) for r in recs], q, k, docs=False)
 
     @reads
     def stats(self) -> dict:

@@ -19,8 +19,11 @@ full, else a visit. Queries ask for at most `max_hits` hits (the package's maxHi
 
 API.md sections 7 and 8 run on Vespa: counts are totalCount, sorted finds use the
 `sorting` parameter, facets are grouping, writes by condition are /document/v1
-selection updates and deletes (selection.py), linear fusion is computed here from the
-hybrid profile's text_score and the exact vector scores of one query's candidates.
+selection updates and deletes (selection.py). Text and hybrid finds run on the retrieval
+primitives and query/executor.py fuses them; hybrid "sum" and "linear" keep Vespa's own
+queries (`scored_pool`: the `hybrid` profile's weakAnd ∪ nearestNeighbor, or one query of every
+text match and the vector top candidates) and the executor fuses their parts: the profile's
+text_score match feature and the exact vector scores.
 What every remote storage shares (retries, redaction, rollback, document <-> fields,
 exact rescoring) lives in ../base.py.
 """
@@ -37,12 +40,12 @@ import numpy as np
 from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError, UnsupportedError
 from hybridsearch.document import Kind
+from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import And, Exists, MatchAll, Node
-from hybridsearch.query.fusion import fuse_linear
 from hybridsearch.storages.base import exact_scores
 from hybridsearch.storages.config import integer, one_of, option, path_or_none
 from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, FieldCodec, RemoteConfig,
-                                               RemoteStorage, http_url, rrf, split_userinfo)
+                                               RemoteStorage, http_url, split_userinfo)
 from hybridsearch.storages.remote.vespa import app as A
 from hybridsearch.storages.remote.vespa import lexical as L
 from hybridsearch.storages.remote.vespa import yql as Y
@@ -564,39 +567,99 @@ class VespaStorage(RemoteStorage):
                                                                   "run a vector query")], q, limit)
                 for q in queries]
 
-    # --------------------------------------------------------------- text
-    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
-                    weights: Optional[tuple] = None) -> tuple:
+    # ------------------------------------- retrieval primitives (query/executor.py fuses)
+    def _hit_records(self, hits: list) -> list:
+        return [h["fields"] for h in hits]
+
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
+        """The `bm25` profile's top-k (the text grammar's weakAnd prunes to its targetHits)."""
+        cond, params = self._match(node, text, k)
+        hits = self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "bm25",
+                             **params}, "run a text query")
+        return self.lexical_list(text, node, self._hit_records(hits), [h["relevance"] for h in hits], k)
+
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        """Every match (the terms ORed), in one query of at most max_hits hits."""
+        cond, params = self._match(node, text)
+        hits = self._search({"yql": Y.select(self.doctype, cond), "hits": self.max_hits, "ranking": "bm25",
+                             **params}, "run a text query")
+        if len(hits) >= self.max_hits:
+            raise self._beyond_max_hits("every text match is needed here")
+        return self.lexical_list(text, node, self._hit_records(hits), [h["relevance"] for h in hits], None)
+
+    def records_of(self, ids: list) -> dict:
+        out = {}
+        for i in ids:
+            f = self._get_fields(i)
+            if f is not None:
+                out[i] = f
+        return out
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
+                   ef: Optional[int]) -> Candidates:
+        self.need_vector()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        body = self._vector_body(q, k, max(ef or self.ef, k), self._where(node), exact)
+        return self.vector_list(self._hit_records(self._search(body, "run a vector query")), q, k)
+
+    def scored_pool(self, plan) -> ScoredPool:
+        """Hybrid "sum" and "linear" on Vespa's `hybrid` rank profile, each candidate's parts its
+        `text_score` match feature (BM25 of the best field) and the exact vector score of its
+        vector; query/executor.py fuses them.
+
+        - "sum" (third edition): Vespa's own `nearestNeighbor(targetHits: candidates) or
+          weakAnd(...)`, ranked by the profile's text_score + similarity, `want` hits: the
+          candidates are what weakAnd exposes (about its targetHits best, by its own pruning
+          score) with the vector top-`candidates`, as the issue defines the edition;
+        - "linear", and "sum" with exact=True: one query of the vector top-`candidates` and every
+          text match (the terms ORed), all of them returned (more than max_hits: refused); the
+          candidates are the text matches (exact=True) or their top-`candidates` by text_score,
+          with the `candidates` best of the answer by exact vector score."""
         self.need_texts()
-        where = self._where(node)
+        self.need_vector()
+        q = np.asarray(plan.vector, dtype=np.float32).reshape(-1)
+        c, where = plan.candidates, self._where(plan.node)
+        ef = max(plan.ef or self.ef, c)
+        if plan.fusion == "sum" and not plan.exact:
+            hits = self._search(self._hybrid_body(plan.text, q, plan.want, where, c, ef, False), "run a hybrid query")
+            return self._pool(self._hit_records(hits), q)
+        hits = self._search(self._hybrid_body(plan.text, q, self.max_hits, where, c, ef, plan.exact, every_match=True),
+                            "run a linear fusion query" if plan.fusion == "linear" else "run a hybrid query")
+        if len(hits) >= self.max_hits:
+            raise self._beyond_max_hits("fusion=\"linear\" normalises over every candidate (the text matches and the "
+                                        "vector top candidates)" if plan.fusion == "linear" else
+                                        "fusion=\"sum\" with exact=True scores every text match")
+        records = sorted(self._hit_records(hits), key=lambda r: int(r[SEQ_FIELD]))  # ties: insertion order
+        pool = self._pool(records, q)
+        holding = np.array([self.vec.name in r for r in records], dtype=bool)
+        with_vector = np.flatnonzero(holding)
+        by_vector = with_vector[np.argsort(-pool.vector[with_vector].astype(np.float64), kind="stable")[:c]]
+        matched = np.flatnonzero(pool.text > 0)
+        if not plan.exact:  # the lexical top-`candidates`
+            matched = matched[np.argsort(-pool.text[matched].astype(np.float64), kind="stable")[:c]]
+        keep = np.union1d(by_vector, matched)
+        return ScoredPool(pool.keys[keep], pool.order[keep], [pool.docs[i] for i in keep.tolist()],
+                          pool.text[keep], pool.vector[keep])
 
-        def lexical(n: int) -> list:
-            cond, params = self._match(node, text, n)
-            return self._search({"yql": Y.select(self.doctype, cond), "hits": self._hits(n), "ranking": "bm25",
-                                 **params}, "run a text query")
+    def _pool(self, records: list, q: np.ndarray) -> ScoredPool:
+        """The records with their parts: the `text_score` match feature (the profile declares it)
+        and the exact vector score (0 for cosine and ip, -|q| for l2, without a vector)."""
+        text = []
+        for r in records:
+            feats = r.get("matchfeatures")
+            if not isinstance(feats, dict) or A.TEXT_SCORE not in feats:
+                raise self.refused("run a hybrid query", f"a hit came back without the {A.TEXT_SCORE!r} match "
+                                   "feature: deploy the application package of application_package()")
+            text.append(float(feats[A.TEXT_SCORE]))
+        found = self.candidates(records, np.zeros(len(records)), vectors=True)
+        X = self.vectors(records).reshape(len(records), self.vec.dim)
+        vector = exact_scores(X, q, self.metric).astype(np.float32)
+        return ScoredPool(found.keys, found.order, found.docs, np.array(text, dtype=np.float32), vector)
 
-        if q is None:
-            hits = lexical(k)
-            docs = self._docs(hits)
-            return [d.id for d in docs], np.array([h["relevance"] for h in hits], dtype=np.float32), docs
-        q = q[0]
-        pool = max(candidates, k)
-        ef = max(ef or self.ef, pool)
-        if fusion == "rrf":
-            lex = lexical(pool)
-            vec = self._search(self._vector_body(q, pool, ef, where, exact), "run a vector query")
-            by_id = {h["fields"][ID_FIELD]: h["fields"] for h in lex + vec}
-            chosen, scores = rrf([h["fields"][ID_FIELD] for h in lex], [h["fields"][ID_FIELD] for h in vec],
-                                 k, rrf_k)
-            docs = [self.codec.document(by_id[i]) for i in chosen]
-            return chosen, scores, docs
-        if fusion == "linear":
-            return self._linear(text, q, k, where, pool, ef, exact, weights or (0.5, 0.5))
-        # the `hybrid` profile ranks by BM25 + similarity, as API.md's "sum"
-        hits = self._search(self._hybrid_body(text, q, k, where, pool, ef, exact), "run a hybrid query")
-        docs = self._docs(hits)
-        return [d.id for d in docs], np.array([h["relevance"] for h in hits], dtype=np.float32), docs
+    def _beyond_max_hits(self, why: str) -> UnsupportedError:
+        return UnsupportedError(f"storage 'vespa' returns at most max_hits={self.max_hits} hits per query and {why}, "
+                                "which may be more: narrow the query with a filter, or deploy and open the collection "
+                                "with a larger max_hits")
 
     def _hybrid_body(self, text, q: np.ndarray, hits: int, where: Optional[str], pool: int, ef: int,
                      exact: bool, every_match: bool = False) -> dict:
@@ -606,32 +669,6 @@ class VespaStorage(RemoteStorage):
         cond = f"({nn} or {tcond})" + ("" if where is None else f" and {where}")
         return {"yql": Y.select(self.doctype, cond), "hits": self._hits(hits), "ranking": "hybrid",
                 "input.query(q)": [float(x) for x in q], **params}
-
-    def _linear(self, text, q: np.ndarray, k: int, where: Optional[str], pool: int, ef: int, exact: bool,
-                weights: tuple) -> tuple:
-        """fusion="linear" (API.md section 8) over the candidates of "sum": one query returns the
-        vector top-`pool` and every text match with its text score (the hybrid profile's
-        match feature); the vector parts are scored exactly from the hits' vectors, the pool
-        kept is the `pool` best of them, and query/fusion.py's fuse_linear mixes the parts.
-        Every candidate must come back in that one answer: more than max_hits of them raise
-        UnsupportedError, since the normalisation needs them all."""
-        hits = self._search(self._hybrid_body(text, q, self.max_hits, where, pool, ef, exact, every_match=True),
-                            "run a linear fusion query")
-        if len(hits) >= self.max_hits:
-            raise UnsupportedError(f"storage 'vespa' returns at most max_hits={self.max_hits} hits per query and "
-                                   "fusion=\"linear\" normalises over every candidate (the text matches and the "
-                                   "vector top candidates), which may be more: narrow the query with a filter, or "
-                                   "deploy and open the collection with a larger max_hits")
-        # ties go to insertion order, as the embedded storages' slots
-        hits.sort(key=lambda h: int(h["fields"][SEQ_FIELD]))
-        records = [h["fields"] for h in hits]
-        bm25 = np.array([float(r.get("matchfeatures", {}).get(A.TEXT_SCORE, 0.0)) for r in records])
-        vec = exact_scores(self.vectors(records), q, self.metric) if records else np.empty(0)
-        top = set(np.argsort(-vec, kind="stable")[:pool].tolist())
-        cand = np.array([i for i in range(len(records)) if bm25[i] > 0 or i in top], dtype=np.int64)
-        slots, scores = fuse_linear(cand, bm25[cand], vec[cand], k, *weights)
-        docs = [self.codec.document(records[s]) for s in slots.tolist()]
-        return [d.id for d in docs], scores, docs
 
     def close(self) -> None:
         self.session.close()

@@ -5,7 +5,7 @@ One collection per DocumentArray (`collection=`), created from the schema on fir
 vector in an HNSW index, and the collection's description records the schema's fingerprint.
 Weaviate takes only uuids as object ids: a document's object id is uuid5 of its id, and the id
 itself is the `hs_id` property. What every remote storage shares (retries, redaction, rollback,
-document <-> fields, exact rescoring, rrf) lives in ../base.py.
+document <-> fields, exact rescoring, the retrieval primitives keyed by id) lives in ../base.py.
 
 Semantics of API.md kept here:
 - writes go through batch requests (an object with an existing uuid is replaced) and are
@@ -21,8 +21,10 @@ Semantics of API.md kept here:
   document keeps its best score (times its `text_fields` weight). Per property, Weaviate's
   BM25 is Lucene's (k1 1.2, b 0.75, stopwords off); its `word` tokenization is lowercased runs
   of letters and digits, without stemming;
-- fusion (sum, rrf, linear) is computed here (query/fusion.py): Weaviate's relativeScore and
-  ranked fusions normalise or rank its BM25F, which is not API.md's;
+- text and hybrid finds run on the retrieval primitives and query/executor.py fuses them (sum,
+  rrf, linear): Weaviate's relativeScore and ranked fusions normalise or rank its BM25F, which
+  is not API.md's. Every lexical match is read with its score anyway (`_lexical`), so the
+  candidates' BM25 costs no further request;
 - API.md section 7: counts and value facets are aggregations (group by), range facets one
   filtered count per range; text counts / facets and sorted finds read the matches here
   (Weaviate sorts missing values first); writes by condition read the matches and write them
@@ -40,12 +42,11 @@ import weaviate  # imported here, so that a missing client is the registry's "pi
 from hybridsearch.batch import Batch
 from hybridsearch.document import Kind
 from hybridsearch.errors import BackendError, UnsupportedError
+from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.query.fusion import fuse_linear, fuse_sum
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import exact_scores, rank_exactly
-from hybridsearch.storages.remote.base import (ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, rrf,
-                                               userinfo_secrets)
+from hybridsearch.storages.base import rank_exactly
+from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, userinfo_secrets
 from hybridsearch.storages.remote.weaviate import config as C
 from hybridsearch.storages.remote.weaviate import filters as F
 
@@ -438,54 +439,49 @@ class WeaviateStorage(RemoteStorage):
             known.update(self._by_ids(missing))
         return [known[i] for i in ids]
 
-    def search_text(self, text, q, k: int, node: Optional[Node], *, fusion: str = "sum",
-                    candidates: int = 100, rrf_k: int = 60, exact: bool = False, ef=None,
-                    weights: Optional[tuple] = None) -> tuple:
+    # ------------------------------------- retrieval primitives (query/executor.py fuses)
+    def _every_match(self, text, node: Optional[Node]) -> list:
+        """Every lexical match as (record with hs_id and hs_seq, BM25), best first, ties in
+        insertion order; all their scores are kept for this find (`scores_of` asks nothing more)."""
         self.need_texts()
-        flt = self._flt(node)
-        best = self._lexical(text, flt)
-        if q is None:
-            top = self._ranked(best, k)
-            docs = [self.codec.document(r) for r in self._records([i for i, _ in top])]
-            return [d.id for d in docs], np.array([s for _, s in top], dtype=np.float32), docs
-        q = q[0]
-        if exact:
-            vec = self._exact_hits(q, candidates, flt)
-        else:
-            vec_n = max(candidates, ef or self.ef)
-            vec = self.rescored_records(self._near(q, min(vec_n, self.max_results), flt), q, candidates)
-        by_id = {r[ID_FIELD]: r for r in vec}
-        if fusion == "rrf":
-            lex = [i for i, _ in self._ranked(best, candidates)]
-            chosen, scores = rrf(lex, list(by_id), k, rrf_k)
-            return chosen, scores, [self.codec.document(r) for r in self._records(chosen, by_id)]
-        # sum / linear: the vector top-`candidates` and every lexical match (API.md), each scored
-        # here; `best` already holds them all (read for the exhaustive BM25 top-k)
-        lex = [i for i, _ in self._ranked(best, None)]
-        ids = list(dict.fromkeys(lex + list(by_id)))
-        hits = sorted(self._records(ids, by_id), key=lambda r: int(r[SEQ_FIELD]))  # ties: insertion order
-        if not hits:
-            return [], np.empty(0, dtype=np.float32), []
-        bm25 = np.array([best[r[ID_FIELD]][0] if r[ID_FIELD] in best else 0.0 for r in hits], dtype=np.float64)
-        with_vec = [n for n, r in enumerate(hits) if self.vec.name in r]
-        vs = np.zeros(len(hits))
-        if with_vec:
-            vs[with_vec] = exact_scores(self.vectors([hits[n] for n in with_vec]), q, self.metric)
-        slots = np.arange(len(hits))
-        if fusion == "linear":
-            order, scores = fuse_linear(slots, bm25, vs, k, *(weights or (0.5, 0.5)))
-        else:
-            order, scores = fuse_sum(slots, bm25, vs, k)
-        docs = [self.codec.document(hits[n]) for n in order.tolist()]
-        return [d.id for d in docs], scores, docs
+        best = self._lexical(text, self._flt(node))
+        self.cache().keep_lexical(text, node, {i: p[0] for i, p in best.items()}, True)
+        return [({ID_FIELD: i, SEQ_FIELD: best[i][1]}, sc) for i, sc in self._ranked(best, None)]
 
-    def rescored_records(self, records: list, q: np.ndarray, limit: int) -> list:
-        """The records holding a vector, best first by exact score for q, cut to limit."""
-        records = [r for r in records if self.vec.name in r]
-        if not records:
-            return []
-        order, _ = rank_exactly(self.vectors(records), q, self.metric, limit)
-        return [records[i] for i in order]
+    def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
+        """The top-k of every match (read whole: see `_lexical`); documents read when asked for."""
+        top = self._every_match(text, node)[:k]
+        return self.candidates([r for r, _ in top], [sc for _, sc in top], docs=False)
+
+    def text_matches(self, text, node: Optional[Node]) -> Candidates:
+        every = self._every_match(text, node)
+        return self.candidates([r for r, _ in every], [sc for _, sc in every], docs=False)
+
+    def bm25_of(self, text, ids: list) -> dict:
+        best = self._lexical(text, None)
+        return {i: best[i][0] for i in ids if i in best}
+
+    def records_of(self, ids: list) -> dict:
+        found = {}
+        for a in range(0, len(ids), GET):
+            found.update(self._by_ids(ids[a:a + GET]))
+        return found
+
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
+                   ef: Optional[int]) -> Candidates:
+        """Weaviate's max(k, ef) nearest (every matching vector when exact, or when the walk came
+        back short of the matches), ranked by exact score."""
+        self.need_vector()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        flt = self._flt(node)
+        if exact:
+            records = self._with_vectors(flt)
+        else:
+            records = self._near(q, min(max(k, ef or self.ef), self.max_results), flt)
+            if len(records) < k and len(records) < int(self._aggregate("count matches", self._with_vector(flt))
+                                                          .total_count or 0):
+                records = self._with_vectors(flt)
+        return self.vector_list(records, q, k)
 
     def close(self) -> None:
         try:

@@ -159,7 +159,7 @@ class AnnliteStorage(Storage):
 
     name = "annlite"
     Config = AnnliteConfig
-    # every one is an option of a text query: declared so that the call reaches search_text, whose
+    # every one is an option of a text query: declared so that the call reaches the text primitives, whose
     # refusal says why (no lexical engine), rather than the array's "not available ... yet"
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
 
@@ -636,9 +636,9 @@ class AnnliteStorage(Storage):
                     "index_ef_construct": int(index.ef_construction), "index_ef": int(index.ef_search),
                     "intent_writes": self.intent_writes}
 
-    def search_text(self, *args, **kwargs):
-        raise UnsupportedError("text search is not available on storage 'annlite': AnnLite has no lexical "
-                               "engine (use memory, hnsw or sqlite for text and hybrid search)")
+    def no_text_search(self) -> UnsupportedError:
+        return UnsupportedError("text search is not available on storage 'annlite': AnnLite has no lexical "
+                                "engine (use memory, hnsw or sqlite for text and hybrid search)")
 
     def close(self) -> None:
         with self.lock:
