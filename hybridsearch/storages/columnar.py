@@ -8,6 +8,7 @@ import numpy as np
 from hybridsearch.document import Kind
 from hybridsearch.engine import facets as F
 from hybridsearch.engine.columns import popcount
+from hybridsearch.engine.find import vector_hits
 from hybridsearch.errors import UnsupportedError
 from hybridsearch.query.filters import Node
 from hybridsearch.query.candidates import Candidates
@@ -182,6 +183,26 @@ class ColumnarStorage(Storage):
                 return [([], np.empty(0, dtype=np.float32), None) for _ in range(len(queries))]
             scores, rows = self._vectors(queries, limit, node, exact, ef)
             return self._hits_of_rows(rows, scores)
+
+    def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """The plain vector find in one native call (engine/find.py) under the read lock ->
+        (ids, scores), or None for the general path (a query the native check does not take, or a
+        collection whose rows may lack a vector, which the general path leaves out)."""
+        spec = self.store.vec_spec
+        if spec is None or spec.optional:
+            return None
+        lock = self.lock
+        lock.acquire_read()
+        try:
+            return self._find_natively(query, min(limit, self.store.n_live), ef, exact)
+        finally:
+            lock.release_read()
+
+    def _find_natively(self, query, k: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """(ids, scores) of the exact scan of every live row (storages with an index walk it
+        instead), or None; the caller holds the read lock."""
+        hits = vector_hits(query, self.store, k)
+        return None if hits is None else hits[:2]
 
     def _hits_of_rows(self, rows: np.ndarray, scores: np.ndarray) -> list:
         """(ids, scores, None) per row of a (nq, k) search result: the documents are built when

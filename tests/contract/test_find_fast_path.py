@@ -23,15 +23,16 @@ class Vec(hs.Document):
     embedding: hs.Vector[DIM]
 
 
-@pytest.fixture(scope="module", params=[("memory", "cosine"), ("memory", "l2"), ("hnsw", "cosine"),
+@pytest.fixture(scope="module", params=[("memory", "cosine"), ("memory", "l2"), ("sqlite", "ip"), ("hnsw", "cosine"),
                                         ("hnsw", "ip"), ("hnsw", "l2")], ids=lambda p: "-".join(p))
-def case(request):
+def case(request, tmp_path_factory):
     storage, metric = request.param
     rng = np.random.default_rng(11)
     X = rng.standard_normal((N, DIM)).astype(np.float32)
     ids = [f"v{i}" for i in range(N)]
     # ef above N: the walk reaches every node, so the model's exact top-k is the answer
-    da = hs.DocumentArray(Vec, storage=storage, metric=metric, **({"ef": 200} if storage == "hnsw" else {}))
+    extra = {"hnsw": {"ef": 200}, "sqlite": {"path": tmp_path_factory.mktemp("fast") / "db.sqlite"}}
+    da = hs.DocumentArray(Vec, storage=storage, metric=metric, **extra.get(storage, {}))
     da.extend_columns({"id": ids, "embedding": X})
     da.delete(["v3", "v77"])  # tombstones: the scan must skip them
     keep = [i for i in range(N) if ids[i] not in ("v3", "v77")]
@@ -147,8 +148,9 @@ def test_options_that_keep_the_meaning_give_the_same_hits(case):
         check_topk(got[1], got[3], ids, ref, 7)
 
 
-def test_a_closed_collection_refuses(case):
-    da = hs.DocumentArray(Vec, storage=case[0].storage)
+def test_a_closed_collection_refuses(case, tmp_path):
+    storage = case[0].storage
+    da = hs.DocumentArray(Vec, storage=storage, **({"path": tmp_path / "db.sqlite"} if storage == "sqlite" else {}))
     da.extend([{"id": "a", "embedding": [1.0] * DIM}])
     da.close()
     with pytest.raises(hs.ConfigError, match="closed"):

@@ -128,12 +128,13 @@ def reader(da, model: Model, rng, metric: str, exact: bool, errors: list, stop: 
         stop.set()
 
 
-@pytest.mark.parametrize("storage,metric,exact", [("memory", "cosine", False), ("memory", "l2", False),
+@pytest.mark.parametrize("storage,metric,exact", [("memory", "cosine", False), ("memory", "l2", False), ("sqlite", "cosine", False),
                                                   ("hnsw", "cosine", False), ("hnsw", "cosine", True),
                                                   ("hnsw", "l2", False)])
-def test_finds_beside_a_writer_are_top_k_of_some_instant(storage, metric, exact):
+def test_finds_beside_a_writer_are_top_k_of_some_instant(storage, metric, exact, tmp_path):
     rng = np.random.default_rng(7)
-    da = hs.DocumentArray(Vec, storage=storage, metric=metric)
+    da = hs.DocumentArray(Vec, storage=storage, metric=metric,
+                          **({"path": tmp_path / "db.sqlite"} if storage == "sqlite" else {}))
     model = Model()
     ids = [f"n{i}" for i in range(START)]
     X = rng.standard_normal((START, DIM)).astype(np.float32)

@@ -3,6 +3,8 @@
 Below the API because the public find() answers the same either way: only the storage says
 whether a query took the one native call (a tuple) or was sent down the general path (None).
 """
+import os
+import tempfile
 from typing import Optional
 
 import numpy as np
@@ -13,6 +15,7 @@ from hybridsearch.batch import build_batch
 from hybridsearch.document import schema_of
 from hybridsearch.storages.local.hnsw import HnswStorage
 from hybridsearch.storages.local.memory import MemoryStorage
+from hybridsearch.storages.local.sqlite.storage import SqliteStorage
 
 DIM = 5
 
@@ -26,6 +29,8 @@ class Opt(hs.Document):
 
 
 def storage(cls, model=Vec, n=80, metric="cosine", **options):
+    if cls is SqliteStorage:  # a real database file, in a fresh temporary folder
+        options.setdefault("path", os.path.join(tempfile.mkdtemp(), "db.sqlite"))
     st = cls(schema_of(model), cls.Config.parse(cls.name, {"metric": metric, **options}))
     rng = np.random.default_rng(1)
     docs = [model(id=f"d{i}", embedding=rng.standard_normal(DIM)) for i in range(n)]
@@ -34,7 +39,7 @@ def storage(cls, model=Vec, n=80, metric="cosine", **options):
     return st
 
 
-@pytest.mark.parametrize("cls", [MemoryStorage, HnswStorage])
+@pytest.mark.parametrize("cls", [MemoryStorage, SqliteStorage, HnswStorage])
 @pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
 def test_a_clean_query_takes_one_call_and_answers_as_the_general_path(cls, metric):
     st = storage(cls, metric=metric)
@@ -62,7 +67,7 @@ def test_the_plan_is_recorded_as_the_general_path_records_it():
         assert fast == st.last_plan(), (k, ef, exact)
 
 
-@pytest.mark.parametrize("cls", [MemoryStorage, HnswStorage])
+@pytest.mark.parametrize("cls", [MemoryStorage, SqliteStorage, HnswStorage])
 def test_what_the_native_check_does_not_take_goes_to_the_general_path(cls):
     st = storage(cls)
     q = np.ones(DIM, np.float32)
@@ -73,7 +78,7 @@ def test_what_the_native_check_does_not_take_goes_to_the_general_path(cls):
     assert storage(cls, Opt).find_vector(q, 5, None, False) is None  # rows without a vector
 
 
-@pytest.mark.parametrize("cls", [MemoryStorage, HnswStorage])
+@pytest.mark.parametrize("cls", [MemoryStorage, SqliteStorage, HnswStorage])
 def test_an_empty_storage_gives_no_hits(cls):
     hits = storage(cls, n=0).find_vector(np.ones(DIM, np.float32), 5, None, False)
     assert hits[0] == [] and hits[1].dtype == np.float32 and len(hits[1]) == 0

@@ -209,28 +209,19 @@ class HnswStorage(JournaledStorage):
         self._bits_cache[node] = (gen, bits, matches)
         return bits, matches
 
-    def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
-        """The walk (or, with exact=True, the exact scan), query checks and hits in one native
-        call (engine/find.py); the plan is recorded as _vectors records it."""
-        spec = self.store.vec_spec
-        if spec is None or spec.optional:  # rows without a vector: the general path leaves them out
+    def _find_natively(self, query, k: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """The walk (or, with exact=True or an empty graph, the exact scan) in one native call;
+        the plan is recorded as _vectors records it. The caller holds the read lock."""
+        graph = self.graph
+        hits = vector_hits(query, self.store, k, None if exact else graph, ef or self.ef)
+        if hits is None:
             return None
-        lock = self.lock
-        lock.acquire_read()
-        try:
-            st, graph = self.store, self.graph
-            k = min(limit, st.n_live)
-            hits = vector_hits(query, st, k, None if exact else graph, ef or self.ef)
-            if hits is None:
-                return None
-            ids, scores, walk_ef = hits
-            if walk_ef:
-                self._plans.last = planner.graph_plan(walk_ef)
-            elif k:  # as _vectors plans it: exact asked, or an empty graph
-                nodes = graph.size
-                self._plans.last = planner.plan(nodes, nodes, k, min(ef or self.ef, max(nodes, 1)), exact=True)
-        finally:
-            lock.release_read()
+        ids, scores, walk_ef = hits
+        if walk_ef:
+            self._plans.last = planner.graph_plan(walk_ef)
+        elif k:
+            nodes = graph.size
+            self._plans.last = planner.plan(nodes, nodes, k, min(ef or self.ef, max(nodes, 1)), exact=True)
         return ids, scores
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,

@@ -9,7 +9,6 @@ import numpy as np
 
 from hybridsearch.batch import Batch
 from hybridsearch.engine.columns import ColumnStore
-from hybridsearch.engine.find import vector_hits
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import ConfigError
@@ -62,20 +61,6 @@ class MemoryStorage(JournaledStorage):
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:
         return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
-
-    def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
-        """The exact scan, query checks and hits in one native call (engine/find.py)."""
-        spec = self.store.vec_spec
-        if spec is None or spec.optional:  # rows without a vector: the general path leaves them out
-            return None
-        lock = self.lock
-        lock.acquire_read()
-        try:
-            st = self.store
-            hits = vector_hits(query, st, min(limit, st.n_live))
-        finally:
-            lock.release_read()
-        return None if hits is None else hits[:2]
 
     def stats(self) -> dict:
         """Adds "fsyncs": fsyncs made by writes since the collection was opened (with `path=`)."""

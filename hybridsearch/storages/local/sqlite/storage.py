@@ -333,9 +333,6 @@ class SqliteStorage(ColumnarStorage):
                  ef: Optional[int]) -> tuple:
         return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
 
-    def _vector_list_exact(self, exact: bool) -> bool:
-        return True  # every vector search here is the exact scan
-
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
         """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
         SQLite cannot run it (a filter past its parser's limits, an I/O error): the caller then
