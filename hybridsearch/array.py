@@ -23,7 +23,7 @@ from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
-                                        check_fusion, check_min_score, check_operator, check_size,
+                                        check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
@@ -344,6 +344,7 @@ class DocumentArray(Generic[T]):
         min_score = check_min_score(min_score)
         # every option is checked whatever the mode, so a bad one is never silently ignored
         ef = check_ef(ef)
+        exact = check_exact(exact)
         fusion = check_fusion(fusion)
         candidates = check_size(candidates, "candidates", 1)
         rrf_k = check_size(rrf_k, "rrf_k", 0)
@@ -372,7 +373,7 @@ class DocumentArray(Generic[T]):
             if linear is not None:
                 self._requires(storage, "linear")
             return execute(storage, Plan(HYBRID, q, tq, node, kk, offset, candidates, fusion, rrf_k, linear,
-                                         bool(exact), ef, min_score))
+                                         exact, ef, min_score))
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             return execute(storage, Plan(FILTER, node=node, want=kk, offset=offset))
@@ -445,6 +446,7 @@ class DocumentArray(Generic[T]):
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
         ef = check_ef(ef)
+        exact = check_exact(exact)
         Q = self._query_vectors(vectors, "vectors")
         n = Q.shape[0]
         if n == 0 or k == 0:

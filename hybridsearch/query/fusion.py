@@ -4,33 +4,25 @@
 "sum" adds BM25 and the vector score, so BM25 (unbounded, often 5-20) tends to
 dominate a cosine in [-1, 1]; "rrf" uses ranks only and is scale-free
 (LESSONS.md §7); "linear" min-max normalises each part over the candidates and
-weights them (API.md section 8). Ties go to the smaller tie key: the insertion order
-where the caller gives one (`order`), else the slot.
+weights them (API.md section 8). Ties go to the smaller `order`: the insertion order.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
-
-
-def _best(slots: np.ndarray, scores: np.ndarray, k: int, order: Optional[np.ndarray] = None) -> tuple:
-    """The k best (slot, score) pairs, best first, ties to the smaller `order` (default: the slot)."""
-    tie = slots if order is None else order
-    if len(scores) > 4 * k > 0:
-        # sort only what can enter the top k: every score at least the k-th (ties kept whole)
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        keep = np.flatnonzero(scores >= kth)
-        slots, scores, tie = slots[keep], scores[keep], tie[keep]
-    ranked = np.lexsort((tie, -scores))[:k]
-    return slots[ranked], scores[ranked].astype(np.float32)
 
 
 def best(scores: np.ndarray, k: int, order: np.ndarray) -> tuple:
     """(positions, scores float32) of the k best of `scores`, best first, equal scores to the
     smaller `order` (the earlier-inserted document)."""
-    return _best(np.arange(len(scores), dtype=np.int64), np.asarray(scores, dtype=np.float64), k,
-                 np.asarray(order, dtype=np.int64))
+    scores = np.asarray(scores, dtype=np.float64)
+    order = np.asarray(order, dtype=np.int64)
+    at = np.arange(len(scores), dtype=np.int64)
+    if len(scores) > 4 * k > 0:
+        # sort only what can enter the top k: every score at least the k-th (ties kept whole)
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        at = np.flatnonzero(scores >= kth)
+    ranked = at[np.lexsort((order[at], -scores[at]))[:k]]
+    return ranked, scores[ranked].astype(np.float32)
 
 
 def sum_scores(text: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -52,23 +44,6 @@ def rrf_scores(n: int, ranked: list, rrf_k: int) -> np.ndarray:
     return out
 
 
-def fuse_sum(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int) -> tuple:
-    """Top-k of bm25 + vector score over the candidate slots (all arrays aligned)."""
-    return _best(np.asarray(slots, dtype=np.int64), np.asarray(bm25, np.float64) + vector, k)
-
-
-def fuse_rrf(lexical: np.ndarray, vector: np.ndarray, k: int, rrf_k: int = 60) -> tuple:
-    """Top-k of sum(1 / (rrf_k + rank)), rank from 1, over two best-first slot lists."""
-    total: dict = {}
-    for ranked in (lexical, vector):
-        for rank, s in enumerate(np.asarray(ranked).tolist(), start=1):
-            total[s] = total.get(s, 0.0) + 1.0 / (rrf_k + rank)
-    if not total:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    slots = np.fromiter(total.keys(), dtype=np.int64, count=len(total))
-    return _best(slots, np.fromiter(total.values(), dtype=np.float64, count=len(total)), k)
-
-
 def _min_max(raw: np.ndarray) -> np.ndarray:
     """raw scaled to [0, 1] over the candidates; a constant part is 1 where nonzero, else 0."""
     raw = np.asarray(raw, dtype=np.float64)
@@ -78,10 +53,3 @@ def _min_max(raw: np.ndarray) -> np.ndarray:
     if hi == lo:
         return (raw != 0).astype(np.float64)
     return (raw - lo) / (hi - lo)
-
-
-def fuse_linear(slots: np.ndarray, bm25: np.ndarray, vector: np.ndarray, k: int, w_text: float,
-                w_vector: float) -> tuple:
-    """Top-k of w_text * minmax(bm25) + w_vector * minmax(vector score) over the candidates."""
-    score = w_text * _min_max(bm25) + w_vector * _min_max(vector)
-    return _best(np.asarray(slots, dtype=np.int64), score, k)

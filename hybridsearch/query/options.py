@@ -166,6 +166,14 @@ def check_min_score(value: Any) -> Optional[float]:
     return as_float(value)  # 10**400 keeps nothing, as it should: no score reaches it
 
 
+def check_exact(value: Any) -> bool:
+    """exact= of a find: True or False (a numpy bool, or the integers 1 and 0, too); anything
+    else would be read as one of them by its truth value, so it is refused."""
+    if value is True or value is False or isinstance(value, np.bool_) or (is_integer(value) and value in (0, 1)):
+        return bool(value)
+    raise ConfigError(f"exact must be True or False, got {value!r}")
+
+
 def check_fusion(value: Any) -> str:
     """The name of a fusion of lexical and vector scores."""
     if value not in FUSIONS:

@@ -88,6 +88,27 @@ def test_invalid_weights_are_refused_in_every_mode(da, mode, weights):
         da.find(fusion="linear", weights=weights, **args)
 
 
+@pytest.mark.parametrize("mode", ["text", "vector", "hybrid", "filter", "batched"])
+@pytest.mark.parametrize("exact", ["no", None, [], 2, 0.5, np.array([1, 2])], ids=repr)
+def test_exact_takes_only_true_or_false(da, mode, exact):
+    """A value read by its truth value would run a search the user did not ask for (or raise a
+    raw ValueError for an array): refused in every mode."""
+    if mode in ("text", "hybrid") and not _text(da):
+        return
+    args = {"text": {"text": "blue"}, "vector": {"vector": [1, 0]}, "hybrid": {"text": "blue", "vector": [1, 0]},
+            "filter": {"filter": {"price": {"$gt": 0}}}}.get(mode)
+    with pytest.raises(hs.ConfigError, match="exact must be True or False"):
+        if mode == "batched":
+            da.find_batched(np.ones((2, 2), np.float32), exact=exact)
+        else:
+            da.find(exact=exact, **args)
+    for fine in (True, False, np.bool_(True), 1, 0):  # each reads as what it says
+        if mode == "batched":
+            assert len(da.find_batched(np.ones((2, 2), np.float32), exact=fine)) == 2
+        else:
+            da.find(exact=fine, **args)
+
+
 @pytest.mark.parametrize("bad", [{"fusion": "max"}, {"candidates": 0}, {"candidates": 2.5}, {"ef": -5},
                                  {"rrf_k": -1}, {"weights": {"text": -1}, "fusion": "linear"}])
 def test_sorted_finds_check_every_option(da, bad):

@@ -13,7 +13,7 @@ from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex, slot_bits
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.executor import union
-from hybridsearch.query.fusion import _best
+from hybridsearch.query.fusion import best
 
 slots = st.lists(st.integers(0, 5000), max_size=300)
 
@@ -42,13 +42,13 @@ def test_union_is_the_set_union_with_each_lists_positions(a, b, ascending, as_id
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(-3, 3), max_size=400), st.integers(1, 30))
 def test_best_is_the_full_sort_cut_at_k(scores, k):
-    """Partitioning first must give what sorting everything gives, ties to the lower slot."""
+    """Partitioning first must give what sorting everything gives, ties to the smaller order."""
     s = np.array(scores, dtype=np.float64)
-    sl = np.random.default_rng(len(scores)).permutation(len(s)).astype(np.int64)
-    order = np.lexsort((sl, -s))[:k]
-    got_slots, got_scores = _best(sl, s, k)
-    assert got_slots.tolist() == sl[order].tolist()
-    assert got_scores.tolist() == s[order].astype(np.float32).tolist()
+    inserted = np.random.default_rng(len(scores)).permutation(len(s)).astype(np.int64)
+    want = sorted(range(len(s)), key=lambda i: (-s[i], inserted[i]))[:k]
+    got, got_scores = best(s, k, inserted)
+    assert got.tolist() == want
+    assert got_scores.tolist() == s[want].astype(np.float32).tolist()
 
 
 @settings(max_examples=200, deadline=None)
