@@ -290,6 +290,9 @@ class DocumentArray(Generic[T]):
             ss = sum_squares(vectors)
             if _SQ_NORM_SAFE[0] < ss < _SQ_NORM_SAFE[1] or ss == 0.0:
                 return vectors.astype(np.float32).reshape(1, -1)
+        if isinstance(vectors, np.ndarray) and vectors.dtype.kind == "c":
+            # numpy would cast a complex array by dropping its imaginary part (a warning only)
+            raise SchemaError(f"{name} must be real numbers, got an array of {vectors.dtype}")
         try:
             with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, refused below
                 arr = np.array(vectors, dtype=np.float32, ndmin=2, copy=True, order="C")

@@ -71,6 +71,10 @@ def _vector_validator(dim: int):
             raise PydanticCustomError(
                 "vector_type", "expected a list, tuple or numpy array of {dim} numbers", {"dim": dim}
             )
+        if isinstance(value, np.ndarray) and value.dtype.kind == "c":
+            # numpy would cast a complex array by dropping its imaginary part (a warning only)
+            raise PydanticCustomError("vector_type", "expected real numbers, got an array of {dtype}",
+                                      {"dtype": str(value.dtype)})
         try:
             if isinstance(value, np.ndarray) and value.dtype == np.float32:
                 arr = np.array(value)  # a copy; float32 to float32 cannot overflow (errstate costs ~1 us)

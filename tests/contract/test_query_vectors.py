@@ -47,3 +47,19 @@ def test_a_numpy_query_is_checked_as_its_list(da, q):
     with np.errstate(all="ignore"):
         want = _outcome(da, q.tolist())
     assert _outcome(da, q) == want
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_complex_vector_is_refused_not_cut_to_its_real_part(da, dtype):
+    """numpy casts complex to float by dropping the imaginary part with only a warning: a query
+    or a stored vector of complex numbers is a SchemaError, and nothing is written."""
+    v = np.array([1j, 1, 0, 0], dtype=dtype)
+    with pytest.raises(hs.SchemaError, match="real numbers"):
+        da.find(vector=v)
+    with pytest.raises(hs.SchemaError, match="real numbers"):
+        da.find_batched(v.reshape(1, -1))
+    n = len(da)
+    with pytest.raises(hs.SchemaError, match="real numbers"):
+        da.extend([{"id": "complex", "embedding": v}])
+    assert len(da) == n and "complex" not in da
+    assert _outcome(da, v.real.copy())[0] == "hits"  # the real part alone is a query like any other
