@@ -64,10 +64,15 @@ class Model:
             return [i for i, n in quiet.items() if self.started[i] == n and i in self.alive]
 
 
-def writer(da, model: Model, rng, errors: list, stop: threading.Event) -> None:
+def writer(da, model: Model, rng, errors: list, stop: threading.Event, tally: dict) -> None:
     try:
         next_id = START
         for step in range(WRITES):
+            # each write waits for a find after the last one (a loaded machine may otherwise run
+            # the writes back to back before the readers get the GIL): finds and writes interleave
+            seen, wait_until = tally["finds"], time.monotonic() + 2.0
+            while step and tally["finds"] == seen and not stop.is_set() and time.monotonic() < wait_until:
+                time.sleep(0.0005)
             op = step % 4
             if op in (0, 1):  # add a batch of new ids (never re-used)
                 ids = [f"n{next_id + j}" for j in range(25)]
@@ -146,7 +151,7 @@ def test_finds_beside_a_writer_are_top_k_of_some_instant(storage, metric, exact,
     tally = {"should": 0, "missed": 0, "finds": 0}
     threads = [threading.Thread(target=reader, args=(da, model, np.random.default_rng(s), metric, exact, errors,
                                                      stop, tally)) for s in (1, 2)]
-    threads.append(threading.Thread(target=writer, args=(da, model, np.random.default_rng(3), errors, stop)))
+    threads.append(threading.Thread(target=writer, args=(da, model, np.random.default_rng(3), errors, stop, tally)))
     for t in threads:
         t.start()
     deadline = time.monotonic() + 120
