@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.contract.test_lexical import best_fields, cosine, random_docs, schema_and_tokens, WORDS
+from tests.contract.test_lexical import WORDS, cosine, hybrid_reference, random_docs, schema_and_tokens
 from tests.storages.remote.test_vespa import _fields, _hit, _search_response, open_da, server  # noqa: F401
 
 REMOTE = ["qdrant", "elasticsearch", "opensearch", "weaviate"]  # qdrant-client: local mode, not BM25
@@ -18,28 +18,9 @@ EF = 512  # beyond every collection here: the engines' vector lists are the exac
 
 
 def third_edition(docs, text, q, fusion, candidates, tokens, exact=False, allowed=None, weights=(0.5, 0.5)):
-    """(fused, text part, vector part), id -> score, of API.md's hybrid find (module docstring);
-    ties of both lists to the earlier-inserted document (the order of `docs`)."""
-    pos = {i: n for n, i in enumerate(docs)}
-    ids = [i for i in docs if allowed is None or i in allowed]
-    bm_all = best_fields(docs, text, tokens)
-    bm = {i: bm_all[i] for i in ids if i in bm_all}
-    vec = {i: cosine(docs[i].embedding, q) for i in ids}
-    vtop = sorted(ids, key=lambda i: (-vec[i], pos[i]))[:candidates]
-    ltop = sorted(bm, key=lambda i: (-bm[i], pos[i]))[:candidates]
-    if fusion == "rrf":
-        fused = {}
-        for ranked in (ltop, vtop):
-            for r, i in enumerate(ranked, start=1):
-                fused[i] = fused.get(i, 0.0) + 1 / (60 + r)
-        return (fused, {i: bm[i] if i in ltop else math.nan for i in fused},
-                {i: vec[i] if i in vtop else math.nan for i in fused})
-    cand = (set(bm) if exact else set(ltop)) | set(vtop)
-    t = {i: bm.get(i, 0.0) for i in cand}
-    v = {i: vec[i] for i in cand}
-    if fusion == "sum":
-        return {i: t[i] + v[i] for i in cand}, t, v
-    return linear(t, v, weights), t, v
+    """(fused, text part, vector part), id -> score: the shared suite's model of API.md's hybrid find."""
+    return hybrid_reference(docs, text, q, fusion, candidates, tokens=tokens, exact=exact, allowed=allowed,
+                            weights=weights)
 
 
 def linear(t: dict, v: dict, weights) -> dict:
