@@ -7,7 +7,6 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsearch.batch import Batch
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
@@ -32,7 +31,7 @@ class MemoryConfig(StorageConfig):
             raise ConfigError("read_only=True needs path= (the collection to open)")
 
 
-class MemoryStorage(JournaledStorage):
+class MemoryStorage(ram.RamWrites, JournaledStorage):
     """Columns and one vector block in RAM; every vector search is exact (brute force)."""
 
     name = "memory"
@@ -46,17 +45,6 @@ class MemoryStorage(JournaledStorage):
         self._init_writes()
         if config.path is not None:
             self._open_files(config.path, config.read_only)
-
-    # the writes themselves (storages/local/ram.py); the caller holds the write lock
-    def _apply_upsert(self, batch: Batch) -> None:
-        ram.upsert(self.store, self.text, batch)
-
-    def _apply_delete(self, ids: list) -> int:
-        return ram.delete(self.store, self.text, ids)
-
-    def _apply_update(self, slots, values: dict) -> None:
-        """A partial update of one slot or an array of them to the same values."""
-        ram.update(self.store, self.text, slots, values)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int]) -> tuple:

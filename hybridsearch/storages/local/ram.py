@@ -41,3 +41,19 @@ def update(store: ColumnStore, text: TextIndex, slots, values: dict) -> None:
     store.set_fields(slots, values)
     if text:
         text.update(slots, values)
+
+
+class RamWrites:
+    """The three writes of a storage whose documents live in `self.store` (a ColumnStore) and
+    `self.text` (a TextIndex), kept in step by the functions above; the caller holds the write
+    lock. Memory and sqlite (its RAM mirror) take them from here."""
+
+    def _apply_upsert(self, batch: Batch) -> None:
+        upsert(self.store, self.text, batch)
+
+    def _apply_delete(self, ids: list) -> int:
+        return delete(self.store, self.text, ids)
+
+    def _apply_update(self, slots, values: dict) -> None:
+        """A partial update of one slot or an array of them to the same values."""
+        update(self.store, self.text, slots, values)

@@ -33,7 +33,7 @@ from typing import Optional
 import numpy as np
 import sqlite_utils
 
-from hybridsearch.batch import Batch, build_batch
+from hybridsearch.batch import build_batch
 from hybridsearch.document import Kind
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.files import lock_exclusive, unlock
@@ -75,7 +75,7 @@ class SqliteConfig(StorageConfig):
             raise ConfigError("storage 'sqlite' needs path= (the database file)")
 
 
-class SqliteStorage(ColumnarStorage):
+class SqliteStorage(ram.RamWrites, ColumnarStorage):
     """A durable SQLite table, mirrored in RAM columns (as the memory storage keeps them) for search."""
 
     name = "sqlite"
@@ -247,16 +247,7 @@ class SqliteStorage(ColumnarStorage):
                                "the collection is unchanged") from None
 
     # -------------------------------------------------------------- writes
-    # each write commits its transaction, then changes the RAM mirror (storages/local/ram.py)
-    def _apply_upsert(self, batch: Batch) -> None:
-        ram.upsert(self.store, self.text, batch)
-
-    def _apply_delete(self, ids: list) -> int:
-        return ram.delete(self.store, self.text, ids)
-
-    def _apply_update(self, slots, values: dict) -> None:
-        ram.update(self.store, self.text, slots, values)
-
+    # each write commits its transaction, then changes the RAM mirror (ram.RamWrites)
     def upsert(self, batch) -> None:
         t = self.table_name
         names = ["id", "_seq"] + self.crc_names[1:] + [checks.CRC_COLUMN]
