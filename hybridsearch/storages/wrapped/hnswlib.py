@@ -170,6 +170,11 @@ class HnswlibStorage(ColumnarStorage):
         return slots[~same]
 
     # -------------------------------------------------------------- reads
+    def _find_natively(self, query, k: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
+        """Only exact=True takes the native scan; an approximate find is hnswlib's own walk
+        (search_vectors), so find() and find_batched() give the same answers."""
+        return super()._find_natively(query, k, ef, exact) if exact else None
+
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int]) -> list:
         limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
