@@ -5,6 +5,7 @@ into the storage per batch; the storage holds the data and searches it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
-from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
+from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import missing_package, storage_class
@@ -279,8 +280,32 @@ class DocumentArray(Generic[T]):
         return storage.update_where(node, values)
 
     # -------------------------------------------------------------- search
-    def _query_vectors(self, vectors: Any, name: str) -> np.ndarray:
-        spec = self._schema.vector
+    def _vector_lists(self, storage, vector: Any, name: str) -> tuple:
+        """The VectorLists of `vector=` (find) or `vectors=` (find_batched): an array for the
+        schema's one dense field (list "vector"), or a dict naming one or more vector fields
+        (lists named by the fields; API.md section 10). Each query is checked here."""
+        fields = self._schema.vectors
+        if isinstance(vector, dict):
+            if not vector:
+                raise ConfigError(f"{name}= as a dict names one vector field or more, got an empty dict; "
+                                  f"vector fields of {self._model.__name__}: {', '.join(fields) or '(none)'}")
+            out = []
+            for field, q in vector.items():
+                spec = fields.get(field) if isinstance(field, str) else None
+                if spec is None:
+                    raise ConfigError(f"{name}={{{field!r}: ...}}: {field!r} is not a vector field of "
+                                      f"{self._model.__name__}; its vector fields: {', '.join(fields) or '(none)'}")
+                # a storage holding one dense field is asked for it without naming it
+                out.append(VectorList(field, field if storage.named_vectors else None,
+                                      self._query_vectors(q, f"{name}[{field!r}]", spec)))
+            return tuple(out)
+        if len(fields) > 1:
+            first = next(iter(fields))
+            raise ConfigError(f"{self._model.__name__} has several vector fields ({', '.join(fields)}): name the one "
+                              f"to search, e.g. {name}={{{first!r}: q}}")
+        return (VectorList("vector", None, self._query_vectors(vector, name, self._schema.vector)),)
+
+    def _query_vectors(self, vectors: Any, name: str, spec) -> np.ndarray:
         if spec is None:
             raise SchemaError(f"{self._model.__name__} has no hs.Vector field to search")
         if (type(vectors) is np.ndarray and vectors.shape == (spec.dim,) and vectors.dtype in _FAST_DTYPES
@@ -351,7 +376,8 @@ class DocumentArray(Generic[T]):
         fusion = check_fusion(fusion)
         candidates = check_size(candidates, "candidates", 1)
         rrf_k = check_size(rrf_k, "rrf_k", 0)
-        linear = check_weights(weights, fusion)
+        known = ("text", "vector", *self._schema.vectors)  # what weights may name
+        check_weights(weights, fusion, known, known)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
         if sort is not None:
@@ -365,22 +391,23 @@ class DocumentArray(Generic[T]):
             return execute(storage, Plan(SORTED, text=tq, node=node, want=kk, offset=offset, sort=keys))
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
-        q = self._query_vectors(vector, "vector") if vector is not None else None
-        if q is not None and q.shape[0] != 1:
-            raise SchemaError("find(vector=...) takes one vector; use find_batched for several")
+        lists = self._vector_lists(storage, vector, "vector") if vector is not None else ()
+        if any(lst.query.shape[0] != 1 for lst in lists):
+            raise SchemaError("find(vector=...) takes one vector per field; use find_batched for several")
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
-        if text is not None:
-            if q is None:  # one list: nothing to weigh against another
-                return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset,
-                                             min_score=min_score))
-            if linear is not None:
-                self._requires(storage, "linear")
-            return execute(storage, Plan(HYBRID, q, tq, node, kk, offset, candidates, fusion, rrf_k, linear,
-                                         exact, ef, min_score))
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             return execute(storage, Plan(FILTER, node=node, want=kk, offset=offset))
-        return execute(storage, Plan(VECTOR, q, None, node, kk, offset, exact=exact, ef=ef, min_score=min_score))
+        if not lists:  # text alone, one list: nothing to weigh against another
+            return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset, min_score=min_score))
+        if text is None and len(lists) == 1:
+            return execute(storage, Plan(VECTOR, lists, None, node, kk, offset, exact=exact, ef=ef,
+                                         min_score=min_score))
+        plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score)
+        if fusion == "linear":
+            self._requires(storage, "linear")
+            plan = dataclasses.replace(plan, weights=check_weights(weights, fusion, plan.labels, known))
+        return execute(storage, plan)
 
     def _text_query(self, storage, text: Any, text_fields: Optional[dict], operator: str = "or"):
         """The text as the storage takes it: the string, or a TextQuery with field weights or
@@ -444,23 +471,28 @@ class DocumentArray(Generic[T]):
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
                      exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list[Results[T]]:
-        """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released)."""
+        """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released).
+        `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10)."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
         ef = check_ef(ef)
         exact = check_exact(exact)
-        Q = self._query_vectors(vectors, "vectors")
+        lists = self._vector_lists(storage, vectors, "vectors")
+        if len(lists) > 1:
+            raise UnsupportedError("find_batched searches one vector field per call; to fuse several fields, "
+                                   "call find(vector={...}) per query")
+        Q, field = lists[0].query, lists[0].kwargs
         n = Q.shape[0]
         if n == 0 or k == 0:
             return [Results.empty() for _ in range(n)]
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
         if workers == 1:
-            parts = [storage.search_vectors(Q, k, node, exact, ef)]
+            parts = [storage.search_vectors(Q, k, node, exact, ef, **field)]
         else:
             bounds = np.linspace(0, n, workers + 1).astype(int)
             with ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef),
+                parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef, **field),
                                       zip(bounds[:-1], bounds[1:])))
         return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]
 

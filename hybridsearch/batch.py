@@ -24,19 +24,26 @@ class Batch:
     columns: name -> values: int64 for int/bool, float64, an object array of str for
     keywords (a placeholder where the value is None); a list of str or None for text
     and of values for unindexed fields. present: name -> uint8 array for every field
-    whose schema allows None. vectors: (n, d) float32, zeros where a document has no
-    vector.
+    whose schema allows None. vecs: dense vector field -> (n, d) float32, zeros where a
+    document has no vector; `vectors` is the block of the schema's one dense field.
     """
 
     schema: Schema
     ids: list
     columns: dict = field(default_factory=dict)
     present: dict = field(default_factory=dict)
-    vectors: Optional[np.ndarray] = None
+    vecs: dict = field(default_factory=dict)
     given_docs: Optional[list] = None  # the validated documents when the batch came from documents
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def vectors(self) -> Optional[np.ndarray]:
+        """The (n, d) block of the schema's one dense vector field (None without exactly one):
+        what storages holding a single vector field read."""
+        spec = self.schema.vector
+        return self.vecs.get(spec.name) if spec is not None else None
 
     @property
     def docs(self) -> list:
@@ -55,7 +62,7 @@ class Batch:
         if spec.kind is Kind.ID:
             return self.ids
         if spec.kind is Kind.VECTOR:
-            values = row_vectors(self.vectors)
+            values = row_vectors(self.vecs[name])
         else:
             values = python_values(spec.kind, self.columns[name])
         return with_missing(values, self.present.get(name))
@@ -117,7 +124,7 @@ def build_batch(schema: Schema, docs: list) -> Batch:
             for i, v in enumerate(values):
                 if v is not None:
                     block[i] = v
-            batch.vectors = block
+            batch.vecs[spec.name] = block
         else:  # text and unindexed fields: the values as they are
             batch.columns[spec.name] = values
     return batch

@@ -174,6 +174,9 @@ class Schema:
 
     model: type
     fields: dict[str, FieldSpec] = field(default_factory=dict)
+    # the dense vector fields (hs.Vector[d]), in declaration order; `vector` is the one of them
+    # when there is exactly one (what `find(vector=<array>)` searches), else None
+    vectors: dict[str, FieldSpec] = field(default_factory=dict)
     vector: Optional[FieldSpec] = None
     texts: list[FieldSpec] = field(default_factory=list)
     adapters: dict = field(default_factory=dict, repr=False)  # per-field validators for update()
@@ -242,14 +245,11 @@ def _introspect(model: type) -> Schema:
             spec = FieldSpec(name, kind, optional, dim=getattr(inner, "dim", 0), analyzer=analyzer)
         schema.fields[name] = spec
         if spec.kind is Kind.VECTOR:
-            if schema.vector is not None:
-                raise SchemaError(
-                    f"{model.__name__} has two hs.Vector fields ({schema.vector.name}, {name}); "
-                    "a schema has at most one"
-                )
-            schema.vector = spec
+            schema.vectors[name] = spec
         elif spec.kind is Kind.TEXT:
             schema.texts.append(spec)
+    if len(schema.vectors) == 1:
+        schema.vector = next(iter(schema.vectors.values()))
     return schema
 
 

@@ -291,7 +291,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
             continue
         col = cols[spec.name] if spec.name in cols else _defaults(schema, spec, n, check)
         if spec.kind is Kind.VECTOR:
-            batch.vectors, present = check.vectors(spec, col)
+            batch.vecs[spec.name], present = check.vectors(spec, col)
         elif spec.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL):
             batch.columns[spec.name], present = check.numbers(spec, col)
         elif spec.kind is Kind.KEYWORD:
@@ -339,7 +339,7 @@ def _last_of_each_id(batch: Batch) -> Batch:
     for name, col in batch.columns.items():
         out.columns[name] = col[keep] if isinstance(col, np.ndarray) else [col[i] for i in take]
     out.present = {name: p[keep] for name, p in batch.present.items()}
-    out.vectors = batch.vectors[keep] if batch.vectors is not None else None
+    out.vecs = {name: block[keep] for name, block in batch.vecs.items()}
     return out
 
 

@@ -163,3 +163,46 @@ def english_tokens(text) -> list:
     """The terms of an ASCII text as API.md describes the default analyzer: lowercased, split into
     runs of letters and digits, each stemmed by Snowball's English stemmer (PyStemmer)."""
     return _STEMMER.stemWords(re.findall(r"[a-z0-9]+", (text or "").lower()))
+
+
+def fusion_reference(order, lists, fusion, candidates=100, rrf_k=60, weights=None) -> tuple:
+    """API.md sections 4, 8 and 10 over any number of lists: (fused, parts), each id -> score,
+    parts: list name -> id -> raw part score (NaN where not scored / not matched).
+
+    `order`: every id in insertion order (ties go to the earlier). `lists`: (name, scores,
+    every, missing) per list, text first: `scores` maps each document the list matches (after
+    the filter) to its raw score; `every`: the list's candidates are all its matches (the lexical
+    side of exact=True "sum"/"linear", the first edition), else its top-`candidates`; `missing`:
+    the raw score a candidate outside `scores` has on that part (0.0: BM25 without a query term;
+    NaN: a document without that vector field, which adds 0). "rrf" sums 1/(rrf_k + rank) over
+    each list's top-`candidates` and a part is NaN where the hit is not on that list; "sum" and
+    "linear" score the union of the candidates on every part ("linear": each part min-max
+    normalised over the candidates, NaN read as 0, times its weight; default equal weights)."""
+    pos = {i: n for n, i in enumerate(order)}
+    tops = [sorted(scores, key=lambda i: (-scores[i], pos[i]))[:candidates] for _, scores, _, _ in lists]
+    names = [name for name, _, _, _ in lists]
+    if fusion == "rrf":
+        fused: dict = {}
+        for top in tops:
+            for r, i in enumerate(top, start=1):
+                fused[i] = fused.get(i, 0.0) + 1 / (rrf_k + r)
+        parts = {name: {i: (scores[i] if i in set(top) else math.nan) for i in fused}
+                 for (name, scores, _, _), top in zip(lists, tops)}
+        return fused, parts
+    cand: set = set()
+    for (_, scores, every, _), top in zip(lists, tops):
+        cand |= set(scores) if every else set(top)
+    parts = {name: {i: scores.get(i, missing) for i in cand} for name, scores, _, missing in lists}
+    raw = {name: {i: (0.0 if math.isnan(v) else v) for i, v in p.items()} for name, p in parts.items()}
+    if fusion == "sum":
+        return {i: sum(raw[name][i] for name in names) for i in cand}, parts
+    weights = weights if weights is not None else {name: 1.0 / len(names) for name in names}
+
+    def norm(values):
+        if not values:
+            return {}
+        lo, hi = min(values.values()), max(values.values())
+        return {i: (1.0 if x != 0 else 0.0) if hi == lo else (x - lo) / (hi - lo) for i, x in values.items()}
+
+    normed = {name: norm(raw[name]) for name in names}
+    return {i: sum(weights.get(name, 0.0) * normed[name][i] for name in names) for i in cand}, parts

@@ -4,8 +4,8 @@ Rows ("slots") hold one document each, in insertion order, and the document
 exists only as its columns: numeric and bool fields in int64/float64 arrays
 (what the user stored, compared exactly), keywords as int32 codes into a
 per-field dictionary, ids and text in StringColumns (one UTF-8 buffer each),
-the unindexed fields of a row as one JSON array in a StringColumn, and the
-vector field in one contiguous float32 block. `documents(rows)` builds the
+the unindexed fields of a row as one JSON array in a StringColumn, and each
+dense vector field in one contiguous float32 block (engine/dense.py). `documents(rows)` builds the
 documents of the rows asked for, when a user reads them. Ids map to slots
 through an IdMap (two sorted numpy arrays, no Python object per document).
 Arrays grow by doubling, so appends are amortised O(1) and never copy the
@@ -29,7 +29,7 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.batch import Batch, documents, python_values, row_vectors, with_missing
 from hybridsearch.document import Kind, Schema, extras_adapter
-from hybridsearch.engine.exact import vector_aux
+from hybridsearch.engine.dense import DenseColumn
 from hybridsearch.engine.idmap import IdMap
 from hybridsearch.engine.program import Column, ProgramBuilder, string_predicate
 from hybridsearch.engine.strings import StringColumn
@@ -42,9 +42,15 @@ _MIN_CAPACITY = 1024
 class ColumnStore:
     """Columns, vectors and ids of one collection, by slot."""
 
-    def __init__(self, schema: Schema, metric: str = "cosine", reuse_slots: bool = False) -> None:
+    def __init__(self, schema: Schema, metric="cosine", reuse_slots: bool = False) -> None:
+        """`metric`: one metric for every dense field, or a dict field -> metric (fields not
+        named: "cosine"), as storages/base.py resolve_metrics gives it."""
         self.schema = schema
-        self.metric = metric
+        self.metrics = {name: (metric if isinstance(metric, str) else metric.get(name, "cosine"))
+                        for name in schema.vectors}
+        # the metric of the schema's one dense field (what single-field callers read)
+        self.metric = self.metrics[schema.vector.name] if schema.vector else (
+            metric if isinstance(metric, str) else "cosine")
         self.reuse_slots = reuse_slots
         self.free: list = []  # heap of reusable slots (reuse_slots only)
         self.seq = np.zeros(0, dtype=np.int64)  # insertion sequence per slot
@@ -73,10 +79,32 @@ class ColumnStore:
                 self.strings[spec.name] = StringColumn()
             if spec.optional:
                 self.present[spec.name] = np.zeros(0, dtype=np.uint8)
+        self.dense = {name: DenseColumn(spec, self.metrics[name]) for name, spec in schema.vectors.items()}
+        self.restored_metrics: dict = {}  # dense field -> metric a restored snapshot recorded
+        # the schema's one dense field (None without exactly one): the native find path's
         self.vec_spec = schema.vector
         self.dim = schema.vector.dim if schema.vector else 0
-        self.vectors = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
-        self.aux = np.zeros(0, dtype=np.float32)
+        self._no_vectors = np.zeros((0, 1), dtype=np.float32), np.zeros(0, dtype=np.float32)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The block of the schema's one dense field (single-field callers)."""
+        return self.dense[self.vec_spec.name].vectors if self.vec_spec else self._no_vectors[0]
+
+    @property
+    def aux(self) -> np.ndarray:
+        return self.dense[self.vec_spec.name].aux if self.vec_spec else self._no_vectors[1]
+
+    def column_of(self, field: Optional[str]) -> DenseColumn:
+        """The DenseColumn of a dense field; None names the schema's one dense field."""
+        return self.dense[field if field is not None else self.vec_spec.name]
+
+    def _vector_keys(self, name: str) -> tuple:
+        """Snapshot array names of a dense field: the one field keeps the names snapshots have
+        always used ("vectors", "aux"), so they still open; several fields are named."""
+        if self.vec_spec is not None:
+            return "vectors", "aux"
+        return f"vectors/{name}", f"aux/{name}"
 
     def _string_columns(self) -> list:
         return [self.ids, *self.strings.values(), *([self.extras] if self.extras is not None else [])]
@@ -90,8 +118,10 @@ class ColumnStore:
         """(meta, arrays): every column of slots [0, n) as arrays a snapshot maps back (no copy
         of the big ones; the keyword dictionaries as JSON bytes)."""
         n = self.n
-        arrays = {"seq": self.seq[:n], "live": self.live[: n // 64 + 1],
-                  "vectors": self.vectors[:n], "aux": self.aux[:n]}
+        arrays = {"seq": self.seq[:n], "live": self.live[: n // 64 + 1]}
+        for name, col in self.dense.items():
+            vkey, akey = self._vector_keys(name)
+            arrays[vkey], arrays[akey] = col.vectors[:n], col.aux[:n]
         arrays.update({f"values/{k}": v[:n] for k, v in self.values.items()})
         arrays.update({f"present/{k}": v[:n] for k, v in self.present.items()})
         arrays.update({f"keywords/{k}": np.frombuffer(json.dumps(d).encode(), dtype=np.uint8)
@@ -101,7 +131,8 @@ class ColumnStore:
         for prefix, col in self._named_string_columns():
             garbage[prefix], parts = col.export(n)
             arrays.update({f"{prefix}/{k}": v for k, v in parts.items()})
-        meta = {"n": n, "n_live": self.n_live, "next_seq": self.next_seq, "garbage": garbage}
+        meta = {"n": n, "n_live": self.n_live, "next_seq": self.next_seq, "garbage": garbage,
+                "metrics": dict(self.metrics)}
         return meta, arrays
 
     def restore(self, meta: dict, arrays: dict) -> None:
@@ -122,8 +153,12 @@ class ColumnStore:
 
         live = take("live", np.uint64, (n // 64 + 1,))
         seq = take("seq", np.int64, (n,))
-        vectors = take("vectors", np.float32, (n, self.vectors.shape[1]))
-        aux = take("aux", np.float32, (n,))
+        dense = {}
+        for name, col in self.dense.items():
+            vkey, akey = self._vector_keys(name)
+            dense[name] = take(vkey, np.float32, (n, col.dim)), take(akey, np.float32, (n,))
+        metrics = meta.get("metrics")
+        metrics = metrics if isinstance(metrics, dict) else {}
         values = {k: take(f"values/{k}", v.dtype, (n,)) for k, v in self.values.items()}
         present = {k: take(f"present/{k}", np.uint8, (n,)) for k in self.present}
         dictionaries = {}
@@ -146,7 +181,10 @@ class ColumnStore:
         if n_live and int(self.ids.length[live_slots].min()) < 0:
             raise ValueError("columns: a live row has no id")
         self.row_of.restore({k: arrays.get(f"idmap/{k}") for k in ("hashes", "slots")}, n_live)
-        self.live, self.seq, self.vectors, self.aux = live, seq, vectors, aux
+        self.live, self.seq = live, seq
+        self.restored_metrics = dict(metrics)
+        for name, (vectors, aux) in dense.items():
+            self.dense[name].restore(vectors, aux, metrics.get(name))
         self.values, self.present = values, present
         for k, d in dictionaries.items():
             self.kw_dictionary[k] = d
@@ -172,8 +210,8 @@ class ColumnStore:
 
         self.values = {k: grown(v) for k, v in self.values.items()}
         self.present = {k: grown(v) for k, v in self.present.items()}
-        self.vectors = grown(self.vectors)
-        self.aux = grown(self.aux)
+        for col in self.dense.values():
+            col.grow(cap, self.n)
         self.seq = grown(self.seq)
         for col in self._string_columns():
             col.grow(cap)
@@ -185,7 +223,7 @@ class ColumnStore:
     def nbytes(self) -> dict:
         """Bytes held per component (allocated capacity, not only the rows in use)."""
         return {
-            "vectors": int(self.vectors.nbytes + self.aux.nbytes),
+            "vectors": int(sum(c.nbytes for c in self.dense.values())),
             "ids": int(self.ids.nbytes + self.row_of.nbytes),
             "strings": int(sum(c.nbytes for c in self.strings.values())
                            + (self.extras.nbytes if self.extras is not None else 0)),
@@ -240,17 +278,14 @@ class ColumnStore:
         extras = None
         if self.extras is not None:
             extras = self._encode_extras(list(zip(*(batch.columns[k] for k in self.extra_names))))
-        vectors = batch.vectors
-        aux = vector_aux(vectors, self.metric) if vectors is not None else None
 
         self._grow(max(top, self.n))
         for name, arr in encoded.items():
             self.values[name][slots_out] = arr
         for name, arr in batch.present.items():
             self.present[name][slots_out] = arr
-        if vectors is not None:
-            self.vectors[slots_out] = vectors
-            self.aux[slots_out] = aux
+        for name, col in self.dense.items():
+            col.set(slots_out, batch.vecs[name])
         for name, col in self.strings.items():
             col.set(slots_out, batch.columns[name])
         if extras is not None:
@@ -307,11 +342,11 @@ class ColumnStore:
             if name in self.present:
                 self.present[name][slots] = value is not None
             if spec.kind is Kind.VECTOR:
-                block = np.zeros((1, self.dim), dtype=np.float32)
+                col = self.dense[name]
+                block = np.zeros((n, col.dim), dtype=np.float32)
                 if value is not None:
-                    block[0] = value
-                self.vectors[slots] = block[0]
-                self.aux[slots] = vector_aux(block, self.metric)[0]
+                    block[:] = value
+                col.set(slots, block)
             elif spec.kind is Kind.TEXT:
                 self.strings[name].set(slots, [value] * n)
             elif spec.kind is Kind.KEYWORD:
@@ -341,8 +376,8 @@ class ColumnStore:
             self.values[name][:m] = self.values[name][keep]
         for name in self.present:
             self.present[name][:m] = self.present[name][keep]
-        self.vectors[:m] = self.vectors[keep]
-        self.aux[:m] = self.aux[keep]
+        for col in self.dense.values():
+            col.take(keep, m)
         self.seq[:m] = self.seq[keep]
         for col in self._string_columns():
             col.take(keep, m)
@@ -368,7 +403,7 @@ class ColumnStore:
                 out[name] = self.ids.get_many(rows)
                 continue
             if spec.kind is Kind.VECTOR:
-                values = row_vectors(self.vectors[rows])
+                values = row_vectors(self.dense[name].vectors[rows])
             elif spec.kind is Kind.TEXT:
                 values = self.strings[name].get_many(rows)
             elif spec.kind is Kind.KEYWORD:
@@ -442,31 +477,41 @@ class ColumnStore:
         """Bitset of the live rows matching a parsed filter (one native call)."""
         return K.filter_eval(self._program(node), self.n, self.live_bits())
 
-    def vector_bits(self, node: Optional[Node]) -> Optional[np.ndarray]:
-        """Rows a vector search may return: live, with a vector, matching the filter.
-        None means every slot (the fast path: no deletes, no filter)."""
-        optional_vec = self.vec_spec is not None and self.vec_spec.optional
+    def vector_bits(self, node: Optional[Node], field: Optional[str] = None) -> Optional[np.ndarray]:
+        """Rows a search of dense field `field` (None: the one) may return: live, with a vector
+        in that field, matching the filter. None means every slot (no deletes, no filter)."""
+        spec = self.schema.vectors.get(field) if field is not None else self.vec_spec
+        optional_vec = spec is not None and spec.optional
         if node is None and not optional_vec and self.n_live == self.n:
             return None
         program = self._program(node if node is not None else MatchAll())
         if optional_vec:
-            program.append((K.F_PRESENT, 0, 0, None, self.present[self.vec_spec.name], 0, 0.0, None, None))
+            program.append((K.F_PRESENT, 0, 0, None, self.present[spec.name], 0, 0.0, None, None))
             program.append((K.F_AND, 0, 2, None, None, 0, 0.0, None, None))
         return K.filter_eval(program, self.n, self.live_bits())
 
-    def vector_block(self) -> np.ndarray:
-        return self.vectors[: self.n]
+    def vector_block(self, field: Optional[str] = None) -> np.ndarray:
+        return self.column_of(field).block(self.n)
 
-    def aux_block(self) -> Optional[np.ndarray]:
-        return None if self.metric == "ip" else self.aux[: self.n]
+    def aux_block(self, field: Optional[str] = None) -> Optional[np.ndarray]:
+        return self.column_of(field).aux_block(self.n)
+
+    def has_vector(self, rows: np.ndarray, field: Optional[str] = None) -> Optional[np.ndarray]:
+        """Whether each row holds a vector in `field`, or None when every row does (required)."""
+        spec = self.column_of(field).spec
+        if not spec.optional:
+            return None
+        return self.present[spec.name][np.asarray(rows, dtype=np.int64)] != 0
 
     # ------------------------------------------------------------ search
-    def exact_search(self, queries: np.ndarray, limit: int, bits: Optional[np.ndarray]) -> tuple:
+    def exact_search(self, queries: np.ndarray, limit: int, bits: Optional[np.ndarray],
+                     field: Optional[str] = None) -> tuple:
         """(scores, rows) of the exact top-`limit` of each query row among the rows set in
-        `bits` (None: every live row with a vector); one native call for the whole batch."""
+        `bits` (None: every live row with a vector) for dense field `field` (None: the one);
+        one native call for the whole batch."""
         if bits is None:
-            bits = self.vector_bits(None)
-        return K.exact_search(self.vector_block(), self.n, self.aux_block(), queries, self.metric, bits, limit)
+            bits = self.vector_bits(None, field)
+        return self.column_of(field).exact_search(queries, self.n, limit, bits)
 
     def hits(self, rows: np.ndarray, scores: np.ndarray) -> list:
         """(ids, scores) per row of an (nq, k) search result, -1 padding (at the end) dropped."""
@@ -491,20 +536,11 @@ class ColumnStore:
             at += c
         return out
 
-    def vector_scores(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The user-facing similarity (API.md) of query q to the given rows, exact, in float64."""
-        if len(rows) == 0:
-            return np.empty(0, dtype=np.float64)
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
-        # the rows (checked against the block by the kernel's wrapper) are read where they are (prefetched by the kernel), not gathered into a copy
-        raw = K.scores_rows_at(self.vectors, rows, np.ascontiguousarray(q, dtype=np.float32),
-                               self.metric).astype(np.float64)
-        if self.metric == "ip":
-            return raw
-        if self.metric == "l2":
-            return -np.sqrt(np.maximum(raw, 0.0))
-        qn = float(np.linalg.norm(q))
-        return raw * self.aux[rows] / qn if qn > 0 else np.zeros(len(rows))
+    def vector_scores(self, q: np.ndarray, rows: np.ndarray, field: Optional[str] = None) -> np.ndarray:
+        """The user-facing similarity (API.md) of query q to the given rows on dense field
+        `field` (None: the one), exact, in float64 (a row without a vector scores as the zero
+        vector; callers that must tell use has_vector)."""
+        return self.column_of(field).scores(q, rows)
 
 
 def popcount(bits: np.ndarray) -> int:

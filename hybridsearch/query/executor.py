@@ -3,10 +3,12 @@ ties, pages and applies min_score, for every storage (API.md sections 4, 7 and 8
 
 The storage answers retrieval primitives (storages/base.py: vector_top, text_top,
 text_matches, scores_of, hits_of) inside one `reading()`; nothing here knows how a storage
-keeps its data. Hybrid "sum" and "linear" (third edition): the union of the lexical top-
-`candidates` and the vector top-`candidates`, each candidate scored exactly on both parts;
+keeps its data. A find fuses any number of lists (the text and each vector field; API.md
+section 10): "sum" and "linear" (third edition) take the union of each list's top-
+`candidates`, each candidate scored exactly on every part (0 where it does not match one);
 with exact=True the lexical side is every lexical match (the first edition). "rrf": ranks
-over the same two top lists. `Results.part_scores` carries each hit's raw part scores.
+over the same top lists. `Results.part_scores` carries each hit's raw part scores, one entry
+per list.
 """
 from __future__ import annotations
 
@@ -38,10 +40,11 @@ def execute(storage, plan: Plan) -> Results:
 
 
 def _vector(storage, plan: Plan) -> Results:
+    (lst,) = plan.vectors
     if plan.want == 0:
-        return Results.empty(None, ("vector",))
-    ids, scores, docs = storage.search_vectors(plan.vector, plan.want, plan.node, plan.exact, plan.ef)[0]
-    return Results(ids, scores, storage.get, docs, None, {"vector": scores}).above(plan.min_score).page(plan.offset)
+        return Results.empty(None, (lst.label,))
+    ids, scores, docs = storage.search_vectors(lst.query, plan.want, plan.node, plan.exact, plan.ef, **lst.kwargs)[0]
+    return Results(ids, scores, storage.get, docs, None, {lst.label: scores}).above(plan.min_score).page(plan.offset)
 
 
 def _filter(storage, plan: Plan) -> Results:
@@ -77,56 +80,97 @@ def _text(storage, plan: Plan) -> Results:
 
 
 def _hybrid(storage, plan: Plan) -> Results:
+    """Two lists or more (text and/or vector fields), fused (API.md sections 4, 8 and 10)."""
+    labels = plan.labels
     if plan.want == 0:
-        return Results.empty(None, ("text", "vector"))
-    text, q, node, c = plan.text, plan.vector, plan.node, plan.candidates
+        return Results.empty(None, labels)
+    text = plan.text
     every_match = plan.exact and plan.fusion != "rrf"  # the first edition's lexical side
     with storage.reading():
         pool = None if plan.fusion == "rrf" else storage.scored_pool(plan)
         if pool is not None:  # the engine's own candidates and parts (Storage.scored_pool)
             return _pooled(storage, plan, pool)
-        # the lexical side first: a storage without a lexical engine refuses before any search
-        lex, vec = storage.hybrid_lists(text, c, every_match, q, node, plan.exact, plan.ef)
-        keys, order, docs, at_lex, at_vec = union(lex, vec)
+        lists = _lists(storage, plan, every_match)
+        keys, order, docs, at = union_all(lists)
         n = len(keys)
         if plan.fusion == "rrf":
-            fused = fusion.rrf_scores(n, [at_lex, at_vec], plan.rrf_k)
+            fused = fusion.rrf_scores(n, at, plan.rrf_k)
             # each list's raw score where the hit is on it, NaN where it is not
-            t_part = np.full(n, _NAN, dtype=np.float32)
-            v_part = np.full(n, _NAN, dtype=np.float32)
-            t_part[at_lex] = lex.scores
-            v_part[at_vec] = vec.scores
+            parts = []
+            for found, where in zip(lists, at):
+                part = np.full(n, _NAN, dtype=np.float32)
+                part[where] = found.scores
+                parts.append(part)
         else:
-            # the lexical list's own BM25; the vector-only candidates (after it in the union) hold
-            # no query term when the list is every match, else are scored here
-            t_part = np.zeros(n, dtype=np.float32)
-            t_part[at_lex] = lex.scores
-            if not every_match and n > len(lex.keys):
-                t_part[len(lex.keys):] = storage.scores_of(keys[len(lex.keys):], "text", text)
-            v_part = np.asarray(storage.scores_of(keys, "vector", q), dtype=np.float32)
+            # every candidate scored exactly on every part
+            parts = []
+            if text is not None:
+                # the lexical list's own BM25; the candidates after it in the union hold no query
+                # term when the list is every match, else are scored here
+                lex = lists[0]
+                part = np.zeros(n, dtype=np.float32)
+                part[at[0]] = lex.scores
+                if not every_match and n > len(lex.keys):
+                    part[len(lex.keys):] = storage.scores_of(keys[len(lex.keys):], "text", text)
+                parts.append(part)
+            for lst in plan.vectors:
+                # NaN where a document holds no vector in the field (named storages): no match
+                parts.append(np.asarray(storage.scores_of(keys, "vector", lst.query, **lst.kwargs), dtype=np.float32))
+            raw = [np.nan_to_num(p, nan=0.0) for p in parts]  # a part a candidate does not match adds 0
             if plan.fusion == "linear":
-                fused = fusion.linear_scores(t_part, v_part, *plan.weights)
+                fused = fusion.linear_scores(raw, plan.weights)
             else:
-                fused = fusion.sum_scores(t_part, v_part)
+                fused = fusion.sum_scores(raw)
         chosen, scores = fusion.best(fused, plan.want, order)
         ids, hit_docs = storage.hits_of(keys[chosen], None if docs is None else [docs[i] for i in chosen.tolist()])
-    parts = {"text": t_part[chosen], "vector": v_part[chosen]}
-    return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
+    out = {label: part[chosen] for label, part in zip(labels, parts)}
+    return Results(ids, scores, storage.get, hit_docs, None, out).above(plan.min_score).page(plan.offset)
+
+
+def _lists(storage, plan: Plan, every_match: bool) -> list:
+    """Each list's Candidates, text first: the lexical side before any vector search (a storage
+    without a lexical engine refuses first); text + one vector list through hybrid_lists (an
+    engine may take both in one request)."""
+    c, node = plan.candidates, plan.node
+    if plan.text is not None and len(plan.vectors) == 1:
+        (lst,) = plan.vectors
+        return list(storage.hybrid_lists(plan.text, c, every_match, lst.query, node, plan.exact, plan.ef,
+                                         **lst.kwargs))
+    out = []
+    if plan.text is not None:
+        out.append(storage.text_matches(plan.text, node) if every_match else storage.text_top(plan.text, c, node))
+    for lst in plan.vectors:
+        out.append(storage.vector_top(lst.query, c, node, plan.exact, plan.ef, **lst.kwargs))
+    return out
 
 
 def _pooled(storage, plan: Plan, pool: ScoredPool) -> Results:
     """A hybrid "sum" or "linear" find over candidates an engine scored on both parts (called
     inside the find's `reading()`)."""
+    raw = [pool.text, pool.vector]
     if plan.fusion == "linear":
-        fused = fusion.linear_scores(pool.text, pool.vector, *plan.weights)
+        fused = fusion.linear_scores(raw, plan.weights)
     else:
-        fused = fusion.sum_scores(pool.text, pool.vector)
+        fused = fusion.sum_scores(raw)
     chosen, scores = fusion.best(fused, plan.want, pool.order)
     docs = None if pool.docs is None else [pool.docs[i] for i in chosen.tolist()]
     ids, hit_docs = storage.hits_of(pool.keys[chosen], docs)
-    parts = {"text": np.asarray(pool.text, dtype=np.float32)[chosen],
-             "vector": np.asarray(pool.vector, dtype=np.float32)[chosen]}
+    parts = {label: np.asarray(part, dtype=np.float32)[chosen] for label, part in zip(plan.labels, raw)}
     return Results(ids, scores, storage.get, hit_docs, None, parts).above(plan.min_score).page(plan.offset)
+
+
+def union_all(lists: list) -> tuple:
+    """(keys, order, docs or None, [positions of each list's keys]) of the union of any number of
+    lists (each without repeated keys): the first list's keys first, in its order, then each next
+    list's new ones."""
+    first = lists[0]
+    keys, order, docs = first.keys, np.asarray(first.order, dtype=np.int64), first.docs
+    at = [np.arange(len(keys), dtype=np.int64)]
+    for found in lists[1:]:
+        so_far = Candidates(keys, np.empty(0, dtype=np.float32), order, docs)
+        keys, order, docs, _, where = union(so_far, found)
+        at.append(where)
+    return keys, order, docs, at
 
 
 def union(a: Candidates, b: Candidates) -> tuple:

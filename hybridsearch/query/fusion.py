@@ -1,5 +1,5 @@
-"""Hybrid fusion of a lexical and a vector result list, over aligned arrays: the one home of
-"sum", "rrf" and "linear" (query/executor.py runs them for every storage).
+"""Fusion of any number of result lists (text and vector fields), over aligned arrays: the one
+home of "sum", "rrf" and "linear" (query/executor.py runs them for every storage).
 
 "sum" adds BM25 and the vector score, so BM25 (unbounded, often 5-20) tends to
 dominate a cosine in [-1, 1]; "rrf" uses ranks only and is scale-free
@@ -25,14 +25,22 @@ def best(scores: np.ndarray, k: int, order: np.ndarray) -> tuple:
     return ranked, scores[ranked].astype(np.float32)
 
 
-def sum_scores(text: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """fusion="sum": BM25 + vector score per candidate (float64)."""
-    return np.asarray(text, dtype=np.float64) + np.asarray(vector, dtype=np.float64)
+def sum_scores(parts: list) -> np.ndarray:
+    """fusion="sum": the sum of every part's raw score per candidate (BM25 + each vector
+    score), float64; each part aligned with the candidates, 0 where a candidate does not match it."""
+    out = np.zeros(len(parts[0]) if parts else 0, dtype=np.float64)
+    for part in parts:
+        out += np.asarray(part, dtype=np.float64)
+    return out
 
 
-def linear_scores(text: np.ndarray, vector: np.ndarray, w_text: float, w_vector: float) -> np.ndarray:
-    """fusion="linear": w_text * minmax(BM25) + w_vector * minmax(vector score) over the candidates."""
-    return w_text * _min_max(text) + w_vector * _min_max(vector)
+def linear_scores(parts: list, weights) -> np.ndarray:
+    """fusion="linear": sum of weight * minmax(part) over the parts, each min-max normalised over
+    the candidates (API.md section 8)."""
+    out = np.zeros(len(parts[0]) if parts else 0, dtype=np.float64)
+    for part, w in zip(parts, weights):
+        out += w * _min_max(part)
+    return out
 
 
 def rrf_scores(n: int, ranked: list, rrf_k: int) -> np.ndarray:

@@ -121,25 +121,28 @@ def facet_bounds(ranges: list, kind: str) -> list:
     return out
 
 
-def check_weights(weights: Any, fusion: str) -> Optional[tuple]:
-    """(text weight, vector weight) of fusion="linear" (default 0.5 / 0.5); None otherwise."""
+def check_weights(weights: Any, fusion: str, labels: tuple = ("text", "vector"),
+                  known: tuple = ("text", "vector")) -> Optional[tuple]:
+    """The weights of fusion="linear", one per list of `labels` (every list equally by default:
+    0.5 / 0.5 for two); None for another fusion. Keys must be among `known` ("text", "vector"
+    and the schema's vector field names); a known key naming no list of this find is ignored,
+    a list without a key weighs 0."""
     if fusion != "linear":
         if weights is not None:
             raise ConfigError(f'weights apply to fusion="linear", not to fusion={fusion!r}')
         return None
     if weights is None:
-        return (0.5, 0.5)
-    if not isinstance(weights, dict) or not set(weights) <= {"text", "vector"}:
-        raise ConfigError(f'weights must be a dict naming "text" and/or "vector", got {weights!r}')
-    out = []
-    for key in ("text", "vector"):
-        w = weights.get(key, 0.0)
+        return tuple(1.0 / len(labels) for _ in labels) if labels else ()
+    names = ", ".join(f'"{k}"' for k in known)
+    if not isinstance(weights, dict) or not set(weights) <= set(known):
+        raise ConfigError(f"weights must be a dict naming lists of the find ({names}), got {weights!r}")
+    for key, w in weights.items():
         if not is_number(w) or not 0 <= as_float(w) <= WEIGHT_MAX:
             raise ConfigError(f"weights[{key!r}] must be a number between 0 and {WEIGHT_MAX:g}, got {w!r}")
-        out.append(float(w))
-    if max(out) < WEIGHT_MIN:  # a tiny weight beside a normal one is fine: its part just counts little
+    out = tuple(float(weights.get(label, 0.0)) for label in labels)
+    if out and max(out) < WEIGHT_MIN:  # a tiny weight beside a normal one is fine: its part just counts little
         raise ConfigError(f"weights must not all be 0 (the largest must be at least {WEIGHT_MIN:g}), got {weights!r}")
-    return tuple(out)
+    return out
 
 
 def check_text_fields(value: Any, schema) -> tuple:

@@ -9,7 +9,7 @@ import numpy as np
 
 from hybridsearch.batch import Batch
 from hybridsearch.document import Schema
-from hybridsearch.errors import UnsupportedError
+from hybridsearch.errors import ConfigError, UnsupportedError
 from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages.config import StorageConfig
@@ -40,6 +40,19 @@ def rank_exactly(X: np.ndarray, q: np.ndarray, metric: str, limit: int) -> tuple
 _MATCH_ALL = MatchAll()
 
 
+def resolve_metrics(schema: Schema, metric) -> dict:
+    """Dense field -> metric from the `metric=` option: one string for every field, or a dict
+    field -> metric (fields not named: "cosine"). A dict naming a field that is not a dense
+    vector field of the schema is a ConfigError naming the vector fields."""
+    if isinstance(metric, str):
+        return {name: metric for name in schema.vectors}
+    unknown = [k for k in metric if k not in schema.vectors]
+    if unknown:
+        raise ConfigError(f"metric names {unknown[0]!r}, which is not a vector field of {schema.name}; "
+                          f"its vector fields: {', '.join(schema.vectors) or '(none)'}")
+    return {name: metric.get(name, "cosine") for name in schema.vectors}
+
+
 class Storage(ABC):
     """A storage. DocumentArray validates and converts; a storage stores and searches.
 
@@ -53,11 +66,21 @@ class Storage(ABC):
     # text query ("syntax": phrases, +/-, prefix*; "operator": operator="and"); the array refuses
     # the others with UnsupportedError rather than pass what a storage ignores
     query_options: frozenset = frozenset()
+    # whether the storage holds several dense vector fields (API.md section 10); one that does
+    # not refuses such a schema at open, and is asked for its one field only (field=None)
+    named_vectors: bool = False
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
         self.config = config
-        self.metric = config.metric
+        if len(schema.vectors) > 1 and not self.named_vectors:
+            raise UnsupportedError(
+                f"storage {self.name!r} holds one dense vector field for now; {schema.name} has "
+                f"{len(schema.vectors)} ({', '.join(schema.vectors)}): use storage memory, hnsw or sqlite")
+        # dense field -> metric; `metric` is the one of a single field (or the option's string)
+        self.metrics = resolve_metrics(schema, config.metric)
+        self.metric = (self.metrics[schema.vector.name] if schema.vector is not None
+                       else config.metric if isinstance(config.metric, str) else "cosine")
 
     # writes: each call is one batch and is atomic
     @abstractmethod
@@ -92,7 +115,8 @@ class Storage(ABC):
                        ef: Optional[int]) -> list:
         """Top-`limit` per query row -> list of (ids, scores float32, docs). docs is None when the
         documents are to be read by id when a user asks for them (`get`), which columnar storages
-        do; storages whose search already returns documents give them (new objects)."""
+        do; storages whose search already returns documents give them (new objects). A storage
+        with `named_vectors` also takes `field=` (the dense field to search; None: the one)."""
 
     def find_vector(self, query: Any, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
         """The plain vector find (one query; no filter, text, offset or min_score) in one call ->
@@ -218,7 +242,9 @@ class Storage(ABC):
         pre-filtered (only documents matching `node`, None: all, that hold a vector), at most
         min(k, such documents). `exact`: brute force; else the storage's index (an ANN list,
         `ef` overriding its search-time beam). Scores are API.md's similarity (cosine, ip, or
-        minus the l2 distance), float32; ties of an exact list to the earlier-inserted document."""
+        minus the l2 distance), float32; ties of an exact list to the earlier-inserted document.
+        A storage with `named_vectors` also takes `field=`: the dense field searched (None: the
+        schema's one); the executor passes it only to such storages."""
         raise UnsupportedError(f"storage {self.name!r} does not answer vector searches through the executor yet")
 
     def text_top(self, text, k: int, node: Optional[Node]) -> Candidates:
@@ -237,20 +263,22 @@ class Storage(ABC):
         """Each key's exact score on one list, float32, aligned with `keys` (keys of this read):
         part "text", `query` the text: best-field BM25, 0 where the document holds no query term;
         part "vector", `query` (1, d) float32: the exact similarity (a document without a vector
-        scores as the zero vector: 0 for cosine and ip, -|q| for l2). Never filtered: the keys
-        came from pre-filtered lists."""
+        scores as the zero vector: 0 for cosine and ip, -|q| for l2; a storage with
+        `named_vectors` takes `field=` and gives NaN there instead, which the executor fuses as
+        0). Never filtered: the keys came from pre-filtered lists."""
         if part == "text":
             raise self.no_text_search()
         raise UnsupportedError(f"storage {self.name!r} does not score given documents yet")
 
     def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
-                     ef: Optional[int]) -> tuple:
-        """(lexical, vector) Candidates of a hybrid find: `text_matches` with `every_match`, else
-        `text_top` (k), then `vector_top` (k) of `query`, the lexical side first (a storage
-        without a lexical engine refuses before any search). An engine that takes both lists in
-        one request (Elasticsearch's _msearch) overrides it."""
+                     ef: Optional[int], **field) -> tuple:
+        """(lexical, vector) Candidates of a text + one vector list find: `text_matches` with
+        `every_match`, else `text_top` (k), then `vector_top` (k) of `query` (`field=` as there,
+        for storages with `named_vectors`), the lexical side first (a storage without a lexical
+        engine refuses before any search). An engine that takes both lists in one request
+        (Elasticsearch's _msearch) overrides it."""
         lex = self.text_matches(text, node) if every_match else self.text_top(text, k, node)
-        return lex, self.vector_top(query, k, node, exact, ef)
+        return lex, self.vector_top(query, k, node, exact, ef, **field)
 
     def scored_pool(self, plan) -> Optional[ScoredPool]:
         """An engine's own answer to a hybrid "sum" or "linear" plan (query/plan.py): its

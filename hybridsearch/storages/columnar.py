@@ -74,7 +74,7 @@ class ColumnarStorage(Storage):
                 if spec.optional:
                     continue
                 if spec.kind is Kind.VECTOR:
-                    out[name] = st.vectors[rows]
+                    out[name] = st.dense[name].vectors[rows]
                 elif spec.kind in (Kind.INT, Kind.FLOAT):
                     out[name] = st.values[name][rows]
                 elif spec.kind is Kind.BOOL:
@@ -163,25 +163,28 @@ class ColumnarStorage(Storage):
         rows = np.asarray(rows, dtype=np.int64).reshape(1, -1)
         return self._hits_of_rows(rows, np.asarray(scores, dtype=np.float32)[: rows.shape[1]].reshape(1, -1))[0]
 
-    def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
+    def _prefilter_bits(self, node: Optional[Node], vectors: bool,
+                        field: Optional[str] = None) -> Optional[np.ndarray]:
         """The rows a filtered search may return, as a bitset (None: every row). `vectors`:
-        only rows that have a vector (for vector search). The caller holds the read lock."""
+        only rows that have a vector in dense field `field` (None: the one), for vector search.
+        The caller holds the read lock."""
         st = self.store
         if vectors:
-            return st.vector_bits(node)
+            return st.vector_bits(node, field)
         return st.filter_bits(node) if node is not None else None
 
-    def _vectors(self, queries, limit, node, exact, ef) -> tuple:
-        """(scores, rows) of a vector search; the caller holds the read lock."""
+    def _vectors(self, queries, limit, node, exact, ef, field=None) -> tuple:
+        """(scores, rows) of a vector search of dense field `field` (None: the schema's one);
+        the caller holds the read lock."""
         raise UnsupportedError(f"storage {self.name!r} has no vector search")
 
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef) -> list:
+                       ef, field: Optional[str] = None) -> list:
         with self.lock.read():
             limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
             if limit == 0:
                 return [([], np.empty(0, dtype=np.float32), None) for _ in range(len(queries))]
-            scores, rows = self._vectors(queries, limit, node, exact, ef)
+            scores, rows = self._vectors(queries, limit, node, exact, ef, field)
             return self._hits_of_rows(rows, scores)
 
     def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
@@ -241,11 +244,12 @@ class ColumnarStorage(Storage):
         rows = np.asarray(rows, dtype=np.int64)
         return Candidates(rows, np.asarray(scores, dtype=np.float32), self.store.seq[rows])
 
-    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool, ef) -> Candidates:
+    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool, ef,
+                   field: Optional[str] = None) -> Candidates:
         k = min(k, self.store.n_live)
         if k == 0:
             return Candidates.empty()
-        scores, rows = self._vectors(query, k, node, exact, ef)
+        scores, rows = self._vectors(query, k, node, exact, ef, field)
         rows, scores = rows[0], scores[0]
         found = int(np.count_nonzero(rows >= 0))  # hits first, -1 padding after them
         return self._candidates(rows[:found], scores[:found])
@@ -265,12 +269,19 @@ class ColumnarStorage(Storage):
             raise self._no_text()
         return self._candidates(*self.text.scored_matches(text, self._prefilter_bits(node, False)))
 
-    def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """Exact part scores of the keys (slots); on a dense field, NaN where the document holds
+        no vector there (the executor fuses that as 0: API.md section 10)."""
         if part == "text":
             if not self.text:
                 raise self._no_text()
             return self.text.scores(query, keys)
-        return self.store.vector_scores(query[0], keys).astype(np.float32)
+        st = self.store
+        scores = st.vector_scores(query[0], keys, field).astype(np.float32)
+        has = st.has_vector(keys, field) if len(keys) else None
+        if has is not None:
+            scores[~has] = np.nan
+        return scores
 
     def hits_of(self, keys: np.ndarray, docs: Optional[list] = None) -> tuple:
         return self.store.ids.get_many(keys), None  # documents are built from the columns when read

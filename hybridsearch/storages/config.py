@@ -96,12 +96,29 @@ def text_or_none(v):
     return None if v is None else text(v)
 
 
+def metric_choice(v):
+    """One metric for every dense field, or a dict field name -> metric (API.md section 10); the
+    field names are checked against the schema when the storage opens (base.resolve_metrics)."""
+    if isinstance(v, dict):
+        for name, m in v.items():
+            if not isinstance(name, str):
+                raise ValueError(f"a dict of field name -> metric (a key {name!r} is not a field name)")
+            if not isinstance(m, str) or m not in METRICS:
+                raise ValueError(f"a dict of field name -> one of {', '.join(map(repr, METRICS))} "
+                                 f"(field {name!r} has {m!r})")
+        return dict(v)
+    if isinstance(v, str) and v in METRICS:
+        return v
+    raise ValueError(f"one of {', '.join(map(repr, METRICS))}, or a dict field name -> metric")
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageConfig:
     """Options every storage takes. Subclasses add theirs as `option(...)` fields."""
 
     storage: ClassVar[str] = ""
-    metric: str = option("cosine", one_of(*METRICS), "similarity of the vector field: cosine, ip or l2")
+    metric: Any = option("cosine", metric_choice, "similarity of the vector fields: cosine, ip or l2, or a "
+                                                  "dict field -> metric (fields not named: cosine)")
 
     @classmethod
     def parse(cls, storage: str, options: dict) -> "StorageConfig":

@@ -83,11 +83,16 @@ def test_dict_validation_goes_through_model_validate():
         Product.model_validate({"title": "t", "category": "c", "embedding": [0, 1]})
 
 
-def test_two_vector_fields_are_rejected():
-    with pytest.raises(hs.SchemaError, match="two hs.Vector fields"):
-        class Bad(hs.Document):
-            a: hs.Vector[2]
-            b: hs.Vector[2]
+def test_several_vector_fields_are_declared_each_with_its_dimension():
+    """API.md section 10 (third edition): any number of hs.Vector fields; each validates its own
+    dimension (the first and second editions allowed one)."""
+    class Two(hs.Document):
+        a: hs.Vector[2]
+        b: hs.Vector[3]
+
+    assert Two(a=[1, 2], b=[1, 2, 3]).b.shape == (3,)
+    with pytest.raises(hs.SchemaError, match="b"):
+        Two(a=[1, 2], b=[1, 2])
 
 
 def test_vector_needs_a_positive_dimension():

@@ -1,5 +1,7 @@
-"""Documents <-> the bytes of one log or snapshot record: columns as JSON, vectors as one
-little-endian float32 block, no pickle; decoding checks every type (persist/__init__.py)."""
+"""Documents <-> the bytes of one log or snapshot record: columns as JSON, each dense vector
+field as a presence mask and one little-endian float32 block (fields in declaration order, so
+a schema with one vector field writes what it always wrote), no pickle; decoding checks every
+type (persist/__init__.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -37,10 +39,9 @@ class DocCodec:
         self.specs = sorted((s for s in schema.fields.values() if s.kind is not Kind.VECTOR),
                             key=lambda s: s.name)
         self.names = [s.name for s in self.specs]
-        self.vec = schema.vector
-        self.dim = self.vec.dim if self.vec is not None else 0
+        self.vecs = list(schema.vectors.values())  # declaration order
         self.adapters = {s.name: field_adapter(schema, s.name) for s in self.specs if s.kind is Kind.OTHER}
-        self.all_names = self.names + ([self.vec.name] if self.vec is not None else [])
+        self.all_names = self.names + [v.name for v in self.vecs]
         self.all_set = frozenset(self.all_names)
         model = self.model
         # documents are built with their fields in declaration order, as validation leaves them
@@ -60,18 +61,19 @@ class DocCodec:
             if not isinstance(d, self.model):
                 raise SchemaError(f"expected {self.model.__name__} documents, got {type(d).__name__}")
         columns = {spec.name: [getattr(d, spec.name) for d in docs] for spec in self.specs}
-        mask, block = None, None
-        if self.vec is not None:
-            vecs = [getattr(d, self.vec.name) for d in docs]
+        vectors = []
+        for spec in self.vecs:
+            vecs = [getattr(d, spec.name) for d in docs]
             mask = np.fromiter((v is not None for v in vecs), dtype=np.uint8, count=n)
             present = [v for v in vecs if v is not None]
-            block = np.empty((0, self.dim), dtype="<f4")
+            block = np.empty((0, spec.dim), dtype="<f4")
             if present:
                 try:
                     block = np.ascontiguousarray(np.stack(present), dtype="<f4")
                 except (ValueError, TypeError) as e:
-                    raise SchemaError(f"{self.model.__name__}.{self.vec.name}: {e}") from None
-        return self._encode(columns, n, mask, block, unique_ids)
+                    raise SchemaError(f"{self.model.__name__}.{spec.name}: {e}") from None
+            vectors.append((mask, block))
+        return self._encode(columns, n, vectors, unique_ids)
 
     def encode_batch(self, batch) -> bytes:
         """The same bytes as encode(batch.docs), read straight from the batch's columns (a batch
@@ -80,14 +82,14 @@ class DocCodec:
             return self.encode(batch.given_docs)
         n = len(batch)
         columns = {spec.name: batch.values_of(spec.name) for spec in self.specs}
-        mask, block = None, None
-        if self.vec is not None:
-            mask = batch.present.get(self.vec.name)
+        vectors = []
+        for spec in self.vecs:
+            mask = batch.present.get(spec.name)
             mask = np.ones(n, dtype=np.uint8) if mask is None else np.asarray(mask, dtype=np.uint8)
-            block = np.ascontiguousarray(batch.vectors[mask != 0], dtype="<f4")
-        return self._encode(columns, n, mask, block, True)
+            vectors.append((mask, np.ascontiguousarray(batch.vecs[spec.name][mask != 0], dtype="<f4")))
+        return self._encode(columns, n, vectors, True)
 
-    def _encode(self, columns: dict, n: int, mask, block, unique_ids: bool) -> bytes:
+    def _encode(self, columns: dict, n: int, vectors: list, unique_ids: bool) -> bytes:
         out = []
         for spec in self.specs:
             name = spec.name
@@ -113,15 +115,16 @@ class DocCodec:
         except ValueError as e:  # an int too long to print
             raise SchemaError(f"{self.model.__name__}: cannot be stored: {e}") from None
         parts = [b"", js]
-        m = 0
-        if self.vec is not None:
+        total = 0  # vectors present over every field: the header's count
+        for spec, (mask, block) in zip(self.vecs, vectors):
             m = int(np.count_nonzero(mask))
-            if block.shape != (m, self.dim):
-                raise SchemaError(f"{self.model.__name__}.{self.vec.name}: expected {self.dim} dimensions")
+            if block.shape != (m, spec.dim):
+                raise SchemaError(f"{self.model.__name__}.{spec.name}: expected {spec.dim} dimensions")
             if not np.isfinite(block).all():
-                raise SchemaError(f"{self.model.__name__}.{self.vec.name}: contains NaN or inf")
+                raise SchemaError(f"{self.model.__name__}.{spec.name}: contains NaN or inf")
             parts += [mask.tobytes(), block.tobytes()]
-        parts[0] = R.BATCH.pack(n, len(js), m)
+            total += m
+        parts[0] = R.BATCH.pack(n, len(js), total)
         return b"".join(parts)
 
     # ------------------------------------------------------------ decode
@@ -140,21 +143,27 @@ class DocCodec:
             raise Corrupt("JSON length runs past the record")
         js = bytes(payload[pos:pos + jlen])
         pos += jlen
-        if self.vec is not None:
+        blocks = []
+        total = 0
+        for spec in self.vecs:
             if n > size - pos:
                 raise Corrupt("presence mask runs past the record")
             mask = np.frombuffer(payload, dtype=np.uint8, count=n, offset=pos)
             pos += n
-            if m > n or (size - pos) != m * self.dim * 4:
-                raise Corrupt("vector block size does not match")
-            if n and (mask.max() > 1 or int(np.count_nonzero(mask)) != m):
+            if n and mask.max() > 1:
                 raise Corrupt("bad vector presence mask")
-            block = np.frombuffer(payload, dtype="<f4", count=m * self.dim, offset=pos)
-            block = block.reshape(m, self.dim)
+            present = int(np.count_nonzero(mask))
+            total += present
+            if total > m or present * spec.dim * 4 > size - pos:
+                raise Corrupt("vector block size does not match")
+            block = np.frombuffer(payload, dtype="<f4", count=present * spec.dim, offset=pos)
+            pos += present * spec.dim * 4
+            block = block.reshape(present, spec.dim)
             if not np.isfinite(block).all():
                 raise Corrupt("vector contains NaN or inf")
-        elif m != 0 or pos != size:
-            raise Corrupt("unexpected bytes after the JSON")
+            blocks.append((mask, block))
+        if total != m or pos != size:
+            raise Corrupt("vector block size does not match" if self.vecs else "unexpected bytes after the JSON")
         try:
             obj = json.loads(js)
         except (ValueError, RecursionError) as e:
@@ -176,7 +185,7 @@ class DocCodec:
                     columns[self.names.index(spec.name)] = [adapter.validate_json(v) for v in col]
                 except Exception as e:
                     raise Corrupt(f"field {spec.name!r}: {e}") from None
-        if self.vec is not None:
+        for mask, block in blocks:
             vectors = []
             it = iter(block)
             for present in mask.tolist():

@@ -1,7 +1,8 @@
 """storage="hnsw": the project's own mutable HNSW graph (kernels/hs_hnsw.c) over a ColumnStore.
 
 Graph node ids are ColumnStore slots, so a filter bitset over the columns is
-directly a bitset over the graph. Slots of deleted documents are reused by
+directly a bitset over the graph. Each dense vector field has a graph of its own, with its
+own metric (API.md section 10). Slots of deleted documents are reused by
 later inserts once the graph has repaired the links around them. Cosine
 stores unit vectors and walks the graph with the inner product.
 """
@@ -59,10 +60,11 @@ class HnswConfig(GraphConfig):
 
 
 class HnswStorage(JournaledStorage):
-    """Columns in RAM, one HNSW graph over the vector field, optional files under `path`."""
+    """Columns in RAM, one HNSW graph per dense vector field, optional files under `path`."""
 
     name = "hnsw"
     Config = HnswConfig
+    named_vectors = True
 
     def __init__(self, schema, config: HnswConfig) -> None:
         super().__init__(schema, config)
@@ -76,9 +78,9 @@ class HnswStorage(JournaledStorage):
         self._quantization_auto = quant == "auto"
         self.quantization = "int8" if quant in ("int8", "auto") else "none"
         self.threads = config.threads or os.cpu_count() or 1
-        self.store = ColumnStore(schema, self.metric, reuse_slots=True)
+        self.store = ColumnStore(schema, self.metrics, reuse_slots=True)
         self.dim = self.store.dim
-        self.graph = self._new_graph() if self.dim else None
+        self.graphs = {name: self._new_graph(name) for name in schema.vectors}  # dense field -> graph
         self.lock = RWLock()
         self.text = TextIndex(schema, self.threads)
         self._init_writes()
@@ -88,99 +90,136 @@ class HnswStorage(JournaledStorage):
         if config.path is not None:
             self._open_files(config.path, config.read_only)
 
-    def _new_graph(self):
-        return G.HnswGraph(self.dim, self.metric, self.m, self.ef_construct,
-                           self.config.seed, self.quantization)
+    def _new_graph(self, field: str):
+        col = self.store.dense[field]
+        return G.HnswGraph(col.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.quantization)
+
+    @property
+    def graph(self):
+        """The graph of the schema's one dense field (None without exactly one)."""
+        spec = self.store.vec_spec
+        return self.graphs[spec.name] if spec is not None else None
 
     # ------------------------------------------------ the graph in snapshots (journaled.py)
+    # One dense field: the graph's own meta and arrays, as snapshots always held them. Several:
+    # {"fields": {name: meta}} and each graph's arrays under "<name>/". A graph left out (empty
+    # when saved) is built from the documents on open.
     def _export_index(self) -> Optional[tuple]:
-        if self.graph is None:
+        exported = {}
+        for name, graph in self.graphs.items():
+            graph.repair(self.store.dense[name].vectors, self.threads)
+            self.graph_writes += 1
+            if graph.size:  # an empty graph exports without the arrays attach() requires
+                exported[name] = graph.export()
+        if not exported:
             return None
-        self.graph.repair(self.store.vectors, self.threads)
-        self.graph_writes += 1
-        if self.graph.size == 0:  # an empty graph exports without the arrays attach() requires:
-            return None           # the next open builds it (empty) from the documents instead
-        return self.graph.export()
+        if self.store.vec_spec is not None:
+            return exported[self.store.vec_spec.name]
+        arrays = {f"{name}/{k}": v for name, (_, parts) in exported.items() for k, v in parts.items()}
+        return {"fields": {name: gmeta for name, (gmeta, _) in exported.items()}}, arrays
 
     def _index_rows(self, rows: np.ndarray) -> None:
-        if self.graph is not None:
-            self._index_slots(self._vector_slots(rows))
+        for name in self.graphs:
+            self._index_slots(name, self._vector_slots(rows, name))
 
     def _check_index(self, where: str) -> None:
-        if self.graph is not None and self.graph.size != self._vector_count():
-            raise BackendError(f"the graph in the snapshot under {where} does not match its documents")
+        for name, graph in self.graphs.items():
+            if graph.size != self._vector_count(name):
+                raise BackendError(f"the graph of {name!r} in the snapshot under {where} does not match its documents")
 
     def _attach_index(self, gmeta: dict, arrays: dict, where: str) -> None:
-        """The snapshot's graph, mapped; with quantization "auto" in whichever form it was saved."""
-        if self.graph is None:
+        """The snapshot's graphs, mapped; with quantization "auto" in whichever form they were saved."""
+        if not self.graphs:
             super()._attach_index(gmeta, arrays, where)
-        if gmeta.get("m") != self.m:
-            raise BackendError(f"the graph under {where} was built with m={gmeta.get('m')}; open it with that m")
-        saved = "int8" if gmeta.get("quant") else "none"
-        if saved != self.quantization:
-            if not self._quantization_auto:
-                raise BackendError(f"the graph under {where} was saved with quantization="
-                                   f"{'int8' if saved == 'int8' else 'None'}; open it with that quantization (or 'auto')")
-            self.quantization = saved
-        self.graph = G.HnswGraph.attach(gmeta, arrays, self.dim, self.metric, self.m, self.ef_construct,
-                                        self.quantization)
+        if self.store.vec_spec is not None:
+            metas = {self.store.vec_spec.name: (gmeta, arrays)}
+        else:
+            fields = gmeta.get("fields") if isinstance(gmeta, dict) else None
+            if not isinstance(fields, dict) or not set(fields) <= set(self.graphs):
+                raise BackendError(f"the snapshot under {where} is damaged: its graphs do not match the vector fields")
+            metas = {name: (fields[name], {k[len(name) + 1:]: v for k, v in arrays.items()
+                                           if k.startswith(name + "/")}) for name in fields}
+        saved_metrics = self.store.restored_metrics
+        for name, (meta, parts) in metas.items():
+            col = self.store.dense[name]
+            was = saved_metrics.get(name)
+            if was is not None and was != col.metric:
+                raise BackendError(f"the graph of {name!r} under {where} was built with metric={was!r}; "
+                                   f"open it with that metric")
+            if not isinstance(meta, dict) or meta.get("m") != self.m:
+                raise BackendError(f"the graph under {where} was built with m={meta.get('m') if isinstance(meta, dict) else None}; "
+                                   "open it with that m")
+            saved = "int8" if meta.get("quant") else "none"
+            if saved != self.quantization:
+                if not self._quantization_auto:
+                    raise BackendError(f"the graph under {where} was saved with quantization="
+                                       f"{'int8' if saved == 'int8' else 'None'}; open it with that quantization (or 'auto')")
+                self.quantization = saved
+            self.graphs[name] = G.HnswGraph.attach(meta, parts, col.dim, col.metric, self.m, self.ef_construct,
+                                                   self.quantization)
+        rows = self.store.live_rows()
+        for name in self.graphs:
+            if name not in metas:  # saved empty: built (empty or not) from the documents
+                self.graphs[name] = self._new_graph(name)
+                self._index_slots(name, self._vector_slots(rows, name))
 
-    def _vector_count(self) -> int:
-        if self.store.vec_spec is None:
-            return 0
-        if not self.store.vec_spec.optional:
+    def _vector_count(self, field: str) -> int:
+        if not self.store.dense[field].spec.optional:
             return self.store.n_live
-        bits = self.store.vector_bits(None)
+        bits = self.store.vector_bits(None, field)
         return popcount(bits) if bits is not None else self.store.n_live
 
     # -------------------------------------------------------------- writes
-    def _vector_slots(self, slots: np.ndarray) -> np.ndarray:
-        """The slots among `slots` whose document has a vector."""
-        spec = self.store.vec_spec
-        if spec is None or not spec.optional or len(slots) == 0:
+    def _vector_slots(self, slots: np.ndarray, field: str) -> np.ndarray:
+        """The slots among `slots` whose document has a vector in `field`."""
+        spec = self.store.dense[field].spec
+        if not spec.optional or len(slots) == 0:
             return slots
         return slots[self.store.present[spec.name][slots] != 0]
 
-    def _index_slots(self, slots: np.ndarray) -> None:
+    def _index_slots(self, field: str, slots: np.ndarray) -> None:
         if len(slots):
-            self.graph.add(self.store.vectors, slots, self.threads)
+            self.graphs[field].add(self.store.dense[field].vectors, slots, self.threads)
             self.graph_writes += 1
 
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
         if self.text:
             self.text.add(slots, batch.columns)
-        if self.graph is None:
-            return
-        with_vec = self._vector_slots(slots)
-        if len(with_vec) != len(slots):
-            gone = np.setdiff1d(slots, with_vec)
-            self.graph.remove(self.store.vectors, gone, self.threads)
-            self.graph_writes += 1
-        self._index_slots(with_vec)
+        for name, graph in self.graphs.items():
+            with_vec = self._vector_slots(slots, name)
+            if len(with_vec) != len(slots):
+                gone = np.setdiff1d(slots, with_vec)
+                graph.remove(self.store.dense[name].vectors, gone, self.threads)
+                self.graph_writes += 1
+            self._index_slots(name, with_vec)
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
         slots = st.delete(ids)
         if self.text:
             self.text.remove(slots)
-        if self.graph is not None and len(slots):
-            self.graph.remove(st.vectors, slots, self.threads)
-            self.graph_writes += 1
+        if len(slots):
+            for name, graph in self.graphs.items():
+                graph.remove(st.dense[name].vectors, slots, self.threads)
+                self.graph_writes += 1
         return len(slots)
 
     def _apply_update(self, slots, values: dict) -> None:
-        """A partial update of one slot or an array of them to the same values."""
+        """A partial update of one slot or an array of them to the same values; only the graphs
+        of the vector fields named change."""
         self.store.set_fields(slots, values)
         if self.text:
             self.text.update(slots, values)
-        spec = self.store.vec_spec
-        if self.graph is not None and spec.name in values:
+        for name, graph in self.graphs.items():
+            if name not in values:
+                continue
             slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
-            if values[spec.name] is None:
-                self.graph.remove(self.store.vectors, slots, self.threads)
+            vectors = self.store.dense[name].vectors
+            if values[name] is None:
+                graph.remove(vectors, slots, self.threads)
             else:
-                self.graph.add(self.store.vectors, slots, self.threads)  # re-links the nodes
+                graph.add(vectors, slots, self.threads)  # re-links the nodes
             self.graph_writes += 1
 
     # --------------------------------------------------------------- reads
@@ -188,25 +227,26 @@ class HnswStorage(JournaledStorage):
         """The plan of this thread's most recent vector search (for tests and benchmarks)."""
         return getattr(self._plans, "last", None)
 
-    def _filter_bits(self, node: Node) -> tuple:
+    def _filter_bits(self, node: Node, field: Optional[str] = None) -> tuple:
         """(bitset, matches) of a filter over the vector rows; the caller holds the read lock.
 
         Kept per filter until the next write: evaluating `bucket < t` over 200k rows costs
         ~50 us, as much as a whole graph walk, and applications repeat their filters (a tenant,
         a category). hnswlib's callable is likewise built once by its caller."""
         gen = self.lock.generation
+        key = (node, field)  # a field's rows without a vector are left out: its own bitset
         try:
-            hit = self._bits_cache.get(node)
+            hit = self._bits_cache.get(key)
         except TypeError:  # a filter value that is not hashable: evaluate it every time
-            bits = self.store.vector_bits(node)
+            bits = self.store.vector_bits(node, field)
             return bits, popcount(bits)
         if hit is not None and hit[0] == gen:
             return hit[1], hit[2]
-        bits = self.store.vector_bits(node)
+        bits = self.store.vector_bits(node, field)
         matches = popcount(bits)
         if len(self._bits_cache) >= _BITS_CACHE:
             self._bits_cache.clear()  # a write empties it anyway; bounded for many distinct filters
-        self._bits_cache[node] = (gen, bits, matches)
+        self._bits_cache[key] = (gen, bits, matches)
         return bits, matches
 
     def _find_natively(self, query, k: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
@@ -225,16 +265,17 @@ class HnswStorage(JournaledStorage):
         return ids, scores
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                 ef: Optional[int]) -> tuple:
-        """(scores, rows) per query, planned from the filter's selectivity; the caller holds the lock."""
-        st = self.store
-        graph = self.graph
-        nodes = graph.size if graph is not None else 0
+                 ef: Optional[int], field: Optional[str] = None) -> tuple:
+        """(scores, rows) per query on dense field `field` (None: the one), planned from the
+        filter's selectivity; the caller holds the lock."""
+        col = self.store.column_of(field)
+        graph = self.graphs[col.name]
+        nodes = graph.size
         ef = min(ef or self.ef, max(nodes, 1))  # a wider beam than the graph allocates for nothing
         if node is None:
             bits, matches = None, nodes
         else:
-            bits, matches = self._filter_bits(node)
+            bits, matches = self._filter_bits(node, field)
         if node is None and not exact and nodes:  # the common case, without the planner's cost
             p = planner.graph_plan(max(ef, limit))
         else:
@@ -245,21 +286,21 @@ class HnswStorage(JournaledStorage):
                              filtered=node is not None)
         self._plans.last = p
         if p.strategy == planner.EXACT:
-            scores, rows = self.store.exact_search(queries, limit, bits)
+            scores, rows = self.store.exact_search(queries, limit, bits, field)
         else:
             q = queries
-            if self.metric == "cosine" and len(q) == 1:  # one query (find): no axis reduction
+            if col.metric == "cosine" and len(q) == 1:  # one query (find): no axis reduction
                 q = np.ascontiguousarray(q / np.float32(max(math.sqrt(sum_squares(q[0])), 1e-30)), dtype=np.float32)
-            elif self.metric == "cosine":
+            elif col.metric == "cosine":
                 norms = np.linalg.norm(q, axis=1, keepdims=True)
                 q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
             mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
-            scores, rows = graph.search(st.vectors, q, limit, p.ef, bits, mode)
+            scores, rows = graph.search(col.vectors, q, limit, p.ef, bits, mode)
             want = min(limit, matches)
             last = rows[:, want - 1]  # hits come first, -1 padding after them
             short = np.flatnonzero(last < 0) if len(last) > 1 or last[0] < 0 else ()
             if len(short):  # the walk could not reach enough matches: scan them
-                es, er = self.store.exact_search(np.ascontiguousarray(queries[short]), limit, bits)
+                es, er = self.store.exact_search(np.ascontiguousarray(queries[short]), limit, bits, field)
                 scores[short], rows[short] = es, er
         return scores, rows
 
@@ -275,15 +316,16 @@ class HnswStorage(JournaledStorage):
         base = super().stats()  # takes the read lock itself: not nested, a waiting writer would block it
         with self.lock.read():
             plan = self.last_plan()
-            graph = self.graph
+            graphs = list(self.graphs.values())
+            graph_bytes = sum(g.nbytes for g in graphs)
             return {**base, "quantization": self.quantization,
-                    "graph_nodes": graph.size if graph is not None else 0,
-                    "graph_bytes": graph.nbytes if graph is not None else 0,
-                    "graph_pending": graph.pending if graph is not None else 0,
+                    "graph_nodes": sum(g.size for g in graphs),
+                    "graph_bytes": graph_bytes,
+                    "graph_pending": sum(g.pending for g in graphs),
                     "graph_writes": self.graph_writes,
                     "fsyncs": self._fsyncs(),
                     "slots": int(self.store.n),
-                    "bytes": {**base.pop("bytes"), "graph": graph.nbytes if graph is not None else 0},
-                    "vector_bytes": int(self.store.vectors.nbytes),
+                    "bytes": {**base.pop("bytes"), "graph": graph_bytes},
+                    "vector_bytes": int(sum(c.vectors.nbytes for c in self.store.dense.values())),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}

@@ -36,10 +36,11 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
 
     name = "memory"
     Config = MemoryConfig
+    named_vectors = True
 
     def __init__(self, schema, config: MemoryConfig) -> None:
         super().__init__(schema, config)
-        self.store = ColumnStore(schema, self.metric)
+        self.store = ColumnStore(schema, self.metrics)
         self.lock = RWLock()
         self.text = TextIndex(schema, config.threads)
         self._init_writes()
@@ -47,8 +48,8 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
             self._open_files(config.path, config.read_only)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                 ef: Optional[int]) -> tuple:
-        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
+                 ef: Optional[int], field: Optional[str] = None) -> tuple:
+        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True, field), field)
 
     def stats(self) -> dict:
         """Adds "fsyncs": fsyncs made by writes since the collection was opened (with `path=`)."""

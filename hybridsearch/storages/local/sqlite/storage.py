@@ -80,10 +80,11 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
 
     name = "sqlite"
     Config = SqliteConfig
+    named_vectors = True
 
     def __init__(self, schema, config: SqliteConfig) -> None:
         super().__init__(schema, config)
-        self.store = ColumnStore(schema, self.metric)
+        self.store = ColumnStore(schema, self.metrics)
         self.lock = RWLock()
         self.text = TextIndex(schema)  # its text fields indexed one per core
         self.path = config.path
@@ -321,8 +322,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
 
     # --------------------------------------------------------------- reads
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                 ef: Optional[int]) -> tuple:
-        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True))
+                 ef: Optional[int], field: Optional[str] = None) -> tuple:
+        return self.store.exact_search(queries, limit, self._prefilter_bits(node, True, field), field)
 
     def _sql_ids(self, node: Node, limit: Optional[int] = None) -> Optional[list]:
         """Ids matching the filter in insertion order, from a parameterised SQL WHERE; None when
@@ -340,18 +341,19 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         except sqlite3.Error:
             return None
 
-    def _prefilter_bits(self, node: Optional[Node], vectors: bool) -> Optional[np.ndarray]:
+    def _prefilter_bits(self, node: Optional[Node], vectors: bool,
+                        field: Optional[str] = None) -> Optional[np.ndarray]:
         # a read-only opener's file is the writer's, live: only its mirror holds its snapshot
         sql = node is not None and self.prefilter == "sql" and not self.read_only
         ids = self._sql_ids(node) if sql else None
         if ids is None:
-            return super()._prefilter_bits(node, vectors)
+            return super()._prefilter_bits(node, vectors, field)
         st = self.store
         flags = np.zeros(-(-max(st.n, 1) // 64) * 64, dtype=bool)
         flags[st.slots_of(ids)] = True
         bits = np.packbits(flags, bitorder="little").view("<u8")
         if vectors:  # documents without a vector are never vector hits
-            has = super()._prefilter_bits(None, True)
+            has = super()._prefilter_bits(None, True, field)
             if has is not None:
                 bits &= has
         return bits

@@ -1,0 +1,89 @@
+"""DenseColumn: one hs.Vector[d] field of a ColumnStore, by slot.
+
+A contiguous (capacity, d) float32 block and, beside it, what the exact kernel needs per row
+for the field's metric (engine/exact.py vector_aux: the squared norm for l2, the inverse norm
+for cosine). A schema may declare several dense fields, each with its own dimension and metric:
+the store keeps one DenseColumn per field, so every search, score and snapshot names its field.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from hybridsearch._native import _kernels as K
+from hybridsearch.document import FieldSpec
+from hybridsearch.engine.exact import vector_aux
+
+
+class DenseColumn:
+    """The vectors of one dense field: `vectors` (rows, d) float32 and `aux` (rows,) float32."""
+
+    def __init__(self, spec: FieldSpec, metric: str) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.metric = metric
+        self.dim = spec.dim
+        self.vectors = np.zeros((0, self.dim), dtype=np.float32)
+        self.aux = np.zeros(0, dtype=np.float32)
+
+    def grow(self, cap: int, n: int) -> None:
+        """Room for `cap` rows, keeping the first `n`."""
+        vectors = np.zeros((cap, self.dim), dtype=np.float32)
+        vectors[:n] = self.vectors[:n]
+        aux = np.zeros(cap, dtype=np.float32)
+        aux[:n] = self.aux[:n]
+        self.vectors, self.aux = vectors, aux
+
+    def set(self, slots: np.ndarray, block: np.ndarray) -> None:
+        """Writes the rows of `block` ((len(slots), d) float32, zeros for a missing vector) at `slots`."""
+        self.vectors[slots] = block
+        self.aux[slots] = vector_aux(block, self.metric)
+
+    def take(self, keep: np.ndarray, m: int) -> None:
+        """Compaction: rows `keep` become rows [0, m)."""
+        self.vectors[:m] = self.vectors[keep]
+        self.aux[:m] = self.aux[keep]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.vectors.nbytes + self.aux.nbytes)
+
+    # ------------------------------------------------------------ snapshots
+    def export(self, n: int) -> dict:
+        return {"vectors": self.vectors[:n], "aux": self.aux[:n]}
+
+    def restore(self, vectors: np.ndarray, aux: np.ndarray, metric: Optional[str]) -> None:
+        """Takes back the arrays export() gave (views of a mapped file). `metric` is the one the
+        snapshot was written with (None: not recorded): with another metric than this field's,
+        the per-row numbers are computed again from the vectors, so scores stay this metric's."""
+        if metric != self.metric:
+            aux = vector_aux(np.asarray(vectors), self.metric)
+        self.vectors, self.aux = vectors, aux
+
+    # --------------------------------------------------------------- search
+    def block(self, n: int) -> np.ndarray:
+        return self.vectors[:n]
+
+    def aux_block(self, n: int) -> Optional[np.ndarray]:
+        return None if self.metric == "ip" else self.aux[:n]
+
+    def exact_search(self, queries: np.ndarray, n: int, limit: int, bits: np.ndarray) -> tuple:
+        """(scores, rows) of the exact top-`limit` rows among `bits` for every query row."""
+        return K.exact_search(self.block(n), n, self.aux_block(n), queries, self.metric, bits, limit)
+
+    def scores(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The user-facing similarity (API.md) of query q to the given rows, exact, in float64."""
+        if len(rows) == 0:
+            return np.empty(0, dtype=np.float64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        # the rows (checked against the block by the kernel's wrapper) are read where they are
+        # (prefetched by the kernel), not gathered into a copy
+        raw = K.scores_rows_at(self.vectors, rows, np.ascontiguousarray(q, dtype=np.float32),
+                               self.metric).astype(np.float64)
+        if self.metric == "ip":
+            return raw
+        if self.metric == "l2":
+            return -np.sqrt(np.maximum(raw, 0.0))
+        qn = float(np.linalg.norm(q))
+        return raw * self.aux[rows] / qn if qn > 0 else np.zeros(len(rows))
