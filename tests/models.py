@@ -163,3 +163,10 @@ def english_tokens(text) -> list:
     """The terms of an ASCII text as API.md describes the default analyzer: lowercased, split into
     runs of letters and digits, each stemmed by Snowball's English stemmer (PyStemmer)."""
     return _STEMMER.stemWords(re.findall(r"[a-z0-9]+", (text or "").lower()))
+
+
+def maxsim_scores(blocks, Q: np.ndarray, metric: str) -> np.ndarray:
+    """MaxSim as API.md section 10 defines it, in float64: per block, the sum over the rows q of
+    Q of the best exact_scores(block, q) (NaN for a block that is None)."""
+    return np.array([np.nan if b is None else sum(exact_scores(b, q, metric).max() for q in Q)
+                     for b in blocks])

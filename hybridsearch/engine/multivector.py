@@ -303,7 +303,8 @@ class TokenStore:
             self.compact()
         live = self.slots()
         arrays = {"slots": live, "counts": self._cnt[live].copy(), "rows": self._rows[:self._n]}
-        meta = {"format": EXPORT_FORMAT, "d": self.d, "docs": int(len(live)), "rows": int(self._n)}
+        meta = {"format": EXPORT_FORMAT, "d": self.d, "docs": int(len(live)), "rows": int(self._n),
+                "slots_end": int(live[-1]) + 1 if len(live) else 0}
         return meta, arrays
 
     def _in_slot_order(self) -> bool:
@@ -312,10 +313,11 @@ class TokenStore:
         return bool(np.array_equal(self._off[live], np.concatenate(([0], np.cumsum(counts)[:-1]))[:len(live)]))
 
     @classmethod
-    def attached(cls, meta, arrays, d: Optional[int] = None) -> "TokenStore":
+    def attached(cls, meta, arrays, d: Optional[int] = None, slot_limit: Optional[int] = None) -> "TokenStore":
         """A store over export()'s output (e.g. read-only views of a mapped file): the rows are
         read in place and copied on the first write. Everything is checked first; damaged or
-        truncated data (or another format, or a dimension other than `d`) raises BackendError."""
+        truncated data (or another format, a dimension other than `d`, a slot >= `slot_limit`)
+        raises BackendError."""
         def bad(what: str) -> BackendError:
             return BackendError(f"the multi-vector snapshot is damaged: {what}")
 
@@ -341,6 +343,11 @@ class TokenStore:
             raise bad(f"{len(slots)} slots, {len(counts)} counts, header says {meta.get('docs')!r} documents")
         if len(slots) and (slots[0] < 0 or slots[-1] >= _MAX_SLOT or (np.diff(slots) <= 0).any()):
             raise bad("the slots are not distinct ascending ints in [0, 2**62)")
+        # the per-slot arrays are as long as the last slot: a damaged slot must not size them
+        end = int(slots[-1]) + 1 if len(slots) else 0
+        if meta.get("slots_end") != end or (slot_limit is not None and end > slot_limit):
+            raise bad(f"the slots end at {end}; the header says {meta.get('slots_end')!r}"
+                      + ("" if slot_limit is None else f", the collection has {slot_limit} rows"))
         if len(counts) and (counts.min() < 1 or counts.max() > MAX_ROWS):
             raise bad(f"a document has a row count outside 1..{MAX_ROWS}")
         total = int(counts.sum(dtype=np.int64))
