@@ -206,3 +206,10 @@ def fusion_reference(order, lists, fusion, candidates=100, rrf_k=60, weights=Non
 
     normed = {name: norm(raw[name]) for name in names}
     return {i: sum(weights.get(name, 0.0) * normed[name][i] for name in names) for i in cand}, parts
+
+
+def maxsim_scores(blocks, Q: np.ndarray, metric: str) -> np.ndarray:
+    """MaxSim as API.md section 10 defines it, in float64: per block, the sum over the rows q of
+    Q of the best exact_scores(block, q) (NaN for a block that is None)."""
+    return np.array([np.nan if b is None else sum(exact_scores(b, q, metric).max() for q in Q)
+                     for b in blocks])

@@ -181,3 +181,19 @@ cdef extern from "hs_rwlock.h":
     void hs_rwlock_read_unlock(hs_rwlock *l) nogil
     void hs_rwlock_write(hs_rwlock *l) nogil
     void hs_rwlock_write_unlock(hs_rwlock *l) nogil
+
+cdef extern from "hs_maxsim.h":
+    int HS_MAXSIM_MAX_ROWS
+    ctypedef struct hs_mv_store:
+        const float *rows
+        const float *inv_norm
+        const float *sq_norm
+        const int64_t *row_slot
+        const int64_t *slot_off
+        const int32_t *slot_cnt
+        int64_t n_rows, n_slots, d
+    int hs_maxsim_top_k(const hs_mv_store *st, const float *Q, int64_t m, int metric,
+                        const uint64_t *bits, int64_t nwords, int64_t k, float *out_score,
+                        int64_t *out_slot, int64_t *kept) nogil
+    int hs_maxsim_of(const hs_mv_store *st, const int64_t *slots, int64_t n, const float *Q,
+                     int64_t m, int metric, float *out) nogil
