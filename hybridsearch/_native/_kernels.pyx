@@ -300,3 +300,5 @@ include "lexicon.pxi"
 include "rwlock.pxi"
 
 include "find.pxi"
+
+include "sparse.pxi"
