@@ -173,15 +173,16 @@ class SparseIndex:
         self._ix.remove(_int_array(slots, np.int64, "slots", -(2**63), 2**63 - 1))
 
     # ------------------------------------------------------------ reads
-    def top_k(self, q_indices, q_values, k: int, bits=None) -> tuple:
+    def top_k(self, q_indices, q_values, k: int, bits=None, prune: bool = True) -> tuple:
         """Exact top-k of one query -> (scores float32, slots int64), best first, at most k: the
         documents sharing at least one key with the query and set in `bits` (None: every slot;
-        slots past the bitset are not allowed), by dot product, ties to the lower slot."""
+        slots past the bitset are not allowed), by dot product, ties to the lower slot.
+        prune=False reads every posting of the query's keys (the same answer, for comparison)."""
         if k < 0:
             raise ConfigError(f"k must be >= 0, not {k}")
         qi, qv = _query(q_indices, q_values)
         try:
-            scores, slots, _ = self._ix.search(qi, qv, int(k), _bits(bits))
+            scores, slots, _ = self._ix.search(qi, qv, int(k), _bits(bits), prune)
         except ValueError as e:
             raise _native_query_error(e) from None
         return scores, slots

@@ -222,6 +222,8 @@ def test_pruning_is_exact_and_reads_fewer_postings():
             assert_same(index, model, query, k)
             assert_same(index, model, query, k, bits, allowed.__contains__)
         qi, qv = check_sparse(query)
+        for x, y in zip(index.top_k(qi, qv, 10, bits), index.top_k(qi, qv, 10, bits, prune=False)):
+            assert np.array_equal(x, y)
         total_pruned += index.work(qi, qv, 10)
         total_full += index.work(qi, qv, 10, prune=False)
     frequent = check_sparse({0: 0.25, 1: 0.25, 2: 0.25, 3: 0.25, 4: 0.25, 350: 2.0})
