@@ -21,7 +21,7 @@ extensions = [
         depends=sorted(glob.glob("kernels/*.h")) + ["hybridsearch/_native/hnsw.pxi", "hybridsearch/_native/invindex.pxi", "hybridsearch/_native/hits.pxi",
                                                     "hybridsearch/_native/hash.pxi", "hybridsearch/_native/lexicon.pxi",
                                                     "hybridsearch/_native/rwlock.pxi", "hybridsearch/_native/find.pxi",
-                                                    "hybridsearch/_native/maxsim.pxi",
+                                                    "hybridsearch/_native/maxsim.pxi", "hybridsearch/_native/sparse.pxi",
                                                     "hybridsearch/_native/kernels.pxd"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),

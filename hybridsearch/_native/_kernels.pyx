@@ -302,3 +302,4 @@ include "rwlock.pxi"
 include "find.pxi"
 
 include "maxsim.pxi"
+include "sparse.pxi"

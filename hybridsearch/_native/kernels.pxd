@@ -197,3 +197,30 @@ cdef extern from "hs_maxsim.h":
                         int64_t *out_slot, int64_t *kept) nogil
     int hs_maxsim_of(const hs_mv_store *st, const int64_t *slots, int64_t n, const float *Q,
                      int64_t m, int metric, float *out) nogil
+cdef extern from "hs_sparse.h":
+    ctypedef struct hs_sp:
+        pass
+    int HS_SP_BLOCK, HS_SP_WINDOW
+    hs_sp *hs_sp_new() nogil
+    void hs_sp_free(hs_sp *ix) nogil
+    int hs_sp_add(hs_sp *ix, const int64_t *slots, int64_t n, const int64_t *indptr, const int32_t *keys,
+                  const float *vals, const char **why) nogil
+    int hs_sp_remove(hs_sp *ix, const int64_t *slots, int64_t n) nogil
+    int64_t hs_sp_search(const hs_sp *ix, const int32_t *qk, const float *qv, int64_t nq, int64_t k,
+                         const uint64_t *bits, int64_t nbits, int prune, float *out_score, int64_t *out_slot,
+                         int64_t *work) nogil
+    int hs_sp_search_batch(const hs_sp *ix, const int64_t *qptr, int64_t nqueries, const int32_t *qk,
+                           const float *qv, int64_t k, const uint64_t *bits, int64_t nbits, int nthreads,
+                           float *out_score, int64_t *out_slot, int64_t *nhits) nogil
+    int hs_sp_score(const hs_sp *ix, const int32_t *qk, const float *qv, int64_t nq, const int64_t *slots,
+                    int64_t n, float *out) nogil
+    int64_t hs_sp_matches(const hs_sp *ix, const int32_t *qk, int64_t nq, const uint64_t *bits, int64_t nbits,
+                          int64_t *out, int64_t cap, int64_t *total) nogil
+    int64_t hs_sp_docs(const hs_sp *ix) nogil
+    int64_t hs_sp_nnz(const hs_sp *ix) nogil
+    int64_t hs_sp_keys(const hs_sp *ix) nogil
+    int64_t hs_sp_nbytes(const hs_sp *ix) nogil
+    int32_t hs_sp_doc(const hs_sp *ix, int64_t slot, int32_t *keys, float *vals) nogil
+    void hs_sp_export_sizes(const hs_sp *ix, int64_t *ndocs, int64_t *nnz) nogil
+    int hs_sp_export(const hs_sp *ix, int64_t ndocs, int64_t nnz, int64_t *slots, int64_t *indptr,
+                     int32_t *keys, float *vals) nogil
