@@ -84,7 +84,7 @@ static int plist_insert(plist *p, int32_t s, int32_t tf, int32_t dl) {
         p->tf = f;
         p->cap = cap;
     }
-    int64_t i = (p->len == 0 || p->doc[p->len - 1] < s) ? p->len : lower_bound(p->doc, 0, p->len, s);
+    int64_t i = (p->len == 0 || p->doc[p->len - 1] < s) ? p->len : hs_lower_bound(p->doc, 0, p->len, s);
     memmove(p->doc + i + 1, p->doc + i, (size_t)(p->len - i) * sizeof(int32_t));
     memmove(p->tf + i + 1, p->tf + i, (size_t)(p->len - i) * sizeof(int32_t));
     p->doc[i] = s;
@@ -97,7 +97,7 @@ static int plist_insert(plist *p, int32_t s, int32_t tf, int32_t dl) {
 
 /* the caller made p owned (plist_own) if it holds s */
 static void plist_delete(plist *p, int32_t s) {
-    int64_t i = lower_bound(p->doc, 0, p->len, s);
+    int64_t i = hs_lower_bound(p->doc, 0, p->len, s);
     if (i >= p->len || p->doc[i] != s) return;
     memmove(p->doc + i, p->doc + i + 1, (size_t)(p->len - i - 1) * sizeof(int32_t));
     memmove(p->tf + i, p->tf + i + 1, (size_t)(p->len - i - 1) * sizeof(int32_t));
@@ -347,7 +347,7 @@ int64_t hs_inv_search(const hs_inv *ix, const int32_t *qt, const float *qw, int6
                 }
                 const plist *p = cur[j].p;
                 int64_t pos = cur[j].pos;
-                if (pos < p->len && p->doc[pos] < doc) pos = gallop(p->doc, pos, p->len, doc);
+                if (pos < p->len && p->doc[pos] < doc) pos = hs_gallop(p->doc, pos, p->len, doc);
                 cur[j].pos = pos;
                 if (pos < p->len && p->doc[pos] == doc)
                     score += term_score(cur[j].idf_w, p->tf[pos], dl, k1, b, avgdl);

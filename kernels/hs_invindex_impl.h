@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "hs_gallop.h"
 #include "hs_invindex.h"
 
 typedef struct {
@@ -90,27 +91,5 @@ static inline double term_score(double idf_w, int32_t tf, int32_t dl, double k1,
     return idf_w * tf / (tf + k1 * (1.0 - b + b * dl / avgdl));
 }
 
-/* first index with doc[i] >= s */
-static inline int64_t lower_bound(const int32_t *doc, int64_t lo, int64_t hi, int32_t s) {
-    while (lo < hi) {
-        int64_t mid = (lo + hi) >> 1;
-        if (doc[mid] < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* first index >= pos with doc[i] >= s: exponential steps, then binary search
- * (cursors only move forward, usually by a little) */
-static inline int64_t gallop(const int32_t *doc, int64_t pos, int64_t len, int32_t s) {
-    int64_t step = 1, lo = pos, hi = pos + 1;
-    while (hi < len && doc[hi] < s) {
-        lo = hi;
-        step *= 2;
-        hi = pos + step;
-    }
-    if (hi > len) hi = len;
-    return lower_bound(doc, lo, hi, s);
-}
 
 #endif

@@ -135,7 +135,7 @@ static int32_t phrase_freq(const hs_inv *ix, int32_t s, qit *it) {
     const fwd *f = &ix->docs[s];
     int64_t m = it->m, *ent = it->scr, *off = ent + m, *tf = off + m, *cur = tf + m;
     for (int64_t i = 0; i < m; i++) {
-        int64_t j = lower_bound(f->tid, 0, f->n, it->terms[i]);
+        int64_t j = hs_lower_bound(f->tid, 0, f->n, it->terms[i]);
         if (j >= f->n || f->tid[j] != it->terms[i]) return 0;
         ent[i] = j;
     }
@@ -186,7 +186,7 @@ static int32_t conj_next(qit *it, int32_t target) {
     for (int64_t l = 0; l < it->nl;) {
         const plist *p = it->lists[l];
         int64_t i = it->at[l];
-        if (i < p->len && p->doc[i] < d) i = gallop(p->doc, i, p->len, d);
+        if (i < p->len && p->doc[i] < d) i = hs_gallop(p->doc, i, p->len, d);
         it->at[l] = i;
         if (i >= p->len) return DONE;
         if (p->doc[i] > d) { /* a later document: every list again from there */
@@ -443,7 +443,7 @@ static int32_t freq_at(const hs_inv *ix, qit *it, int32_t d) {
     if (it->m) return phrase_freq(ix, d, it);
     if (it->lists[0] == &EMPTY) return 0;
     const fwd *f = &ix->docs[d];
-    int64_t j = lower_bound(f->tid, 0, f->n, it->t0);
+    int64_t j = hs_lower_bound(f->tid, 0, f->n, it->t0);
     return j < f->n && f->tid[j] == it->t0 ? f->tf[j] : 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_gallop.h"
 #include "hs_topk.h"
 
 #define BLK HS_SP_BLOCK
@@ -164,28 +165,6 @@ static void rebuild_bmax(splist *p, int64_t from) {
     }
 }
 
-/* first index in [lo, hi) with doc[i] >= s */
-static inline int64_t lower_bound(const int32_t *doc, int64_t lo, int64_t hi, int64_t s) {
-    while (lo < hi) {
-        int64_t mid = (lo + hi) >> 1;
-        if (doc[mid] < s) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* first index >= pos with doc[i] >= s: exponential steps, then binary search (cursors move
- * forward, usually by a little) */
-static inline int64_t gallop(const int32_t *doc, int64_t pos, int64_t len, int64_t s) {
-    int64_t step = 1, lo = pos, hi = pos + 1;
-    while (hi < len && doc[hi] < s) {
-        lo = hi;
-        step *= 2;
-        hi = pos + step;
-    }
-    if (hi > len) hi = len;
-    return lower_bound(doc, lo, hi, s);
-}
 
 /* ------------------------------------------------------------------ writes */
 
@@ -300,7 +279,7 @@ static int apply(hs_sp *ix, const int64_t *slots, int64_t n, const int64_t *indp
         for (b = a; b < E && (ed[b].key >> (sbits + 1)) == t; b++) ins += ed[b].key & 1u;
         splist *p = &ix->terms[t];
         if (reserve(p, p->len + ins)) goto done;
-        int64_t p0 = lower_bound(p->doc, 0, p->len, (int64_t)((ed[a].key >> 1) & smask));
+        int64_t p0 = hs_lower_bound(p->doc, 0, p->len, (int64_t)((ed[a].key >> 1) & smask));
         if (p->len - p0 > tail) tail = p->len - p0;
     }
     sdoc = malloc((size_t)(tail ? tail : 1) * sizeof(int32_t));
@@ -311,7 +290,7 @@ static int apply(hs_sp *ix, const int64_t *slots, int64_t n, const int64_t *indp
         uint64_t t = ed[a].key >> (sbits + 1);
         for (b = a; b < E && (ed[b].key >> (sbits + 1)) == t; b++) {}
         splist *p = &ix->terms[t];
-        int64_t p0 = lower_bound(p->doc, 0, p->len, (int64_t)((ed[a].key >> 1) & smask));
+        int64_t p0 = hs_lower_bound(p->doc, 0, p->len, (int64_t)((ed[a].key >> 1) & smask));
         int64_t sl = p->len - p0, i = 0, o = p0;
         memcpy(sdoc, p->doc + p0, (size_t)sl * sizeof(int32_t));
         memcpy(sw, p->w + p0, (size_t)sl * sizeof(float));
@@ -479,7 +458,7 @@ static int64_t next_window(const cursor *cur, int64_t m) {
 
 static inline void skip_to(cursor *c, int64_t s) {
     const splist *p = c->p;
-    if (c->pos < p->len && p->doc[c->pos] < s) c->pos = gallop(p->doc, c->pos, p->len, s);
+    if (c->pos < p->len && p->doc[c->pos] < s) c->pos = hs_gallop(p->doc, c->pos, p->len, s);
 }
 
 /* the query weight times the largest block maximum among the blocks holding postings in

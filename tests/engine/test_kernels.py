@@ -10,19 +10,7 @@ from hypothesis import strategies as st
 from hybridsearch._native import _kernels as K
 from tests.models import check_topk, exact_scores
 
-LEVELS = ("scalar", "avx2", "avx512", "neon")  # every name the kernels know (K.SIMD_NAMES)
-
-
-@pytest.fixture(params=LEVELS)
-def simd(request):
-    best = K.simd_level()
-    got = K.force_simd(request.param)
-    if got != request.param:
-        K.force_simd(best)
-        assert request.param not in K.simd_levels()
-        pytest.skip(f"this CPU has no {request.param} (best: {best})")
-    yield got
-    K.force_simd(best)
+from tests.engine.conftest import SIMD_LEVELS as LEVELS
 
 
 def test_simd_levels_and_their_fallback():

@@ -17,18 +17,6 @@ from hybridsearch.errors import BackendError, ConfigError, SchemaError
 from tests.models import check_topk, maxsim_scores
 
 METRICS = ("ip", "cosine", "l2")
-LEVELS = ("scalar", "avx2", "avx512", "neon")
-
-
-@pytest.fixture(params=LEVELS)
-def simd(request):
-    best = K.simd_level()
-    got = K.force_simd(request.param)
-    if got != request.param:
-        K.force_simd(best)
-        pytest.skip(f"this CPU has no {request.param} (best: {best})")
-    yield got
-    K.force_simd(best)
 
 
 def bits_of(slots, n):
