@@ -69,6 +69,9 @@ class Storage(ABC):
     # whether the storage holds several dense vector fields (API.md section 10); one that does
     # not refuses such a schema at open, and is asked for its one field only (field=None)
     named_vectors: bool = False
+    # the field kinds of API.md section 10 beyond dense vectors that the storage holds
+    # ("sparse": hs.SparseVector, "multi": hs.MultiVector[d]); one lacking a kind refuses it at open
+    vector_kinds: frozenset = frozenset()
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
@@ -77,6 +80,12 @@ class Storage(ABC):
             raise UnsupportedError(
                 f"storage {self.name!r} holds one dense vector field for now; {schema.name} has "
                 f"{len(schema.vectors)} ({', '.join(schema.vectors)}): use storage memory, hnsw or sqlite")
+        for kind, fields, what in (("sparse", schema.sparse, "hs.SparseVector"),
+                                   ("multi", schema.multi, "hs.MultiVector")):
+            if fields and kind not in self.vector_kinds:
+                raise UnsupportedError(
+                    f"storage {self.name!r} does not hold {what} fields "
+                    f"({schema.name}.{next(iter(fields))} is one)")
         # dense field -> metric; `metric` is the one of a single field (or the option's string)
         self.metrics = resolve_metrics(schema, config.metric)
         self.metric = (self.metrics[schema.vector.name] if schema.vector is not None
