@@ -124,3 +124,17 @@ def _pair_arrays(value, what: str) -> tuple:
     return idx, val.astype(np.float64)
 
 
+
+
+def field_queries(dim, value, what: str, batched: bool) -> list:
+    """The checked queries of a sparse field (dim None: each an (indices, values) pair as
+    check_sparse gives) or a multi-vector field of dimension dim (each an (m, dim) float32
+    block): one for find, a sequence of them for find_batched. SchemaError names `what`."""
+    one = (lambda q, w: check_sparse(q, w)) if dim is None else (lambda q, w: token_block(q, dim, w))
+    if not batched:
+        return [one(value, what)]
+    if isinstance(value, (dict, str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        kind = "sparse vectors" if dim is None else f"(m, {dim}) token blocks"
+        raise SchemaError(f"{what}: find_batched takes a list of {kind}, one per query, "
+                          f"not {type(value).__name__}")
+    return [one(q, f"{what}[{i}]") for i, q in enumerate(value)]

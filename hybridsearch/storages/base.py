@@ -41,16 +41,18 @@ _MATCH_ALL = MatchAll()
 
 
 def resolve_metrics(schema: Schema, metric) -> dict:
-    """Dense field -> metric from the `metric=` option: one string for every field, or a dict
-    field -> metric (fields not named: "cosine"). A dict naming a field that is not a dense
-    vector field of the schema is a ConfigError naming the vector fields."""
+    """Dense and multi-vector field -> metric from the `metric=` option: one string for every
+    field, or a dict field -> metric (fields not named: "cosine"). A dict naming a field that is
+    not such a field of the schema is a ConfigError naming them (sparse fields always score by
+    dot product: they take no metric)."""
+    fields = [*schema.vectors, *schema.multi]
     if isinstance(metric, str):
-        return {name: metric for name in schema.vectors}
-    unknown = [k for k in metric if k not in schema.vectors]
+        return {name: metric for name in fields}
+    unknown = [k for k in metric if k not in fields]
     if unknown:
-        raise ConfigError(f"metric names {unknown[0]!r}, which is not a vector field of {schema.name}; "
-                          f"its vector fields: {', '.join(schema.vectors) or '(none)'}")
-    return {name: metric.get(name, "cosine") for name in schema.vectors}
+        raise ConfigError(f"metric names {unknown[0]!r}, which is not a dense or multi-vector field of "
+                          f"{schema.name}; its fields taking a metric: {', '.join(fields) or '(none)'}")
+    return {name: metric.get(name, "cosine") for name in fields}
 
 
 class Storage(ABC):
