@@ -19,7 +19,7 @@ from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference
 
 # the storages holding sparse fields (memory-path, hnsw and sqlite join when they carry them)
-WIRED = ("memory", "memory-path")
+WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite")
 storage = storage_fixture(WIRED)
 WORDS = "red green blue cable phone case usb charger".split()
 

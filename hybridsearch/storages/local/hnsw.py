@@ -65,6 +65,7 @@ class HnswStorage(JournaledStorage):
     name = "hnsw"
     Config = HnswConfig
     named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: HnswConfig) -> None:
         super().__init__(schema, config)
