@@ -446,6 +446,17 @@ def test_columns_round_trip(da, make_da):
     assert other.find(vector={"colbert": Q}, limit=10).ids == da.find(vector={"colbert": Q}, limit=10).ids
 
 
+def test_pandas_and_arrow_round_trip(da, make_da):
+    rng = np.random.default_rng(30)
+    da.extend(multi_docs(rng, 30))
+    for frame in (da.to_arrow(), da.to_pandas()):
+        other = make_da(Page, metric=dict(METRICS))
+        other.extend_columns(frame)
+        for a, b in zip(other, da):
+            for f in ("colbert", "second"):
+                x, y = getattr(a, f), getattr(b, f)
+                assert (x is None and y is None) or np.array_equal(x, y), (a.id, f)
+
 def test_query_and_option_errors(da):
     da.extend(multi_docs(np.random.default_rng(29), 10))
     with pytest.raises(hs.SchemaError, match="colbert"):

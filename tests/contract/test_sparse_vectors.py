@@ -426,6 +426,16 @@ def test_columns_round_trip(da, make_da):
     assert other.find(vector={"splade": q}, limit=10).ids == da.find(vector={"splade": q}, limit=10).ids
 
 
+def test_pandas_and_arrow_round_trip(da, make_da):
+    """Arrow holds a sparse column as map<int32, float32> (JSON could not keep int keys)."""
+    rng = np.random.default_rng(20)
+    da.extend(sparse_docs(rng, 30))
+    for frame in (da.to_arrow(), da.to_pandas()):
+        other = make_da(Page, metric="ip")
+        other.extend_columns(frame)
+        assert [d.splade for d in other] == [d.splade for d in da]
+        assert all(type(k) is int for d in other for k in d.splade)
+
 def test_query_and_option_errors(da):
     da.extend(sparse_docs(np.random.default_rng(19), 10))
     with pytest.raises(hs.SchemaError, match="splade"):
