@@ -444,6 +444,13 @@ def test_columns_round_trip(da, make_da):
         assert (a.colbert is None and b.colbert is None) or np.array_equal(a.colbert, b.colbert)
     Q = rng.standard_normal((2, 6))
     assert other.find(vector={"colbert": Q}, limit=10).ids == da.find(vector={"colbert": Q}, limit=10).ids
+    # a 3-d array is a column of equal-sized token blocks, one per row
+    third = make_da(Page, metric=dict(METRICS))
+    blocks = rng.standard_normal((5, 3, 6)).astype(np.float32)
+    third.extend_columns({"id": [f"x{i}" for i in range(5)], "emb": np.ones((5, 4)), "colbert": blocks})
+    assert all(np.array_equal(third[f"x{i}"].colbert, blocks[i]) for i in range(5))
+    with pytest.raises(hs.SchemaError, match="colbert"):
+        third.extend_columns({"id": ["y"], "emb": np.ones((1, 4)), "colbert": np.ones((1, 3, 5))})
 
 
 def test_pandas_and_arrow_round_trip(da, make_da):
