@@ -30,6 +30,7 @@ from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, 
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
 from hybridsearch.storages.registry import missing_package, storage_class
+from hybridsearch.vector_rules import field_queries
 
 
 T = TypeVar("T", bound=Document)
@@ -286,15 +287,21 @@ class DocumentArray(Generic[T]):
         (lists named by the fields; API.md section 10). Each query is checked here."""
         fields = self._schema.vectors
         if isinstance(vector, dict):
+            every = {**fields, **self._schema.sparse, **self._schema.multi}
             if not vector:
                 raise ConfigError(f"{name}= as a dict names one vector field or more, got an empty dict; "
-                                  f"vector fields of {self._model.__name__}: {', '.join(fields) or '(none)'}")
+                                  f"vector fields of {self._model.__name__}: {', '.join(every) or '(none)'}")
             out = []
             for field, q in vector.items():
-                spec = fields.get(field) if isinstance(field, str) else None
+                spec = every.get(field) if isinstance(field, str) else None
                 if spec is None:
                     raise ConfigError(f"{name}={{{field!r}: ...}}: {field!r} is not a vector field of "
-                                      f"{self._model.__name__}; its vector fields: {', '.join(fields) or '(none)'}")
+                                      f"{self._model.__name__}; its vector fields: {', '.join(every) or '(none)'}")
+                if spec.kind is not Kind.VECTOR:  # sparse / multi-vector: a list of checked queries
+                    dim = None if spec.kind is Kind.SPARSE else spec.dim
+                    out.append(VectorList(field, field, field_queries(dim, q, f"{name}[{field!r}]",
+                                                                      batched=name == "vectors")))
+                    continue
                 # a storage holding one dense field is asked for it without naming it
                 out.append(VectorList(field, field if storage.named_vectors else None,
                                       self._query_vectors(q, f"{name}[{field!r}]", spec)))
@@ -376,7 +383,7 @@ class DocumentArray(Generic[T]):
         fusion = check_fusion(fusion)
         candidates = check_size(candidates, "candidates", 1)
         rrf_k = check_size(rrf_k, "rrf_k", 0)
-        known = ("text", "vector", *self._schema.vectors)  # what weights may name
+        known = ("text", "vector", *self._schema.vectors, *self._schema.sparse, *self._schema.multi)
         check_weights(weights, fusion, known, known)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
@@ -392,7 +399,7 @@ class DocumentArray(Generic[T]):
         k = self._check_limit(limit, allow_none=only_filter)
         offset = check_size(offset, "offset", 0)
         lists = self._vector_lists(storage, vector, "vector") if vector is not None else ()
-        if any(lst.query.shape[0] != 1 for lst in lists):
+        if any(len(lst.query) != 1 for lst in lists):
             raise SchemaError("find(vector=...) takes one vector per field; use find_batched for several")
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
         if only_filter:
@@ -483,7 +490,7 @@ class DocumentArray(Generic[T]):
             raise UnsupportedError("find_batched searches one vector field per call; to fuse several fields, "
                                    "call find(vector={...}) per query")
         Q, field = lists[0].query, lists[0].kwargs
-        n = Q.shape[0]
+        n = len(Q)
         if n == 0 or k == 0:
             return [Results.empty() for _ in range(n)]
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))

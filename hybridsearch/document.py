@@ -1,4 +1,4 @@
-"""Schema: hs.Document and the field kinds Text, Keyword, Vector[d].
+"""Schema: hs.Document and the field kinds Text, Keyword, Vector[d], SparseVector, MultiVector[d].
 
 A schema is a pydantic v2 model. `schema_of(cls)` introspects it once into a
 `Schema` of typed `FieldSpec`s, which every storage uses to lay out columns.
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic_core import PydanticCustomError, core_schema
 
 from hybridsearch.errors import SchemaError
+from hybridsearch.vector_rules import check_sparse, token_block
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # A nonzero vector's Euclidean norm must lie in [VECTOR_NORM_MIN, VECTOR_NORM_MAX]: inside it every
@@ -33,6 +34,8 @@ class Kind(enum.Enum):
     TEXT = "text"
     KEYWORD = "keyword"
     VECTOR = "vector"
+    SPARSE = "sparse"  # hs.SparseVector: {int key: weight > 0}
+    MULTI = "multi"  # hs.MultiVector[d]: (n_tokens, d) token vectors
     INT = "int"
     FLOAT = "float"
     BOOL = "bool"
@@ -152,6 +155,82 @@ class Vector(metaclass=_VectorMeta):
 _VECTOR_TYPES: dict[int, type] = {}
 
 
+def _sparse_validate(value: Any) -> dict:
+    try:
+        idx, val = check_sparse(value, "sparse vector")
+    except SchemaError as e:
+        raise PydanticCustomError("sparse_vector", "{problem}", {"problem": str(e)}) from None
+    # read back as a dict {int: float}, keys ascending, weights as float32 holds them
+    return dict(zip(idx.tolist(), val.tolist()))
+
+
+class SparseVector(dict):
+    """A learned sparse vector (SPLADE-style): `splade: hs.SparseVector = {}`.
+
+    Takes a dict {int key in [0, 2**31): weight} or an (indices, values) pair; weights finite
+    and >= 0 (zeros dropped), at most 65,536 entries. Read back as a dict {int: float}; `{}`
+    (no entry) means the document has no value for the field."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        return core_schema.no_info_plain_validator_function(
+            _sparse_validate,
+            # JSON has no int keys: the JSON form is the [indices, values] pair the validator takes
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda v: [list(v), list(v.values())], when_used="json"
+            ),
+        )
+
+
+def _multi_validator(dim: int):
+    def validate(value: Any) -> np.ndarray:
+        if isinstance(value, (str, bytes, dict)) or isinstance(value, np.ndarray) and value.dtype.kind == "c":
+            raise PydanticCustomError("multi_vector_type", "expected an (n_tokens, {dim}) array of real numbers",
+                                      {"dim": dim})
+        try:
+            arr = token_block(value, dim, "multi-vector value")
+        except SchemaError as e:
+            raise PydanticCustomError("multi_vector", "{problem}", {"problem": str(e)}) from None
+        arr = np.array(arr)  # always a copy: later edits to the input do not leak in
+        arr.flags.writeable = False  # stored documents share this buffer
+        return arr
+
+    return validate
+
+
+class _MultiVectorMeta(type):
+    def __getitem__(cls, dim: int):
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise SchemaError(f"hs.MultiVector[d] needs a positive integer dimension, got {dim!r}")
+        cached = _MULTI_TYPES.get(dim)
+        if cached is None:
+            cached = _MultiVectorMeta(f"MultiVector[{dim}]", (MultiVector,), {"dim": dim})
+            _MULTI_TYPES[dim] = cached
+        return cached
+
+
+class MultiVector(metaclass=_MultiVectorMeta):
+    """Token vectors for late interaction (ColBERT-style): `hs.MultiVector[128]`, a float32
+    (n_tokens, d) array with 1 <= n_tokens <= 4096 rows, each finite with a norm in
+    [1e-15, 1e15]; `Optional[hs.MultiVector[d]] = None` for documents without one."""
+
+    dim: ClassVar[int] = 0
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        if cls.dim < 1:
+            raise SchemaError("use hs.MultiVector[d] with a dimension, not bare hs.MultiVector")
+        return core_schema.no_info_plain_validator_function(
+            _multi_validator(cls.dim),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda v: [[float(x) for x in row] for row in v], when_used="json"
+            ),
+        )
+
+
+_MULTI_TYPES: dict[int, type] = {}
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """One field of a schema as the storages see it."""
@@ -178,6 +257,8 @@ class Schema:
     # when there is exactly one (what `find(vector=<array>)` searches), else None
     vectors: dict[str, FieldSpec] = field(default_factory=dict)
     vector: Optional[FieldSpec] = None
+    sparse: dict[str, FieldSpec] = field(default_factory=dict)  # hs.SparseVector fields
+    multi: dict[str, FieldSpec] = field(default_factory=dict)  # hs.MultiVector[d] fields
     texts: list[FieldSpec] = field(default_factory=list)
     adapters: dict = field(default_factory=dict, repr=False)  # per-field validators for update()
 
@@ -217,6 +298,10 @@ def _kind_of(annotation: Any) -> Kind:
     if isinstance(annotation, type):
         if issubclass(annotation, Vector):
             return Kind.VECTOR
+        if issubclass(annotation, SparseVector):
+            return Kind.SPARSE
+        if issubclass(annotation, MultiVector):
+            return Kind.MULTI
         if issubclass(annotation, Text):
             return Kind.TEXT
         if issubclass(annotation, Keyword):
@@ -246,6 +331,10 @@ def _introspect(model: type) -> Schema:
         schema.fields[name] = spec
         if spec.kind is Kind.VECTOR:
             schema.vectors[name] = spec
+        elif spec.kind is Kind.SPARSE:
+            schema.sparse[name] = spec
+        elif spec.kind is Kind.MULTI:
+            schema.multi[name] = spec
         elif spec.kind is Kind.TEXT:
             schema.texts.append(spec)
     if len(schema.vectors) == 1:

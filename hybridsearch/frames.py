@@ -128,6 +128,8 @@ def _arrow_values(where: str, name: str, col, field):
             raise _refuse(where, name, "the column is marked as JSON text but a cell is not JSON") from None
     if col.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
         return col.to_numpy(zero_copy_only=False) if isinstance(col, pa.Array) else col.to_numpy()
+    if pa.types.is_map(t):  # a sparse vector column: each row back as a dict (a list of pairs would not do)
+        return [None if v is None else dict(v) for v in col.to_pylist()]
     if col.null_count == 0 and pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type):
         chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
         # flatten() (not .values) honours a slice's offset; a null inside a row reads as NaN
@@ -149,7 +151,8 @@ def to_pandas(columns: dict):
 
 
 def to_arrow(columns: dict, schema: Schema):
-    """A pyarrow Table of to_columns' output (vectors as fixed_size_list<float32>[d]; an unindexed
+    """A pyarrow Table of to_columns' output (vectors as fixed_size_list<float32>[d], sparse
+    vectors as map<int32, float32>, multi-vectors as list<fixed_size_list<float32>[d]>; an unindexed
     column Arrow cannot hold exactly as the JSON text of each value, marked in its field's
     metadata)."""
     try:
@@ -166,6 +169,11 @@ def to_arrow(columns: dict, schema: Schema):
             else:
                 arr = pa.array([None if v is None else np.asarray(v).tolist() for v in col],
                                pa.list_(pa.float32(), spec.dim))
+        elif spec.kind is Kind.SPARSE:  # a map: Arrow keeps the int keys, as JSON could not
+            arr = pa.array([None if v is None else list(v.items()) for v in col], pa.map_(pa.int32(), pa.float32()))
+        elif spec.kind is Kind.MULTI:
+            arr = pa.array([None if v is None else np.asarray(v).tolist() for v in col],
+                           pa.list_(pa.list_(pa.float32(), spec.dim)))
         elif spec.kind is Kind.OTHER:
             arr, metadata = _unindexed_to_arrow(list(col))
         else:

@@ -273,7 +273,10 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
                           "nothing was written")
     check = _Checker(schema)
     for name, col in cols.items():  # vector columns check their own shape (an (n, d) block)
-        if isinstance(col, np.ndarray) and col.ndim != 1 and schema.fields[name].kind is not Kind.VECTOR:
+        kind = schema.fields[name].kind
+        if isinstance(col, np.ndarray) and kind is Kind.MULTI and col.ndim == 3:
+            cols[name] = list(col)  # (n, tokens, d): one token block per row, each checked as a value
+        elif isinstance(col, np.ndarray) and col.ndim != 1 and kind is not Kind.VECTOR:
             check.fail(name, None, f"expected one value per row, got an array of shape {col.shape}")
     lengths = {k: len(v) for k, v in cols.items()}
     n = max(lengths.values(), default=0)

@@ -30,6 +30,7 @@ from hybridsearch._native import _kernels as K
 from hybridsearch.batch import Batch, documents, python_values, row_vectors, with_missing
 from hybridsearch.document import Kind, Schema, extras_adapter
 from hybridsearch.engine.dense import DenseColumn
+from hybridsearch.engine.fieldvectors import field_columns
 from hybridsearch.engine.idmap import IdMap
 from hybridsearch.engine.program import Column, ProgramBuilder, string_predicate
 from hybridsearch.engine.strings import StringColumn
@@ -80,6 +81,9 @@ class ColumnStore:
             if spec.optional:
                 self.present[spec.name] = np.zeros(0, dtype=np.uint8)
         self.dense = {name: DenseColumn(spec, self.metrics[name]) for name, spec in schema.vectors.items()}
+        # sparse and multi-vector fields (engine/fieldvectors.py), by slot like every column
+        self.fieldvecs = field_columns(schema, metric if isinstance(metric, dict)
+                                       else {k: metric for k in schema.multi})
         self.restored_metrics: dict = {}  # dense field -> metric a restored snapshot recorded
         # the schema's one dense field (None without exactly one): the native find path's
         self.vec_spec = schema.vector
@@ -131,8 +135,12 @@ class ColumnStore:
         for prefix, col in self._named_string_columns():
             garbage[prefix], parts = col.export(n)
             arrays.update({f"{prefix}/{k}": v for k, v in parts.items()})
+        fieldvecs = {}
+        for name, col in self.fieldvecs.items():
+            fieldvecs[name], parts = col.export()
+            arrays.update({f"fieldvecs/{name}/{k}": v for k, v in parts.items()})
         meta = {"n": n, "n_live": self.n_live, "next_seq": self.next_seq, "garbage": garbage,
-                "metrics": dict(self.metrics)}
+                "metrics": dict(self.metrics), "fieldvecs": fieldvecs}
         return meta, arrays
 
     def restore(self, meta: dict, arrays: dict) -> None:
@@ -180,6 +188,11 @@ class ColumnStore:
             col.restore(garbage.get(prefix), arrays, prefix, n)
         if n_live and int(self.ids.length[live_slots].min()) < 0:
             raise ValueError("columns: a live row has no id")
+        fv_meta = meta.get("fieldvecs") if isinstance(meta.get("fieldvecs"), dict) else {}
+        for name, col in self.fieldvecs.items():
+            prefix = f"fieldvecs/{name}/"
+            col.restore(fv_meta.get(name, {}), {k[len(prefix):]: v for k, v in arrays.items()
+                                                if k.startswith(prefix)}, n)
         self.row_of.restore({k: arrays.get(f"idmap/{k}") for k in ("hashes", "slots")}, n_live)
         self.live, self.seq = live, seq
         self.restored_metrics = dict(metrics)
@@ -286,6 +299,8 @@ class ColumnStore:
             self.present[name][slots_out] = arr
         for name, col in self.dense.items():
             col.set(slots_out, batch.vecs[name])
+        for name, col in self.fieldvecs.items():
+            col.set(slots_out, batch.columns[name])
         for name, col in self.strings.items():
             col.set(slots_out, batch.columns[name])
         if extras is not None:
@@ -318,6 +333,8 @@ class ColumnStore:
         np.bitwise_and.at(self.live, arr >> 6, ~mask)
         for col in self._string_columns():
             col.clear(arr)
+        for col in self.fieldvecs.values():
+            col.remove(arr)
         self.n_live -= len(arr)
         if self.reuse_slots:
             if len(arr) > 64:  # one heapify beats a push per slot for a large delete
@@ -347,6 +364,8 @@ class ColumnStore:
                 if value is not None:
                     block[:] = value
                 col.set(slots, block)
+            elif name in self.fieldvecs:
+                self.fieldvecs[name].set(slots, [value] * n)
             elif spec.kind is Kind.TEXT:
                 self.strings[name].set(slots, [value] * n)
             elif spec.kind is Kind.KEYWORD:
@@ -378,6 +397,8 @@ class ColumnStore:
             self.present[name][:m] = self.present[name][keep]
         for col in self.dense.values():
             col.take(keep, m)
+        for col in self.fieldvecs.values():
+            col.renumber(keep, self.n)
         self.seq[:m] = self.seq[keep]
         for col in self._string_columns():
             col.take(keep, m)
@@ -404,6 +425,8 @@ class ColumnStore:
                 continue
             if spec.kind is Kind.VECTOR:
                 values = row_vectors(self.dense[name].vectors[rows])
+            elif name in self.fieldvecs:
+                values = self.fieldvecs[name].values(rows)
             elif spec.kind is Kind.TEXT:
                 values = self.strings[name].get_many(rows)
             elif spec.kind is Kind.KEYWORD:
@@ -448,10 +471,13 @@ class ColumnStore:
 
     def column(self, name: str) -> Column:
         spec = self.schema.fields[name]
+        present = self.present.get(name)
+        if spec.kind is Kind.SPARSE:  # `{}` is absent (API.md section 10): $exists asks for an entry
+            present = self.fieldvecs[name].present_mask(self.n)
         return Column(
             kind=spec.kind,
             values=self.values.get(name),
-            present=self.present.get(name),
+            present=present,
             dictionary=self.kw_dictionary.get(name),
             codes=self.kw_codes.get(name),
         )

@@ -27,10 +27,13 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.errors import BackendError, ConfigError, SchemaError
 
+# the value rules live with the schema (document.py checks values without the compiled core)
+from hybridsearch.vector_rules import MAX_TOKENS, NORM_MAX, NORM_MIN, token_block  # noqa: F401
+from hybridsearch.vector_rules import bad_norms as _bad_norms, row_norms_sq as _row_norms_sq
+
 MAX_ROWS = K.MAXSIM_MAX_ROWS  # 4096 rows per document (API.md section 10)
+assert MAX_ROWS == MAX_TOKENS, "kernels/hs_maxsim.h and vector_rules.py disagree on the row limit"
 METRICS = ("cosine", "ip", "l2")
-# the dense rules of API.md section 4: finite rows with a norm in [1e-15, 1e15]
-NORM_MIN, NORM_MAX = 1e-15, 1e15
 # of TokenStore.export(): bump when the arrays change meaning; attached() refuses any other
 EXPORT_FORMAT = 1
 # compaction waits for this many dead rows, so a small store is not rewritten per delete
@@ -41,43 +44,11 @@ _SPARSE_FILTER = 8
 _MAX_SLOT = 2**62
 
 
-def _row_norms_sq(rows: np.ndarray) -> np.ndarray:
-    """Squared norms of float32 rows, summed in float64 (NaN or inf for a row that is not finite)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
-
-
-def _bad_norms(sq: np.ndarray) -> np.ndarray:
-    """Mask of rows breaking the dense rules (NaN/inf elements make sq NaN or inf)."""
-    return ~((sq >= NORM_MIN * NORM_MIN) & (sq <= NORM_MAX * NORM_MAX))
-
-
 def check_metric(metric) -> str:
     """The metric, or ConfigError naming the ones there are."""
     if metric not in METRICS:
         raise ConfigError(f"unknown multi-vector metric {metric!r}; use one of {', '.join(METRICS)}")
     return metric
-
-
-def token_block(block, d: int, what: str = "a multi-vector value") -> np.ndarray:
-    """`block` as a C-contiguous float32 (n, d) array with 1 <= n <= 4096 finite rows of norm
-    in [1e-15, 1e15], or SchemaError saying what is wrong."""
-    try:
-        arr = np.asarray(block)
-    except (TypeError, ValueError):
-        raise SchemaError(f"{what} must be a 2-d array of numbers of shape (n_tokens, {d})") from None
-    if arr.dtype.kind not in "fiu" or arr.ndim != 2 or arr.shape[1] != d:
-        raise SchemaError(f"{what} must be a 2-d array of numbers of shape (n_tokens, {d}); "
-                          f"got shape {arr.shape} of {arr.dtype}")
-    if not 1 <= arr.shape[0] <= MAX_ROWS:
-        raise SchemaError(f"{what} has {arr.shape[0]} rows; it needs 1 to {MAX_ROWS}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
-    bad = _bad_norms(_row_norms_sq(arr))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise SchemaError(f"{what}: row {i} is not finite or its norm is outside [{NORM_MIN:g}, {NORM_MAX:g}]")
-    return arr
 
 
 class TokenStore:

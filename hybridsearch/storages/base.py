@@ -41,16 +41,18 @@ _MATCH_ALL = MatchAll()
 
 
 def resolve_metrics(schema: Schema, metric) -> dict:
-    """Dense field -> metric from the `metric=` option: one string for every field, or a dict
-    field -> metric (fields not named: "cosine"). A dict naming a field that is not a dense
-    vector field of the schema is a ConfigError naming the vector fields."""
+    """Dense and multi-vector field -> metric from the `metric=` option: one string for every
+    field, or a dict field -> metric (fields not named: "cosine"). A dict naming a field that is
+    not such a field of the schema is a ConfigError naming them (sparse fields always score by
+    dot product: they take no metric)."""
+    fields = [*schema.vectors, *schema.multi]
     if isinstance(metric, str):
-        return {name: metric for name in schema.vectors}
-    unknown = [k for k in metric if k not in schema.vectors]
+        return {name: metric for name in fields}
+    unknown = [k for k in metric if k not in fields]
     if unknown:
-        raise ConfigError(f"metric names {unknown[0]!r}, which is not a vector field of {schema.name}; "
-                          f"its vector fields: {', '.join(schema.vectors) or '(none)'}")
-    return {name: metric.get(name, "cosine") for name in schema.vectors}
+        raise ConfigError(f"metric names {unknown[0]!r}, which is not a dense or multi-vector field of "
+                          f"{schema.name}; its fields taking a metric: {', '.join(fields) or '(none)'}")
+    return {name: metric.get(name, "cosine") for name in fields}
 
 
 class Storage(ABC):
@@ -69,6 +71,9 @@ class Storage(ABC):
     # whether the storage holds several dense vector fields (API.md section 10); one that does
     # not refuses such a schema at open, and is asked for its one field only (field=None)
     named_vectors: bool = False
+    # the field kinds of API.md section 10 beyond dense vectors that the storage holds
+    # ("sparse": hs.SparseVector, "multi": hs.MultiVector[d]); one lacking a kind refuses it at open
+    vector_kinds: frozenset = frozenset()
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema
@@ -77,6 +82,12 @@ class Storage(ABC):
             raise UnsupportedError(
                 f"storage {self.name!r} holds one dense vector field for now; {schema.name} has "
                 f"{len(schema.vectors)} ({', '.join(schema.vectors)}): use storage memory, hnsw or sqlite")
+        for kind, fields, what in (("sparse", schema.sparse, "hs.SparseVector"),
+                                   ("multi", schema.multi, "hs.MultiVector")):
+            if fields and kind not in self.vector_kinds:
+                raise UnsupportedError(
+                    f"storage {self.name!r} does not hold {what} fields "
+                    f"({schema.name}.{next(iter(fields))} is one)")
         # dense field -> metric; `metric` is the one of a single field (or the option's string)
         self.metrics = resolve_metrics(schema, config.metric)
         self.metric = (self.metrics[schema.vector.name] if schema.vector is not None

@@ -178,13 +178,27 @@ class ColumnarStorage(Storage):
         the caller holds the read lock."""
         raise UnsupportedError(f"storage {self.name!r} has no vector search")
 
+    def _field_search(self, queries, limit, node, exact, ef, field=None) -> tuple:
+        """(scores, rows) of a search of any vector field: a sparse or multi-vector field through
+        its column (engine/fieldvectors.py: exact, filter as pre-filter), a dense one through
+        _vectors. The caller holds the read lock."""
+        col = self.store.fieldvecs.get(field) if field is not None else None
+        if col is None:
+            return self._vectors(queries, limit, node, exact, ef, field)
+        return self._fieldvec_search(col, queries, limit, node, exact, ef)
+
+    def _fieldvec_search(self, col, queries, limit, node, exact, ef) -> tuple:
+        """Exact top-`limit` of a sparse or multi-vector field (storages with an index for one
+        override this). The caller holds the read lock."""
+        return col.search(queries, limit, self._prefilter_bits(node, False))
+
     def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                        ef, field: Optional[str] = None) -> list:
         with self.lock.read():
             limit = min(limit, self.store.n_live)  # nothing is allocated beyond what can be returned
             if limit == 0:
                 return [([], np.empty(0, dtype=np.float32), None) for _ in range(len(queries))]
-            scores, rows = self._vectors(queries, limit, node, exact, ef, field)
+            scores, rows = self._field_search(queries, limit, node, exact, ef, field)
             return self._hits_of_rows(rows, scores)
 
     def find_vector(self, query, limit: int, ef: Optional[int], exact: bool) -> Optional[tuple]:
@@ -249,7 +263,7 @@ class ColumnarStorage(Storage):
         k = min(k, self.store.n_live)
         if k == 0:
             return Candidates.empty()
-        scores, rows = self._vectors(query, k, node, exact, ef, field)
+        scores, rows = self._field_search(query, k, node, exact, ef, field)
         rows, scores = rows[0], scores[0]
         found = int(np.count_nonzero(rows >= 0))  # hits first, -1 padding after them
         return self._candidates(rows[:found], scores[:found])
@@ -277,6 +291,8 @@ class ColumnarStorage(Storage):
                 raise self._no_text()
             return self.text.scores(query, keys)
         st = self.store
+        if field is not None and field in st.fieldvecs:  # NaN where the document holds no value
+            return st.fieldvecs[field].scores(query[0], keys)
         scores = st.vector_scores(query[0], keys, field).astype(np.float32)
         has = st.has_vector(keys, field) if len(keys) else None
         if has is not None:

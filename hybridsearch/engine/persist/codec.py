@@ -1,7 +1,9 @@
 """Documents <-> the bytes of one log or snapshot record: columns as JSON, each dense vector
 field as a presence mask and one little-endian float32 block (fields in declaration order, so
 a schema with one vector field writes what it always wrote), no pickle; decoding checks every
-type (persist/__init__.py)."""
+type (persist/__init__.py). Unindexed, sparse and multi-vector fields are written as each
+value's pydantic JSON (sparse: an [indices, values] pair; multi-vector: rows of float32 values
+as floats, which read back exactly) and validated again when read."""
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +29,11 @@ _ALLOWED = {
     Kind.FLOAT: {float, int, type(None)},  # an int default in a float field stays an int
     Kind.BOOL: {bool, type(None)},
     Kind.OTHER: {str},  # each value as its own pydantic JSON
+    Kind.SPARSE: {str},
+    Kind.MULTI: {str},
 }
+# kinds written as each value's pydantic JSON and validated by the field's adapter when read
+_JSON_KINDS = (Kind.OTHER, Kind.SPARSE, Kind.MULTI)
 
 
 class DocCodec:
@@ -40,7 +46,7 @@ class DocCodec:
                             key=lambda s: s.name)
         self.names = [s.name for s in self.specs]
         self.vecs = list(schema.vectors.values())  # declaration order
-        self.adapters = {s.name: field_adapter(schema, s.name) for s in self.specs if s.kind is Kind.OTHER}
+        self.adapters = {s.name: field_adapter(schema, s.name) for s in self.specs if s.kind in _JSON_KINDS}
         self.all_names = self.names + [v.name for v in self.vecs]
         self.all_set = frozenset(self.all_names)
         model = self.model
@@ -94,7 +100,7 @@ class DocCodec:
         for spec in self.specs:
             name = spec.name
             values = columns[name]
-            if spec.kind is Kind.OTHER:
+            if spec.kind in _JSON_KINDS:
                 adapter = self.adapters[name]
                 try:
                     values = [adapter.dump_json(v).decode() for v in values]
@@ -179,7 +185,7 @@ class DocCodec:
                 raise Corrupt(f"field {spec.name!r} holds a value of the wrong type")
             if spec.kind is Kind.ID and not all(col):
                 raise Corrupt("empty id")
-            if spec.kind is Kind.OTHER:
+            if spec.kind in _JSON_KINDS:
                 adapter = self.adapters[spec.name]
                 try:
                     columns[self.names.index(spec.name)] = [adapter.validate_json(v) for v in col]

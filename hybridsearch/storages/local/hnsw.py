@@ -20,6 +20,8 @@ from hybridsearch.batch import Batch
 from hybridsearch.engine import graph as G
 from hybridsearch.engine.columns import ColumnStore, popcount
 from hybridsearch.engine.exact import sum_squares
+from hybridsearch.engine.fdegraph import CANDIDATES as FDE_CANDIDATES
+from hybridsearch.engine.fdegraph import FdeGraph, fde_metric_ok
 from hybridsearch.engine.find import vector_hits
 from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
@@ -65,6 +67,7 @@ class HnswStorage(JournaledStorage):
     name = "hnsw"
     Config = HnswConfig
     named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: HnswConfig) -> None:
         super().__init__(schema, config)
@@ -87,8 +90,36 @@ class HnswStorage(JournaledStorage):
         self.graph_writes = 0  # calls that changed the graph, for stats(); written under the write lock
         self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)
         self._bits_cache: dict = {}  # filter -> (lock generation, bitset, matches), see _filter_bits
+        # multi-vector field -> the graph over its documents' FDEs (candidates for exact MaxSim);
+        # built from the token stores once the files are read (not kept in snapshots)
+        self.fde_graphs: dict = {}
         if config.path is not None:
             self._open_files(config.path, config.read_only)
+        self._build_fde_graphs()
+
+    def _build_fde_graphs(self) -> None:
+        """A graph over the FDEs of every multi-vector field whose metric has one (ip, cosine),
+        from the documents the store holds."""
+        for name, spec in self.schema.multi.items():
+            col = self.store.fieldvecs[name]
+            if not fde_metric_ok(col.metric):
+                continue
+            fg = FdeGraph(spec.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.threads)
+            slots = col.tokens.slots()
+            fg.set(slots, [col.tokens.get(s) for s in slots.tolist()])
+            self.fde_graphs[name] = fg
+
+    def _fde_write(self, slots: np.ndarray, values: dict) -> None:
+        """The FDE graphs follow a write of `values` (field -> per-slot values) to these slots."""
+        for name, fg in self.fde_graphs.items():
+            if name not in values:
+                continue
+            given = [i for i, v in enumerate(values[name]) if v is not None]
+            absent = [i for i, v in enumerate(values[name]) if v is None]
+            if absent:
+                fg.remove(slots[absent])
+            if given:
+                fg.set(slots[given], [values[name][i] for i in given])
 
     def _new_graph(self, field: str):
         col = self.store.dense[field]
@@ -184,6 +215,7 @@ class HnswStorage(JournaledStorage):
 
     def _apply_upsert(self, batch: Batch) -> None:
         slots = self.store.upsert(batch)
+        self._fde_write(slots, {name: batch.columns[name] for name in self.fde_graphs})
         if self.text:
             self.text.add(slots, batch.columns)
         for name, graph in self.graphs.items():
@@ -199,6 +231,8 @@ class HnswStorage(JournaledStorage):
         slots = st.delete(ids)
         if self.text:
             self.text.remove(slots)
+        for fg in self.fde_graphs.values():
+            fg.remove(slots)
         if len(slots):
             for name, graph in self.graphs.items():
                 graph.remove(st.dense[name].vectors, slots, self.threads)
@@ -211,6 +245,8 @@ class HnswStorage(JournaledStorage):
         self.store.set_fields(slots, values)
         if self.text:
             self.text.update(slots, values)
+        many = np.atleast_1d(np.asarray(slots, dtype=np.int64))
+        self._fde_write(many, {name: [values[name]] * len(many) for name in self.fde_graphs if name in values})
         for name, graph in self.graphs.items():
             if name not in values:
                 continue
@@ -304,6 +340,30 @@ class HnswStorage(JournaledStorage):
                 scores[short], rows[short] = es, er
         return scores, rows
 
+    def _fieldvec_search(self, col, queries, limit, node, exact, ef) -> tuple:
+        """A multi-vector field with an FDE graph: candidates from the graph, at least
+        FDE_CANDIDATES of them, rescored by exact MaxSim (docs/storages/hnsw.md states the
+        recall); exhaustive with exact=True, for a field of at most `exact_max` documents, and
+        for a query whose walk finds fewer candidates than the page needs. Sparse fields and
+        l2 multi-vector fields are always exact (the inverted index is the sparse index)."""
+        fg = self.fde_graphs.get(col.spec.name)
+        if fg is None or exact or fg.size <= self.exact_max:
+            return super()._fieldvec_search(col, queries, limit, node, exact, ef)
+        bits = self._prefilter_bits(node, False)
+        c = max(limit, FDE_CANDIDATES)
+        scores = np.full((len(queries), limit), -np.inf, dtype=np.float32)
+        rows = np.full((len(queries), limit), -1, dtype=np.int64)
+        for i, Q in enumerate(queries):
+            found = fg.candidates(Q, c, max(ef or self.ef, c), bits)
+            if len(found) < c:  # the walk could not reach enough matches: scan them
+                s, r = col.search([Q], limit, bits)
+                scores[i], rows[i] = s[0], r[0]
+                continue
+            exact_scores = col.scores(Q, found)
+            order = np.lexsort((found, -exact_scores))[:limit]  # best first, ties to the lower slot
+            scores[i, :len(order)], rows[i, :len(order)] = exact_scores[order], found[order]
+        return scores, rows
+
     # ------------------------------------------------------------ lifecycle
     def stats(self) -> dict:
         """Adds the graph: nodes, its bytes (links, and int8 codes when quantized), the float32
@@ -311,8 +371,9 @@ class HnswStorage(JournaledStorage):
         "graph_pending" (removed nodes whose neighbours' links are not repaired yet: a few
         deletes wait for the next insert, a large one repairs at once), "graph_writes" (calls
         that changed the graph since the collection was opened: inserts, removals, repairs;
-        a write of scalar fields makes none) and "slots" (column rows, live or free: a deleted
-        document's slot is reused by a later insert, so re-adding does not grow this)."""
+        a write of scalar fields makes none), "slots" (column rows, live or free: a deleted
+        document's slot is reused by a later insert, so re-adding does not grow this) and
+        "fde_graph_nodes" (multi-vector field -> nodes of the graph over its FDEs)."""
         base = super().stats()  # takes the read lock itself: not nested, a waiting writer would block it
         with self.lock.read():
             plan = self.last_plan()
@@ -323,6 +384,8 @@ class HnswStorage(JournaledStorage):
                     "graph_bytes": graph_bytes,
                     "graph_pending": sum(g.pending for g in graphs),
                     "graph_writes": self.graph_writes,
+                    # multi-vector field -> nodes of its FDE graph (the documents holding it)
+                    "fde_graph_nodes": {name: fg.size for name, fg in self.fde_graphs.items()},
                     "fsyncs": self._fsyncs(),
                     "slots": int(self.store.n),
                     "bytes": {**base.pop("bytes"), "graph": graph_bytes},

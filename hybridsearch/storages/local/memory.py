@@ -37,6 +37,7 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
     name = "memory"
     Config = MemoryConfig
     named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: MemoryConfig) -> None:
         super().__init__(schema, config)

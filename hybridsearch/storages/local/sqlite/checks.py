@@ -64,7 +64,7 @@ def row_checksum(kinds: list):
     value stored as an integer, and no negative zero), so a checksum computed from the values
     written equals the one computed from the values read."""
     floats = [i for i, k in enumerate(kinds) if k is Kind.FLOAT]
-    blobs = [i for i, k in enumerate(kinds) if k is Kind.VECTOR]
+    blobs = [i for i, k in enumerate(kinds) if k in (Kind.VECTOR, Kind.SPARSE, Kind.MULTI)]
 
     def crc(*values) -> int:
         plain = list(values)

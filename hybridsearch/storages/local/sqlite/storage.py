@@ -48,10 +48,24 @@ from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
-              Kind.FLOAT: float, Kind.VECTOR: bytes}
+              Kind.FLOAT: float, Kind.VECTOR: bytes, Kind.SPARSE: bytes, Kind.MULTI: bytes}
 _META = "hs_meta"
 
 log = logging.getLogger("hybridsearch")
+
+
+def sparse_blob(value: dict) -> bytes:
+    """A sparse value as a blob: its keys (int32) then its weights (float32), little-endian."""
+    return (np.fromiter(value, dtype="<i4", count=len(value)).tobytes()
+            + np.fromiter(value.values(), dtype="<f4", count=len(value)).tobytes())
+
+
+def sparse_of_blob(blob: bytes, path: str, id_: str) -> tuple:
+    """sparse_blob's (indices, values), for the schema's validation to check."""
+    if len(blob) % 8:
+        raise BackendError(f"{path}: the sparse vector of {id_!r} is not pairs of int32 keys and float32 weights")
+    n = len(blob) // 8
+    return np.frombuffer(blob, dtype="<i4", count=n).astype(np.int64), np.frombuffer(blob, dtype="<f4", offset=4 * n)
 
 
 def _identifier(v):
@@ -81,6 +95,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     name = "sqlite"
     Config = SqliteConfig
     named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: SqliteConfig) -> None:
         super().__init__(schema, config)
@@ -186,8 +201,10 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             row["_seq"] = seq
         for s in self.columns:
             v = getattr(doc, s.name)
-            if v is not None and s.kind is Kind.VECTOR:
+            if v is not None and s.kind in (Kind.VECTOR, Kind.MULTI):
                 v = np.ascontiguousarray(v, dtype="<f4").tobytes()
+            elif v is not None and s.kind is Kind.SPARSE:
+                v = sparse_blob(v) if v else None  # absent is NULL, as SQL filters ($exists) read it
             elif isinstance(v, bool):
                 v = int(v)
             row[s.name] = v
@@ -204,6 +221,13 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 v = np.frombuffer(v, dtype="<f4")
                 if len(v) != s.dim:
                     raise BackendError(f"{self.path}: vector of {row['id']!r} has {len(v)} dimensions, not {s.dim}")
+            elif v is not None and s.kind is Kind.MULTI:
+                if len(v) % (4 * s.dim):
+                    raise BackendError(f"{self.path}: the token vectors of {row['id']!r} are not rows of {s.dim} "
+                                       "float32 values")
+                v = np.frombuffer(v, dtype="<f4").reshape(-1, s.dim)
+            elif s.kind is Kind.SPARSE:
+                v = sparse_of_blob(v, self.path, row["id"]) if v is not None else None if s.optional else {}
             elif s.kind is Kind.BOOL and v is not None:
                 v = bool(v)
             data[s.name] = v
