@@ -124,18 +124,24 @@ def vector_norm_problem(block: np.ndarray) -> Optional[str]:
             "(scale the vector: float32 scores would overflow or lose all precision)")
 
 
-class _VectorMeta(type):
+class _DimensionMeta(type):
+    """`hs.Vector[d]` / `hs.MultiVector[d]`: one subclass per base and dimension, made once
+    (pydantic caches schemas by type, so the same d must give the same class)."""
+
+    _made: dict = {}
+
     def __getitem__(cls, dim: int):
+        base = cls.__mro__[-2]  # Vector or MultiVector, also when indexed through a subclass
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
-            raise SchemaError(f"hs.Vector[d] needs a positive integer dimension, got {dim!r}")
-        cached = _VECTOR_TYPES.get(dim)
-        if cached is None:
-            cached = _VectorMeta(f"Vector[{dim}]", (Vector,), {"dim": dim})
-            _VECTOR_TYPES[dim] = cached
-        return cached
+            raise SchemaError(f"hs.{base.__name__}[d] needs a positive integer dimension, got {dim!r}")
+        made = _DimensionMeta._made.get((base, dim))
+        if made is None:
+            made = _DimensionMeta(f"{base.__name__}[{dim}]", (base,), {"dim": dim})
+            _DimensionMeta._made[(base, dim)] = made
+        return made
 
 
-class Vector(metaclass=_VectorMeta):
+class Vector(metaclass=_DimensionMeta):
     """Float32 vector of fixed dimension: `hs.Vector[384]`; accepts list, tuple or ndarray."""
 
     dim: ClassVar[int] = 0
@@ -151,8 +157,6 @@ class Vector(metaclass=_VectorMeta):
             ),
         )
 
-
-_VECTOR_TYPES: dict[int, type] = {}
 
 
 def _sparse_validate(value: Any) -> dict:
@@ -198,18 +202,7 @@ def _multi_validator(dim: int):
     return validate
 
 
-class _MultiVectorMeta(type):
-    def __getitem__(cls, dim: int):
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
-            raise SchemaError(f"hs.MultiVector[d] needs a positive integer dimension, got {dim!r}")
-        cached = _MULTI_TYPES.get(dim)
-        if cached is None:
-            cached = _MultiVectorMeta(f"MultiVector[{dim}]", (MultiVector,), {"dim": dim})
-            _MULTI_TYPES[dim] = cached
-        return cached
-
-
-class MultiVector(metaclass=_MultiVectorMeta):
+class MultiVector(metaclass=_DimensionMeta):
     """Token vectors for late interaction (ColBERT-style): `hs.MultiVector[128]`, a float32
     (n_tokens, d) array with 1 <= n_tokens <= 4096 rows, each finite with a norm in
     [1e-15, 1e15]; `Optional[hs.MultiVector[d]] = None` for documents without one."""
@@ -227,8 +220,6 @@ class MultiVector(metaclass=_MultiVectorMeta):
             ),
         )
 
-
-_MULTI_TYPES: dict[int, type] = {}
 
 
 @dataclass(frozen=True)
