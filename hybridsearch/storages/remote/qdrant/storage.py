@@ -5,14 +5,17 @@ Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of i
 id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
 the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
 unindexed fields; `hs_floats` the float fields' exact values: Qdrant's own payload floats can
-be one ulp off what was written, and are used only to filter). The vector is a named vector;
-with metric="cosine" Qdrant stores vectors normalised, so the original is kept too, as an
-unindexed vector `hs_raw`, and read back. An embedded shard's folder also holds
-hybridsearch-schema.json: opening it with another schema or metric is a ConfigError.
+be one ulp off what was written, and are used only to filter). Each vector field (API.md
+section 10) is a Qdrant named vector of its name: dense ones with their metric, sparse ones as
+Qdrant sparse vectors, multi-vector ones as MaxSim multivectors without a graph (engines.py,
+Layout); a cosine field's original rides beside as an unindexed vector, read back. An
+embedded shard's folder also holds hybridsearch-schema.json: opening it with another schema or
+metric is a ConfigError.
 
-Searches read ids, insertion numbers and original vectors; documents are read by id when the
+Searches read ids, insertion numbers and original values; documents are read by id when the
 results are asked for them. Vector hits are ranked by API.md's scores computed here; a
-(filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
+(filtered) dense query that returns fewer than min(limit, matches) is run again exactly;
+Qdrant's MaxSim over Euclid is not API.md's, so an l2 multi-vector field is scanned here.
 Lexical search is one Qdrant TextQuery (BM25, scaled to Lucene's) per hs.Text field, the best
 field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). Text and
 hybrid finds run on the retrieval primitives (storages/base.py, ../base.py) and
