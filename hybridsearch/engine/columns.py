@@ -471,10 +471,13 @@ class ColumnStore:
 
     def column(self, name: str) -> Column:
         spec = self.schema.fields[name]
+        present = self.present.get(name)
+        if spec.kind is Kind.SPARSE:  # `{}` is absent (API.md section 10): $exists asks for an entry
+            present = self.fieldvecs[name].present_mask(self.n)
         return Column(
             kind=spec.kind,
             values=self.values.get(name),
-            present=self.present.get(name),
+            present=present,
             dictionary=self.kw_dictionary.get(name),
             codes=self.kw_codes.get(name),
         )

@@ -63,6 +63,13 @@ class SparseColumn:
     def remove(self, slots: np.ndarray) -> None:
         self.index.remove(slots)
 
+    def present_mask(self, n: int) -> np.ndarray:
+        """uint8 per slot in [0, n): 1 where the document holds at least one entry."""
+        mask = np.zeros(n, dtype=np.uint8)
+        slots = self.index.to_arrays()["slots"]
+        mask[slots[slots < n]] = 1
+        return mask
+
     def values(self, rows) -> list:
         out = []
         for r in np.asarray(rows, dtype=np.int64).tolist():

@@ -290,6 +290,18 @@ def test_filters_are_pre_filters(da):
             assert set(res.ids) <= allowed
 
 
+def test_an_empty_sparse_vector_is_absent_for_exists_filters(da):
+    da.extend(sparse_docs(np.random.default_rng(21), 40))
+    docs = {d.id: d for d in da}
+    da.update("p1", splade={})
+    docs["p1"] = da["p1"]
+    holding = [i for i, d in docs.items() if d.splade]
+    assert da.find(filter={"splade": {"$exists": True}}, limit=None).ids == holding
+    assert da.count({"splade": {"$exists": False}}) == len(docs) - len(holding)
+    q = {1: 1.0, 2: 1.0}
+    res = da.find(vector={"splade": q}, filter={"splade": {"$exists": True}}, limit=5)
+    assert_topk_of(res, dot_model(docs, q), 5)
+
 def test_offset_and_min_score(da):
     rng = np.random.default_rng(13)
     da.extend(sparse_docs(rng, 150))

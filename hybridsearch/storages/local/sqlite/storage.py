@@ -204,7 +204,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             if v is not None and s.kind in (Kind.VECTOR, Kind.MULTI):
                 v = np.ascontiguousarray(v, dtype="<f4").tobytes()
             elif v is not None and s.kind is Kind.SPARSE:
-                v = sparse_blob(v)
+                v = sparse_blob(v) if v else None  # absent is NULL, as SQL filters ($exists) read it
             elif isinstance(v, bool):
                 v = int(v)
             row[s.name] = v
@@ -226,8 +226,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                     raise BackendError(f"{self.path}: the token vectors of {row['id']!r} are not rows of {s.dim} "
                                        "float32 values")
                 v = np.frombuffer(v, dtype="<f4").reshape(-1, s.dim)
-            elif v is not None and s.kind is Kind.SPARSE:
-                v = sparse_of_blob(v, self.path, row["id"])
+            elif s.kind is Kind.SPARSE:
+                v = sparse_of_blob(v, self.path, row["id"]) if v is not None else None if s.optional else {}
             elif s.kind is Kind.BOOL and v is not None:
                 v = bool(v)
             data[s.name] = v
