@@ -117,9 +117,9 @@ def test_a_short_vector_answer_falls_back_to_exact():
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def nearest(self, queries, limit, tree, ef, exact, full=True):
+        def nearest(self, queries, limit, tree, ef, exact, full=True, field=None):
             calls.append(exact)
-            out = real.nearest(queries, limit, tree, ef, exact, full)
+            out = real.nearest(queries, limit, tree, ef, exact, full, field)
             return out if exact else [r[:-1] for r in out]
 
     st.q = Short()

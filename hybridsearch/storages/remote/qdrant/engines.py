@@ -17,11 +17,48 @@ import os
 import threading
 from typing import NamedTuple, Optional
 
+import numpy as np
+
 from hybridsearch.document import Kind, Schema
 from hybridsearch.storages.remote.base import ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 from hybridsearch.storages.remote.qdrant import filters as F
 
 RAW = "hs_raw"  # cosine vectors are stored normalised: the original is kept beside, unindexed
+
+
+class Layout(NamedTuple):
+    """The Qdrant vectors of a schema: `dense` and `multi` as (field, dim, metric), `sparse` the
+    sparse field names. Every field is a Qdrant named vector of its own name; a cosine field
+    (dense or multi) is stored normalised by Qdrant, so its original rides beside as an
+    unindexed vector `raw(field)`: "hs_raw" for the first dense field (the one-field format of
+    shards written before named fields), "hs_raw_<field>" for the others. Multi-vector fields
+    have no HNSW graph (m=0): Qdrant scans them exactly with its MaxSim comparator."""
+
+    dense: tuple = ()
+    sparse: tuple = ()
+    multi: tuple = ()
+
+    @classmethod
+    def of(cls, schema: Schema, metrics: dict) -> "Layout":
+        return cls(tuple((n, s.dim, metrics[n]) for n, s in schema.vectors.items()), tuple(schema.sparse),
+                   tuple((n, s.dim, metrics[n]) for n, s in schema.multi.items()))
+
+    def raw(self, field: str) -> str:
+        return RAW if self.dense and field == self.dense[0][0] else f"{RAW}_{field}"
+
+    def stored(self, field: str) -> str:
+        """The vector name holding the field's value as written."""
+        for name, _, metric in self.dense + self.multi:
+            if name == field:
+                return self.raw(field) if metric == "cosine" else field
+        return field
+
+    def keys(self) -> list:
+        """Every vector name a read of the originals asks for."""
+        return [self.stored(n) for n, _, _ in self.dense] + list(self.sparse) + [self.stored(n) for n, _, _ in self.multi]
+
+    def empty(self) -> bool:
+        return not (self.dense or self.sparse or self.multi)
 
 
 class Rec(NamedTuple):
@@ -50,20 +87,37 @@ def payload_kinds(schema: Schema) -> list:
 class Engine:
     """What both engines share."""
 
-    vector: Optional[tuple] = None
+    layout: Layout = Layout()
 
     def _light(self, full: bool) -> tuple:
         return self._read("all" if full else "vector")
 
     def _read(self, read: str) -> tuple:
         """(with_payload, with_vector) of a read: "all" (every field and vector), "ids" (`hs_id`
-        and `hs_seq`) or "vector" (those and the original vector: `hs_raw` for cosine, which
-        Qdrant keeps normalised)."""
+        and `hs_seq`) or "vector" (those and the original value of every vector field: `hs_raw`
+        for cosine, which Qdrant keeps normalised)."""
         if read == "all":
             return True, True
-        if read == "ids" or self.vector is None:
+        if read == "ids" or self.layout.empty():
             return [ID_FIELD, SEQ_FIELD], False
-        return [ID_FIELD, SEQ_FIELD], [RAW if self.vector[2] == "cosine" else self.vector[0]]
+        return [ID_FIELD, SEQ_FIELD], self.layout.keys()
+
+    def _query(self, v, field: str):
+        """A query of `field` as the client takes it: floats, a sparse vector or rows of floats."""
+        if field in self.layout.sparse:
+            idx, val = v
+            return self._sparse([int(k) for k in idx], [float(w) for w in val])
+        arr = np.asarray(v, dtype=np.float64)
+        return arr.tolist()
+
+    def _vectors_of(self, vectors: dict) -> dict:
+        """A point's vectors as the client takes them: a sparse value, written (and recorded by
+        intent.py) as {"indices": [...], "values": [...]}, becomes the client's sparse vector."""
+        return {k: self._sparse(v["indices"], v["values"]) if isinstance(v, dict) else v for k, v in vectors.items()}
+
+    def unindexed(self) -> int:
+        """Points whose vectors no HNSW index holds yet (embedded; a server indexes on its own)."""
+        return 0
 
 
 class EdgeEngine(Engine):
@@ -71,31 +125,40 @@ class EdgeEngine(Engine):
 
     edge = True
 
-    def __init__(self, path: str, schema: Schema, vector: Optional[tuple], m: int, ef_construct: int) -> None:
+    def __init__(self, path: str, schema: Schema, layout: Layout, m: int, ef_construct: int) -> None:
         import qdrant_edge as q
         self.q = q
         self.path = path
-        self.vector = vector  # (name, dim, metric) or None
+        self.layout = layout
         # our own files (the schema's fingerprint, written first) do not make a shard
         fresh = not os.path.isdir(path) or all(n.startswith("hybridsearch-") for n in os.listdir(path))
-        config = q.EdgeConfig(vectors=self._vector_params(vector), hnsw_config=q.HnswIndexConfig(
-            m=m, ef_construct=ef_construct, full_scan_threshold=10000))
+        config = q.EdgeConfig(vectors=self._vector_params(layout),
+                              sparse_vectors={n: q.EdgeSparseVectorParams() for n in layout.sparse} or None,
+                              hnsw_config=q.HnswIndexConfig(m=m, ef_construct=ef_construct, full_scan_threshold=10000))
         self.shard = q.EdgeShard.create(path, config) if fresh else q.EdgeShard.load(path)
         if fresh:
             for key, kind in payload_kinds(schema):
                 self.shard.update(q.UpdateOperation.create_field_index(key, self._index(kind, schema, key)))
 
-    def _vector_params(self, vector) -> dict:
+    def _vector_params(self, layout: Layout) -> dict:
         q = self.q
-        if vector is None:  # a point needs a vector config to exist: one unused dimension
+        if not layout.dense and not layout.multi:  # a shard needs a vector config: one unused dimension
             return {RAW: q.EdgeVectorParams(size=1, distance=q.Distance.Dot)}
-        name, dim, metric = vector
-        dist = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}[metric]
-        out = {name: q.EdgeVectorParams(size=dim, distance=dist)}
-        if metric == "cosine":
-            out[RAW] = q.EdgeVectorParams(size=dim, distance=q.Distance.Dot, hnsw_config=q.HnswIndexConfig(
-                m=0, ef_construct=4, full_scan_threshold=10000))
+        dists = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}
+        flat = q.HnswIndexConfig(m=0, ef_construct=4, full_scan_threshold=10000)  # no graph: scanned
+        out = {}
+        for kind, fields in (("dense", layout.dense), ("multi", layout.multi)):
+            multi = q.MultiVectorConfig(q.MultiVectorComparator.MaxSim) if kind == "multi" else None
+            for name, dim, metric in fields:
+                out[name] = q.EdgeVectorParams(size=dim, distance=dists[metric], multivector_config=multi,
+                                               hnsw_config=flat if multi else None)
+                if metric == "cosine":
+                    out[layout.raw(name)] = q.EdgeVectorParams(size=dim, distance=q.Distance.Dot,
+                                                               multivector_config=multi, hnsw_config=flat)
         return out
+
+    def _sparse(self, indices: list, values: list):
+        return self.q.SparseVector(indices, values)
 
     def _index(self, kind: str, schema: Schema, key: str):
         q = self.q
@@ -119,7 +182,7 @@ class EdgeEngine(Engine):
     def upsert(self, points: list) -> None:
         """points: (uuid, {vector name: list}, payload)."""
         q = self.q
-        self.shard.update(q.UpdateOperation.upsert_points([q.Point(i, v, p) for i, v, p in points]))
+        self.shard.update(q.UpdateOperation.upsert_points([q.Point(i, self._vectors_of(v), p) for i, v, p in points]))
 
     def delete(self, uuids: list) -> None:
         self.shard.update(self.q.UpdateOperation.delete_points(list(uuids)))
@@ -133,7 +196,7 @@ class EdgeEngine(Engine):
     def unindexed(self) -> int:
         """Points whose vectors no HNSW index holds yet."""
         info = self.shard.info()
-        return max(0, info.points_count - info.indexed_vectors_count) if self.vector else 0
+        return max(0, info.points_count - info.indexed_vectors_count) if self.layout.dense else 0
 
     def flush(self) -> None:
         self.shard.flush()
@@ -166,13 +229,16 @@ class EdgeEngine(Engine):
     def _params(self, ef: Optional[int], exact: bool):
         return self.q.SearchParams(hnsw_ef=ef, exact=exact)
 
-    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
-        """Per query row, the `limit` nearest matches with payloads and vectors, or (`full`
-        False) with `hs_id`, `hs_seq` and the original vector only."""
+    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True,
+                field: Optional[str] = None) -> list:
+        """Per query, the `limit` nearest matches of vector field `field` (None: the first dense
+        one) with payloads and vectors, or (`full` False) with `hs_id`, `hs_seq` and the original
+        values only."""
         q = self.q
+        field = field or self.layout.dense[0][0]
         flt = self.filter(tree)
         payload, vectors = self._light(full)
-        reqs = [q.QueryRequest(limit=limit, query=q.Query.Nearest([float(x) for x in v], using=self.vector[0]),
+        reqs = [q.QueryRequest(limit=limit, query=q.Query.Nearest(self._query(v, field), using=field),
                                filter=flt, params=self._params(ef, exact), with_payload=payload, with_vector=vectors)
                 for v in queries]
         out = self.shard.query_batch(q.QueryBatchRequest(reqs))
@@ -219,11 +285,11 @@ class ClientEngine(Engine):
 
     edge = False
 
-    def __init__(self, url: str, collection: str, schema: Schema, vector: Optional[tuple], m: int,
+    def __init__(self, url: str, collection: str, schema: Schema, layout: Layout, m: int,
                  ef_construct: int, api_key: Optional[str], timeout: float, verify=True) -> None:
         from qdrant_client import QdrantClient, models
         self.q = models
-        self.vector = vector
+        self.layout = layout
         self.collection = collection
         self.local = url == ":memory:" or url.startswith("local:")
         if url == ":memory:":
@@ -235,22 +301,32 @@ class ClientEngine(Engine):
             self.client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, timeout)), verify=verify,
                                        check_compatibility=False)
         if not self.client.collection_exists(collection):
-            self.client.create_collection(collection, vectors_config=self._vector_params(vector, m, ef_construct))
+            sparse = {n: models.SparseVectorParams() for n in layout.sparse} or None
+            self.client.create_collection(collection, vectors_config=self._vector_params(layout, m, ef_construct),
+                                          sparse_vectors_config=sparse)
             for key, kind in payload_kinds(schema):
                 self.client.create_payload_index(collection, key, field_schema=self._index(kind, schema, key),
                                                  wait=True)
 
-    def _vector_params(self, vector, m: int, ef_construct: int) -> dict:
+    def _vector_params(self, layout: Layout, m: int, ef_construct: int) -> dict:
         M = self.q
-        if vector is None:
+        if not layout.dense and not layout.multi:
             return {RAW: M.VectorParams(size=1, distance=M.Distance.DOT)}
-        name, dim, metric = vector
-        dist = {"cosine": M.Distance.COSINE, "ip": M.Distance.DOT, "l2": M.Distance.EUCLID}[metric]
-        graph = M.HnswConfigDiff(m=m, ef_construct=ef_construct)
-        out = {name: M.VectorParams(size=dim, distance=dist, hnsw_config=graph)}
-        if metric == "cosine":
-            out[RAW] = M.VectorParams(size=dim, distance=M.Distance.DOT, hnsw_config=M.HnswConfigDiff(m=0))
+        dists = {"cosine": M.Distance.COSINE, "ip": M.Distance.DOT, "l2": M.Distance.EUCLID}
+        out = {}
+        for kind, fields in (("dense", layout.dense), ("multi", layout.multi)):
+            multi = M.MultiVectorConfig(comparator=M.MultiVectorComparator.MAX_SIM) if kind == "multi" else None
+            graph = M.HnswConfigDiff(m=0) if multi else M.HnswConfigDiff(m=m, ef_construct=ef_construct)
+            for name, dim, metric in fields:
+                out[name] = M.VectorParams(size=dim, distance=dists[metric], hnsw_config=graph,
+                                           multivector_config=multi)
+                if metric == "cosine":
+                    out[layout.raw(name)] = M.VectorParams(size=dim, distance=M.Distance.DOT, multivector_config=multi,
+                                                           hnsw_config=M.HnswConfigDiff(m=0))
         return out
+
+    def _sparse(self, indices: list, values: list):
+        return self.q.SparseVector(indices=indices, values=values)
 
     def _index(self, kind: str, schema: Schema, key: str):
         M = self.q
@@ -276,7 +352,7 @@ class ClientEngine(Engine):
 
     def upsert(self, points: list) -> None:
         M = self.q
-        self.client.upsert(self.collection, [M.PointStruct(id=i, vector=v, payload=p) for i, v, p in points],
+        self.client.upsert(self.collection, [M.PointStruct(id=i, vector=self._vectors_of(v), payload=p) for i, v, p in points],
                            wait=True)
 
     def delete(self, uuids: list) -> None:
@@ -287,10 +363,6 @@ class ClientEngine(Engine):
 
     def optimize(self) -> None:
         """A server optimizes in the background; nothing to run here."""
-
-    def unindexed(self) -> int:
-        """A server indexes on its own: nothing is left for the optimizer here."""
-        return 0
 
     def flush(self) -> None:
         """Writes are acknowledged with wait=True, applied when the call returns."""
@@ -317,11 +389,13 @@ class ClientEngine(Engine):
         res = self.client.facet(self.collection, key, facet_filter=self.filter(tree), limit=limit, exact=True)
         return [(h.value, h.count) for h in res.hits]
 
-    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
+    def nearest(self, queries: list, limit: int, tree, ef: Optional[int], exact: bool, full: bool = True,
+                field: Optional[str] = None) -> list:
         M = self.q
+        field = field or self.layout.dense[0][0]
         flt = self.filter(tree)
         payload, vectors = self._light(full)
-        reqs = [M.QueryRequest(query=[float(x) for x in v], using=self.vector[0], limit=limit, filter=flt,
+        reqs = [M.QueryRequest(query=self._query(v, field), using=field, limit=limit, filter=flt,
                                params=M.SearchParams(hnsw_ef=ef, exact=exact), with_payload=payload,
                                with_vector=vectors) for v in queries]
         out = self.client.query_batch_points(self.collection, reqs)

@@ -10,13 +10,15 @@ signatures but not in meaning:
     ("range", key, {op: v})   Range with gt / gte / lt / lte as floats
     ("text", key, text)       MatchTextAny: the document holds one of the text's terms
     ("ids", [uuids])          HasId: the points themselves
+    ("vector", name)          HasVector: the point holds the named vector
 
 Semantics kept from the other storages: a comparison is false where the field has no value,
 and a negation (`$ne`, `$nin`, `$not`) matches documents without one, which is Qdrant's
 `must_not`. Bools are matched as the 0 / 1 the storage writes for them. `$exists` is a match
 on `hs_present` (the optional fields holding a value) rather than IsEmpty / IsNull: those
 also call an empty list "empty", and the unindexed fields live in one JSON string
-(`hs_extra`), where no condition reaches them.
+(`hs_extra`), where no condition reaches them. On a sparse field it is HasVector: Qdrant keeps
+no empty sparse vector, and API.md calls `{}` absent.
 
 Qdrant has no range over strings: a range on a hs.Keyword field (or `id`) is compiled to the
 stored values in range (`keyword_values`, one exact facet over the field, then a MatchAny).
@@ -95,6 +97,8 @@ class Compiler:
 
     def _exists(self, field: str) -> tuple:
         spec = self.schema.fields.get(field)
+        if spec is not None and spec.kind is Kind.SPARSE:  # {} is absent, and Qdrant does not store it
+            return ("vector", field)
         if spec is None or not spec.optional:
             return ALL  # a required field always has a value
         return ("eq", PRESENT_FIELD, field)
@@ -182,6 +186,8 @@ def _condition(tree: tuple, m, edge: bool):
         return m.Filter(must_not=[_condition(tree[1], m, edge)])
     if tag == "ids":  # point ids (uuids)
         return m.HasIdCondition(set(tree[1])) if edge else m.HasIdCondition(has_id=list(tree[1]))
+    if tag == "vector":
+        return m.HasVectorCondition(tree[1]) if edge else m.HasVectorCondition(has_vector=tree[1])
     key = tree[1]
     if tag == "eq":
         match = m.MatchValue(tree[2]) if edge else m.MatchValue(value=tree[2])

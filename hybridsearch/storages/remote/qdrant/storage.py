@@ -5,14 +5,17 @@ Points: Qdrant ids are UUIDs or integers, so a document's point id is uuid5 of i
 id itself is the payload field `hs_id` (FieldCodec, ../base.py, gives the payload: `hs_seq`
 the insertion number, `hs_present` the optional fields holding a value, `hs_extra` the
 unindexed fields; `hs_floats` the float fields' exact values: Qdrant's own payload floats can
-be one ulp off what was written, and are used only to filter). The vector is a named vector;
-with metric="cosine" Qdrant stores vectors normalised, so the original is kept too, as an
-unindexed vector `hs_raw`, and read back. An embedded shard's folder also holds
-hybridsearch-schema.json: opening it with another schema or metric is a ConfigError.
+be one ulp off what was written, and are used only to filter). Each vector field (API.md
+section 10) is a Qdrant named vector of its name: dense ones with their metric, sparse ones as
+Qdrant sparse vectors, multi-vector ones as MaxSim multivectors without a graph (engines.py,
+Layout); a cosine field's original rides beside as an unindexed vector, read back. An
+embedded shard's folder also holds hybridsearch-schema.json: opening it with another schema or
+metric is a ConfigError.
 
-Searches read ids, insertion numbers and original vectors; documents are read by id when the
+Searches read ids, insertion numbers and original values; documents are read by id when the
 results are asked for them. Vector hits are ranked by API.md's scores computed here; a
-(filtered) vector query that returns fewer than min(limit, matches) is run again exactly.
+(filtered) dense query that returns fewer than min(limit, matches) is run again exactly;
+Qdrant's MaxSim over Euclid is not API.md's, so an l2 multi-vector field is scanned here.
 Lexical search is one Qdrant TextQuery (BM25, scaled to Lucene's) per hs.Text field, the best
 field winning; a repeated query term is scored term by term (docs/storages/qdrant.md). Text and
 hybrid finds run on the retrieval primitives (storages/base.py, ../base.py) and
@@ -54,14 +57,15 @@ from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages import contents
-from hybridsearch.storages.base import Storage, rank_exactly
+from hybridsearch.storages.base import Storage, exact_scores
+from hybridsearch.storages.fieldscores import maxsim, sparse_dot
 from hybridsearch.storages.locking import Section, reads, sections_inside, writes
-from hybridsearch.storages.remote.base import (ID_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
+from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
                                               uuid_of)
 from hybridsearch.storages.remote.qdrant import filters as F
 from hybridsearch.storages.remote.qdrant import intent
 from hybridsearch.storages.remote.qdrant.config import QdrantConfig, secret_strings
-from hybridsearch.storages.remote.qdrant.engines import RAW, ClientEngine, EdgeEngine, Rec
+from hybridsearch.storages.remote.qdrant.engines import ClientEngine, EdgeEngine, Layout, Rec
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "hybridsearch/qdrant")  # fixed: part of the on-disk format
 CHUNK = 2000   # points per upsert operation
@@ -142,15 +146,22 @@ class QdrantStorage(RemoteStorage):
     engine = "Qdrant"
     Config = QdrantConfig
     query_options = frozenset({"linear", "text_fields"})
+    named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: QdrantConfig) -> None:
         super().__init__(schema, config, secret_strings(config), FieldCodec(schema))
-        self.cosine = self.metric == "cosine"
+        self.layout = Layout.of(schema, self.metrics)
+        self.kinds = {**{n: "dense" for n in schema.vectors}, **{n: "sparse" for n in schema.sparse},
+                      **{n: "multi" for n in schema.multi}}
+        # the metric the shard records: the one string of a one-field schema (the format of
+        # shards written before named fields), else every field's
+        metric = (self.metric if len(schema.vectors) <= 1 and not schema.multi
+                  else sorted(self.metrics.items()))
         # qdrant-edge's MatchValue cannot match a stored bool (it reads True as 1): bools are stored as 0 / 1
         self.bools = [s.name for s in schema.fields.values() if s.kind is Kind.BOOL]
         self.floats = [s.name for s in schema.fields.values() if s.kind is Kind.FLOAT]
         self.temp = None
-        vector = (self.vec.name, self.vec.dim, self.metric) if self.vec is not None else None
         self.compiler = F.Compiler(schema, self._keyword_values)
         self.optimize_after = config.optimize_after
         self.unoptimized = 0
@@ -161,16 +172,16 @@ class QdrantStorage(RemoteStorage):
         try:
             if config.url is not None:
                 self.path = None
-                self.q = ClientEngine(config.url, self.collection, schema, vector, config.m, config.ef_construct,
+                self.q = ClientEngine(config.url, self.collection, schema, self.layout, config.m, config.ef_construct,
                                       config.api_key, self.timeout, config.ca_certs or config.verify_certs)
             else:
                 if config.path is None:
                     self.temp = tempfile.mkdtemp(prefix="hs-qdrant-")
                 self.path = config.path or self.temp
-                check_fingerprint(self.path, schema, self.metric)
-                write_fingerprint(self.path, schema, self.metric)
+                check_fingerprint(self.path, schema, metric)
+                write_fingerprint(self.path, schema, metric)
                 intent.clear_tmp(self.path)
-                self.q = EdgeEngine(self.path, schema, vector, config.m, config.ef_construct)
+                self.q = EdgeEngine(self.path, schema, self.layout, config.m, config.ef_construct)
                 self._redo()
         except ImportError as e:  # qdrant-client is needed only with url=
             raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
@@ -264,11 +275,20 @@ class QdrantStorage(RemoteStorage):
         if floats:  # Qdrant's payload parsing can move a float by an ulp: the exact value rides along
             fields[FLOATS_FIELD] = json.dumps(floats)
         vectors = {}
-        if self.vec is not None and self.vec.name in fields:
-            v = fields.pop(self.vec.name)
-            vectors[self.vec.name] = v
-            if self.cosine:
-                vectors[RAW] = v
+        for name, kind in self.kinds.items():
+            v = fields.pop(name, None)
+            if v is None:
+                continue
+            if kind == "sparse":
+                if not v:  # Qdrant keeps no empty sparse vector: `hs_present` or the default says {}
+                    continue
+                keys = sorted(v)
+                v = {"indices": [int(k) for k in keys], "values": [float(v[k]) for k in keys]}
+            elif kind == "multi":
+                v = np.asarray(v, dtype=np.float32).tolist()
+            vectors[name] = v
+            if kind != "sparse" and self.metrics[name] == "cosine":
+                vectors[self.layout.raw(name)] = v
         return point_id(doc.id), vectors, fields
 
     def _fields(self, rec: Rec) -> dict:
@@ -279,10 +299,16 @@ class QdrantStorage(RemoteStorage):
         for f in self.bools:
             if f in fields:
                 fields[f] = bool(fields[f])
-        if self.vec is not None:
-            v = rec.vectors.get(RAW if self.cosine else self.vec.name)
-            if v is not None:
-                fields[self.vec.name] = v
+        present = fields.get(PRESENT_FIELD) or ()
+        for name, kind in self.kinds.items():
+            v = rec.vectors.get(self.layout.stored(name))
+            if kind == "sparse":
+                if v is not None:
+                    fields[name] = {int(k): float(w) for k, w in zip(v.indices, v.values)}
+                elif name in present or not self.schema.sparse[name].optional:
+                    fields[name] = {}  # an empty value (Qdrant keeps none)
+            elif v is not None:
+                fields[name] = v
         return fields
 
     def _doc(self, rec: Rec):
@@ -498,47 +524,112 @@ class QdrantStorage(RemoteStorage):
             n *= 2
 
     # ------------------------------------------------------------ vectors
-    def _with_vector(self, tree) -> tuple:
-        """The tree restricted to documents holding a vector (those a vector query can return)."""
-        return F.conj([tree, self.compiler.compile(Exists(self.vec.name))])
+    def _field(self, field: Optional[str]) -> str:
+        """The vector field a search names (None: the schema's one dense field)."""
+        if field is None:
+            self.need_vector()
+            return self.vec.name
+        return field
 
-    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool, full: bool = True) -> list:
-        """Per query, the engine's `n` nearest records; a query answered with fewer than
-        min(n, matches) (HNSW under a selective filter can lose some) is asked again exactly."""
-        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact, full)
+    def _with_vector(self, tree, field: str) -> tuple:
+        """The tree restricted to documents holding `field` (those a query of it can return)."""
+        return F.conj([tree, self.compiler.compile(Exists(field))])
+
+    def _nearest(self, queries: np.ndarray, n: int, tree, ef: Optional[int], exact: bool, full: bool = True,
+                 field: Optional[str] = None) -> list:
+        """Per query, the engine's `n` nearest records of dense field `field` (None: the one); a
+        query answered with fewer than min(n, matches) (HNSW under a selective filter can lose
+        some) is asked again exactly."""
+        field = self._field(field)
+        out = self.call("run vector queries", self.q.nearest, queries, n, tree, ef, exact, full, field)
         total = None
         for i, recs in enumerate(out):
             if len(recs) < n and not exact:
                 if total is None:
-                    total = self.call("count documents", self.q.count, self._with_vector(tree))
+                    total = self.call("count documents", self.q.count, self._with_vector(tree, field))
                 if len(recs) < min(n, total):
                     out[i] = self.call("run an exact vector query", self.q.nearest, queries[i:i + 1], n, tree,
-                                       None, True, full)[0]
+                                       None, True, full, field)[0]
         return out
 
+    def _exact_top(self, query, k: int, tree, field: str) -> list:
+        """Qdrant's exact top-k of a sparse or multi-vector field (sparse search is exact; a
+        multi-vector field has no graph, so Qdrant scans it) and every record tying with the
+        k-th: Qdrant cuts among equal scores in its own order, and ties here go to the earlier
+        document."""
+        m = k + MARGIN
+        while True:
+            recs = self.call("run a vector query", self.q.nearest, [query], m, tree, None, True, False, field)[0]
+            if len(recs) < m or recs[k - 1].score - recs[-1].score > 1e-5 * max(1.0, abs(recs[k - 1].score)):
+                return recs
+            m *= 2
+
+    def _found(self, query, k: int, tree, exact: bool, ef: Optional[int], field: str) -> list:
+        """The records (read with every vector field's value) among which the field's top-k of
+        `query` is: a dense query (d,) or (1, d); a sparse or multi-vector one as the array
+        gives them, a list holding one checked query."""
+        kind = self.kinds[field]
+        if kind == "dense":
+            n = k + MARGIN
+            q = np.asarray(query, dtype=np.float32).reshape(1, -1)
+            return self._nearest(q, n, tree, max(ef or self.ef, n), exact, False, field)[0]
+        q = query[0]
+        if kind == "sparse" and len(q[0]) == 0:
+            return []  # an empty query matches nothing
+        if kind == "multi" and self.metrics[field] == "l2":
+            # Qdrant's MaxSim over Euclid sums squared distances, an order other than API.md's
+            # (minus the distances summed): the matches are scanned and scored here
+            return self._scan(self._with_vector(tree, field), None, True)
+        return self._exact_top(q, k, tree, field)
+
+    def _exact(self, field: str, values: list, query) -> np.ndarray:
+        """API.md's score of each value of `field` (None: the document has none, NaN) for `query`
+        (as `_found` takes it), float64."""
+        kind = self.kinds[field]
+        out = np.full(len(values), np.nan)
+        # an empty sparse vector holds nothing to match, as no value (API.md section 10)
+        have = [i for i, v in enumerate(values) if v is not None and (kind != "sparse" or v)]
+        if not have:
+            return out
+        if kind == "dense":
+            X = np.array([values[i] for i in have], dtype=np.float32)
+            out[have] = exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), self.metrics[field])
+        elif kind == "sparse":
+            out[have] = [sparse_dot(query[0], values[i]) for i in have]
+        else:
+            out[have] = [maxsim(values[i], query[0], self.metrics[field]) for i in have]
+        return out
+
+    def _ranked(self, recs: list, field: str, query, k: int) -> tuple:
+        """(engine fields, scores float32) of the records holding `field`, best first by API.md's
+        exact score (ties in insertion order), cut to k."""
+        records = sorted((f for f in map(self._fields, recs) if f.get(field) is not None),
+                         key=lambda r: int(r[SEQ_FIELD]))
+        scores = self._exact(field, [r[field] for r in records], query)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [records[i] for i in order.tolist()], scores[order].astype(np.float32)
+
     @sections_inside  # the optimizer (a write) first, then the read section
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        self.need_vector()
+    def search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int], field: Optional[str] = None) -> list:
+        field = self._field(field)
         self._ready()
-        return self._search_vectors(queries, limit, node, exact, ef)
+        return self._search_vectors(queries, limit, node, exact, ef, field)
 
     @reads
-    def _search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                        ef: Optional[int]) -> list:
+    def _search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
+                        ef: Optional[int], field: str) -> list:
         tree = self.compiler.compile(node)
-        n = limit + MARGIN
-        ef = max(ef or self.ef, n)
-        out = self._nearest(queries, n, tree, ef, exact, full=False)
-        key = RAW if self.cosine else self.vec.name
+        if self.kinds[field] == "dense":  # one batch request for every query
+            n = limit + MARGIN
+            pairs = zip(queries, self._nearest(np.asarray(queries, dtype=np.float32), n, tree, max(ef or self.ef, n),
+                                               exact, False, field))
+        else:
+            pairs = [([q], self._found([q], limit, tree, exact, ef, field)) for q in queries]
         res = []
-        for q, recs in zip(queries, out):  # ranks only: the documents are read when asked for
-            if not recs:
-                res.append(([], np.empty(0, dtype=np.float32), None))
-                continue
-            order, scores = rank_exactly(np.array([r.vectors[key] for r in recs], dtype=np.float32), q,
-                                         self.metric, limit)
-            res.append(([recs[i].payload[ID_FIELD] for i in order], scores, None))
+        for q, recs in pairs:  # ranks only: the documents are read when asked for
+            ranked, scores = self._ranked(recs, field, q, limit)
+            res.append(([r[ID_FIELD] for r in ranked], scores, None))
         return res
 
     # --------------------------------------------------------------- text
@@ -578,6 +669,8 @@ class QdrantStorage(RemoteStorage):
         m = max(4 * n, 64)
         while True:
             top = self._field_top(field, raw, m, tree, read)
+            if not top:  # nothing matches: no term query to run (Qdrant refuses a limit of 0)
+                return []
             only = F.conj([tree, ("ids", [r.id for r in top])])
             total = {r.id: (r, 0.0) for r in top}
             for term, c in counts.items():
@@ -603,7 +696,7 @@ class QdrantStorage(RemoteStorage):
     def reading(self):
         """The optimizer first when it is due (a write, so before the find's read section; not
         inside a read already held), then RemoteStorage's reading."""
-        if self.vec is not None and not self.calls.held_here():
+        if self.layout.dense and not self.calls.held_here():
             self._ready()
         return super().reading()
 
@@ -621,7 +714,7 @@ class QdrantStorage(RemoteStorage):
         matches = self.call("count documents", self.q.count, F.conj([tree, self._text_tree(text)]))
         hits = self._lexical(text, max(matches, 1), tree, "vector")
         return self.lexical_list(text, node, [self._fields(r) for r, _ in hits], [sc for _, sc in hits], None,
-                                 docs=False, vectors=self.vec is not None)
+                                 docs=False, vectors=not self.layout.empty())
 
     def bm25_of(self, text, ids: list) -> dict:
         only = ("ids", [point_id(i) for i in ids])
@@ -633,14 +726,29 @@ class QdrantStorage(RemoteStorage):
             found.update(self._retrieve(ids[a:a + PAGE]))
         return {i: self._fields(r) for i, r in found.items()}
 
-    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
-                   ef: Optional[int]) -> Candidates:
-        """Qdrant's nearest (MARGIN more, asked again exactly when short), ranked by exact score."""
-        self.need_vector()
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        n = k + MARGIN
-        recs = self._nearest(q[None, :], n, self.compiler.compile(node), max(ef or self.ef, n), exact, full=False)[0]
-        return self.vector_list([self._fields(r) for r in recs], q, k, docs=False)
+    def vector_top(self, query, k: int, node: Optional[Node], exact: bool, ef: Optional[int],
+                   field: Optional[str] = None) -> Candidates:
+        """The field's top-k: Qdrant's candidates (dense: MARGIN more, asked again exactly when
+        short; sparse and multi-vector: exact, with every tie of the k-th), ranked by exact score."""
+        field = self._field(field)
+        recs = self._found(query, k, self.compiler.compile(node), exact, ef, field)
+        ranked, scores = self._ranked(recs, field, query, k)
+        return self.candidates(ranked, scores, docs=False, vectors=True)
+
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """The text part as RemoteStorage scores it; a vector part from the stored values the
+        find's lists brought (the others read by id): NaN where a document holds no value of the
+        field (the executor fuses that as 0)."""
+        if part != "vector":
+            return super().scores_of(keys, part, query)
+        field = self._field(field)
+        ids = keys.tolist()
+        cache = self.cache()
+        missing = [i for i in ids if i not in cache.with_vectors]
+        if missing:
+            cache.keep(self.records_of(missing), True)
+        values = [cache.records[i].get(field) if i in cache.records else None for i in ids]
+        return self._exact(field, values, query).astype(np.float32)
 
     @reads
     def stats(self) -> dict:
