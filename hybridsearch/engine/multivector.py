@@ -241,8 +241,13 @@ class TokenStore:
             if bits.ndim != 1:
                 raise ConfigError("a filter bitset must be a 1-d array of uint64 words")
             wanted = K.popcount(bits)
-            if wanted * _SPARSE_FILTER < self._docs:
+            if wanted * _SPARSE_FILTER < self._docs or metric == "l2":
                 return self._top_k_of(K.bitset_to_indices(bits, wanted), Q, int(k), metric)
+        if metric == "l2":
+            # the tiled scan ranks l2 by 2q.x - |x|^2, which loses small distances between
+            # rows far from the origin (the top-k it picks would be wrong, however exactly it
+            # is rescored): every block is scored on the exact distances instead
+            return self._top_k_of(self.slots(), Q, int(k), metric)
         return K.maxsim_top_k(*self._native_store(), Q, metric, bits, int(k))
 
     def _top_k_of(self, slots: np.ndarray, Q: np.ndarray, k: int, metric: str) -> tuple:

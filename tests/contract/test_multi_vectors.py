@@ -303,6 +303,29 @@ def test_maxsim_top_k_equals_numpy(da, field, dim):
             assert list(res.part_scores) == [field]
 
 
+def test_l2_maxsim_ranks_rows_far_from_the_origin_exactly(make_da):
+    """Rows near (1000, 1000): their l2 distances to the query differ by far less than |x|^2,
+    so a ranking through 2q.x - |x|^2 in float32 cannot tell them apart; the top-k, its pages
+    and a filtered find must all follow the exact distances (numpy MaxSim)."""
+    rng = np.random.default_rng(24)
+    near = [{"id": f"n{i}", "tag": "a", "emb": [1, 0, 0, 0],
+             "second": np.float32([1000, 1000, 1000]) + np.float32(rng.uniform(-0.05, 0.05, (2, 3)))}
+            for i in range(40)]
+    rest = [{"id": f"o{i}", "tag": "b", "emb": [1, 0, 0, 0], "second": [[-5.0 - i, 3, 0]]} for i in range(20)]
+    da = make_da(Page, metric={"second": "l2"})
+    da.extend(near + rest)
+    docs = {d.id: d for d in da}
+    Q = np.float32([[1000, 1000, 1000], [1000.01, 999.99, 1000]])
+    model = maxsim_model(docs, "second", Q)
+    for exact in (False, True):
+        res = da.find(vector={"second": Q}, limit=10, exact=exact)
+        assert_topk_of(res, model, 10)
+        pages = [da.find(vector={"second": Q}, limit=5, offset=o, exact=exact).ids for o in (0, 5)]
+        assert pages[0] + pages[1] == res.ids
+    res = da.find(vector={"second": Q}, filter={"tag": "a"}, limit=10)
+    assert_topk_of(res, {i: v for i, v in model.items() if docs[i].tag == "a"}, 10)
+
+
 def test_the_metric_defaults_to_cosine_and_follows_the_option(make_da):
     rng = np.random.default_rng(22)
     data = multi_docs(rng, 60)
