@@ -413,7 +413,8 @@ class DocumentArray(Generic[T]):
         plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score)
         if fusion == "linear":
             self._requires(storage, "linear")
-            plan = dataclasses.replace(plan, weights=check_weights(weights, fusion, plan.labels, known))
+            # the lists of this find, no others: a weight for a list it does not run would be lost
+            plan = dataclasses.replace(plan, weights=check_weights(weights, fusion, plan.labels, plan.labels))
         return execute(storage, plan)
 
     def _text_query(self, storage, text: Any, text_fields: Optional[dict], operator: str = "or"):

@@ -125,8 +125,8 @@ def check_weights(weights: Any, fusion: str, labels: tuple = ("text", "vector"),
                   known: tuple = ("text", "vector")) -> Optional[tuple]:
     """The weights of fusion="linear", one per list of `labels` (every list equally by default:
     0.5 / 0.5 for two); None for another fusion. Keys must be among `known` ("text", "vector"
-    and the schema's vector field names); a known key naming no list of this find is ignored,
-    a list without a key weighs 0."""
+    and the schema's vector field names; a hybrid find passes its own lists, so that a weight
+    for a list it does not run is an error, not lost); a list without a key weighs 0."""
     if fusion != "linear":
         if weights is not None:
             raise ConfigError(f'weights apply to fusion="linear", not to fusion={fusion!r}')

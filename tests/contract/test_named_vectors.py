@@ -164,7 +164,8 @@ def test_fusion_of_several_lists_matches_the_model(da, storage, fusion, with_tex
         c = [5, 20, 100][trial % 3]
         weights = None
         if fusion == "linear" and trial % 2:
-            weights = {"text": 0.2, "image_vec": 0.5, "third": 0.3, "text_vec": 1.0}
+            weights = {k: w for k, w in {"text": 0.2, "image_vec": 0.5, "third": 0.3, "text_vec": 1.0}.items()
+                       if k in fields or (k == "text" and text is not None)}  # the lists of this find
         flt = {"price": {"$lt": 120}} if trial >= 3 else None
         allowed = None if flt is None else {i for i, d in docs.items() if d.price < 120}
         for exact in ((True, False) if storage not in APPROXIMATE else (True,)):
@@ -189,6 +190,11 @@ def test_fusion_default_weights_are_equal_and_unknown_keys_refused(da):
         da.find(vector=qs, fusion="linear", weights={"colour": 1.0})
     with pytest.raises(hs.ConfigError, match="weights"):
         da.find(vector=qs, fusion="linear", weights={"text_vec": 0.0, "image_vec": 0.0})
+    # a weight for a list this find does not run would be lost (and the list it means weigh 0)
+    for lost in ({"text_vec": 1.0, "third": 1.0}, {"text": 0.5, "text_vec": 0.5, "image_vec": 0.5},
+                 {"vector": 1.0, "image_vec": 0.5}):
+        with pytest.raises(hs.ConfigError, match='naming lists of the find \\("text_vec", "image_vec"\\)'):
+            da.find(vector=qs, fusion="linear", weights=lost)
 
 
 def test_offset_and_min_score_cut_the_fused_ranking(da):

@@ -376,7 +376,8 @@ def test_fusion_with_text_and_a_dense_field_matches_the_model(da, fusion):
         c = [5, 30, 100][trial % 3]
         weights = None
         if fusion == "linear" and trial >= 3:
-            weights = {"text": 0.3, "splade": 0.5, "emb": 0.2}
+            weights = {k: w for k, w in {"text": 0.3, "splade": 0.5, "emb": 0.2}.items()
+                       if k in qs or (k == "text" and text is not None)}  # the lists of this find, no others
         flt = {"price": {"$lt": 110}} if trial >= 4 else None
         allowed = None if flt is None else {i for i, d in docs.items() if d.price < 110}
         res = da.find(text=text, vector=qs, fusion=fusion, candidates=c, limit=10, weights=weights, filter=flt)
