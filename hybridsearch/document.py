@@ -175,6 +175,12 @@ class SparseVector(dict):
     and >= 0 (zeros dropped), at most 65,536 entries. Read back as a dict {int: float}; `{}`
     (no entry) means the document has no value for the field."""
 
+    def __class_getitem__(cls, item):
+        # dict's own would make hs.SparseVector[30522] a plain dict annotation, silently no
+        # vector field: a sparse vector has no dimension to give
+        raise SchemaError(f"hs.SparseVector takes no dimension (its keys are any ints in [0, 2**31)); "
+                          f"write `hs.SparseVector`, not hs.SparseVector[{item!r}]")
+
     @classmethod
     def __get_pydantic_core_schema__(cls, source, handler):
         return core_schema.no_info_plain_validator_function(

@@ -105,6 +105,13 @@ def test_bad_values_are_schema_errors_naming_the_field(value, match):
     assert "Sparse.splade" in str(e.value)
 
 
+def test_a_dimension_is_a_schema_error():
+    """hs.SparseVector[30522] would otherwise be dict's generic alias: a field that silently holds
+    no sparse vector."""
+    with pytest.raises(hs.SchemaError, match="takes no dimension"):
+        hs.SparseVector[30522]
+
+
 def test_the_entry_limit_counts_nonzero_entries_only():
     n = 65_536
     assert len(Sparse(splade=(np.arange(n + 10), np.r_[np.ones(n), np.zeros(10)])).splade) == n
