@@ -477,13 +477,17 @@ class DocumentArray(Generic[T]):
             return storage.count()
         return storage.count_matches(node, tq)
 
-    def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *,
-                     exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None) -> list[Results[T]]:
+    def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *, offset: int = 0,
+                     min_score: Optional[float] = None, exact: bool = False, ef: Optional[int] = None,
+                     threads: Optional[int] = None) -> list[Results[T]]:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released).
-        `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10)."""
+        `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10).
+        `offset` and `min_score` cut each row's ranking as find's do."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
+        offset = check_size(offset, "offset", 0)
+        min_score = check_min_score(min_score)
         ef = check_ef(ef)
         exact = check_exact(exact)
         lists = self._vector_lists(storage, vectors, "vectors")
@@ -494,6 +498,7 @@ class DocumentArray(Generic[T]):
         n = len(Q)
         if n == 0 or k == 0:
             return [Results.empty() for _ in range(n)]
+        k = min(k + offset, SIZE_CAP)  # the longer ranking each page is cut from
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
         if workers == 1:
             parts = [storage.search_vectors(Q, k, node, exact, ef, **field)]
@@ -502,7 +507,8 @@ class DocumentArray(Generic[T]):
             with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef, **field),
                                       zip(bounds[:-1], bounds[1:])))
-        return [Results(ids, scores, storage.get, docs) for part in parts for ids, scores, docs in part]
+        return [Results(ids, scores, storage.get, docs).above(min_score).page(offset)
+                for part in parts for ids, scores, docs in part]
 
 
 # find()'s own defaults, which its fast path compares by identity

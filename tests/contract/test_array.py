@@ -271,6 +271,14 @@ def test_find_batched_equals_find(make_da, rng):
             one = da.find(vector=q, limit=5, filter=flt)
             assert res.ids == one.ids
             np.testing.assert_allclose(res.scores, one.scores, rtol=1e-5)
+    # offset and min_score cut each row's ranking as find's do
+    cut = float(np.median(da.find(vector=Q[0], limit=20).scores))
+    many = da.find_batched(Q, limit=4, offset=3, min_score=cut)
+    for q, res in zip(Q, many):
+        one = da.find(vector=q, limit=4, offset=3, min_score=cut)
+        assert res.ids == one.ids and all(s >= cut for s in res.scores)
+    with pytest.raises(hs.ConfigError):
+        da.find_batched(Q, offset=-1)
 
 
 def test_exact_flag_and_ef_are_accepted(make_da, rng):
