@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from tests.conftest import STORAGES, storage_fixture
+from tests.contract.field_writes import PERSISTENT, replay, write_ops
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference, maxsim_scores
 
@@ -94,18 +95,8 @@ def test_bare_multi_vector_is_a_schema_error():
 
 
 # ------------------------------------------------------------------ durability
-PERSISTENT = {"memory-path": ("memory", "col"), "hnsw-path": ("hnsw", "col"), "sqlite": ("sqlite", "col.db"),
-              "qdrant-path": ("qdrant", "col")}
 BLOCKS = [None, np.eye(6)[:1], np.eye(6)[1:4] * 2, np.arange(12, dtype=np.float32).reshape(2, 6) + 1,
           np.full((5, 6), -0.5)]
-ops_strategy = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True),
-              st.integers(0, len(BLOCKS) - 1)),
-    st.tuples(st.just("update"), st.integers(0, 15), st.integers(0, len(BLOCKS) - 1)),
-    st.tuples(st.just("delete"), st.integers(0, 15), st.none()),
-    st.tuples(st.just("update_many"), st.sampled_from("abc"), st.integers(0, len(BLOCKS) - 1)),
-    st.tuples(st.just("reopen"), st.none(), st.none()),
-), min_size=1, max_size=12)
 
 
 def open_at(storage, path, **opts):
@@ -124,43 +115,13 @@ def assert_same_as_model(da, model: dict):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=ops_strategy)
+@given(ops=write_ops(st.integers(0, len(BLOCKS) - 1)))
 def test_every_write_survives_close_and_reopen(storage, tmp_path_factory, ops):
     if storage not in PERSISTENT:
         pytest.skip("no files")
-    path = tmp_path_factory.mktemp("multi")
-    da = open_at(storage, path)
-    model: dict = {}
-    for op, arg, b in ops:
-        block = None if b is None else BLOCKS[b]
-        if op == "add":
-            docs = [{"id": f"d{i}", "tag": "abc"[i % 3], "emb": [1.0, i, 0, 0],
-                     "colbert": None if block is None else block * (1 + i % 2)} for i in arg]
-            da.extend(docs)
-            model.update({d["id"]: {"tag": d["tag"], "colbert": d["colbert"]} for d in docs})
-        elif op == "update" and f"d{arg}" in model:
-            da.update(f"d{arg}", colbert=block)
-            model[f"d{arg}"]["colbert"] = block
-        elif op == "delete":
-            da.delete([f"d{arg}"])
-            model.pop(f"d{arg}", None)
-        elif op == "update_many":
-            da.update_many({"tag": arg}, colbert=block)
-            for m in model.values():
-                if m["tag"] == arg:
-                    m["colbert"] = block
-        elif op == "reopen":
-            # a reader replays the log the writer has not snapshotted yet (a qdrant shard has
-            # one opener: its write-ahead log is locked, and it takes no read_only=)
-            if PERSISTENT[storage][0] != "qdrant":
-                with open_at(storage, path, read_only=True) as ro:
-                    assert_same_as_model(ro, model)
-            da.close()
-            da = open_at(storage, path)
-        assert_same_as_model(da, model)
-    da.close()
-    with open_at(storage, path) as again:
-        assert_same_as_model(again, model)
+    replay(storage, tmp_path_factory.mktemp("multi"), ops, open_at, "colbert", value_of=lambda b: BLOCKS[b],
+           scaled=lambda block, i: None if block is None else block * (1 + i % 2), model_of=lambda v: v,
+           check=assert_same_as_model)
 
 
 # ------------------------------------------------------------------ hnsw: FDE candidates, exact rescoring

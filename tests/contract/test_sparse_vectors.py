@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from tests.conftest import STORAGES, storage_fixture
+from tests.contract.field_writes import PERSISTENT, replay, write_ops
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference
 
@@ -118,16 +119,7 @@ def test_the_entry_limit_counts_nonzero_entries_only():
 
 
 # ------------------------------------------------------------------ durability
-PERSISTENT = {"memory-path": ("memory", "col"), "hnsw-path": ("hnsw", "col"), "sqlite": ("sqlite", "col.db"),
-              "qdrant-path": ("qdrant", "col")}
 sparse_values = st.dictionaries(st.integers(0, 12), st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0]), max_size=5)
-ops_strategy = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True), sparse_values),
-    st.tuples(st.just("update"), st.integers(0, 15), sparse_values),
-    st.tuples(st.just("delete"), st.integers(0, 15), st.none()),
-    st.tuples(st.just("update_many"), st.sampled_from("abc"), sparse_values),
-    st.tuples(st.just("reopen"), st.none(), st.none()),
-), min_size=1, max_size=12)
 
 
 def open_at(storage, path, **opts):
@@ -143,42 +135,13 @@ def assert_same_as_model(da, model: dict):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=ops_strategy)
+@given(ops=write_ops(sparse_values))
 def test_every_write_survives_close_and_reopen(storage, tmp_path_factory, ops):
     if storage not in PERSISTENT:
         pytest.skip("no files")
-    path = tmp_path_factory.mktemp("sparse")
-    da = open_at(storage, path)
-    model: dict = {}
-    for op, arg, value in ops:
-        if op == "add":
-            docs = [{"id": f"d{i}", "tag": "abc"[i % 3], "emb": [1.0, i, 0, 0],
-                     "splade": {k: w * (1 + i % 2) for k, w in value.items()}} for i in arg]
-            da.extend(docs)
-            model.update({d["id"]: {"tag": d["tag"], "splade": model_dict(d["splade"])} for d in docs})
-        elif op == "update" and f"d{arg}" in model:
-            da.update(f"d{arg}", splade=value)
-            model[f"d{arg}"]["splade"] = model_dict(value)
-        elif op == "delete":
-            da.delete([f"d{arg}"])
-            model.pop(f"d{arg}", None)
-        elif op == "update_many":
-            da.update_many({"tag": arg}, splade=value)
-            for m in model.values():
-                if m["tag"] == arg:
-                    m["splade"] = model_dict(value)
-        elif op == "reopen":
-            # a reader replays the log the writer has not snapshotted yet (a qdrant shard has
-            # one opener: its write-ahead log is locked, and it takes no read_only=)
-            if PERSISTENT[storage][0] != "qdrant":
-                with open_at(storage, path, read_only=True) as ro:
-                    assert_same_as_model(ro, model)
-            da.close()
-            da = open_at(storage, path)
-        assert_same_as_model(da, model)
-    da.close()
-    with open_at(storage, path) as again:
-        assert_same_as_model(again, model)
+    replay(storage, tmp_path_factory.mktemp("sparse"), ops, open_at, "splade", value_of=lambda v: v,
+           scaled=lambda v, i: {k: w * (1 + i % 2) for k, w in v.items()}, model_of=model_dict,
+           check=assert_same_as_model)
 
 
 # every storage that does not hold sparse vectors refuses the schema at open, naming the kind

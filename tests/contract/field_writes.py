@@ -1,0 +1,57 @@
+"""The write sequences the section-10 field suites (test_sparse_vectors.py, test_multi_vectors.py)
+replay across close/reopen: one strategy of operations and one replay loop against a dict model,
+fed by each suite with how its field's values are written and read back. Public API only."""
+from hypothesis import strategies as st
+
+# storage id -> (storage name, file name under the test's folder) of the storages with files
+PERSISTENT = {"memory-path": ("memory", "col"), "hnsw-path": ("hnsw", "col"), "sqlite": ("sqlite", "col.db"),
+              "qdrant-path": ("qdrant", "col")}
+
+
+def write_ops(values) -> st.SearchStrategy:
+    """Lists of (op, arg, value): add ids, update one id, delete one id, update_many by tag,
+    reopen; `values` draws the field's value (or what a suite turns into one)."""
+    return st.lists(st.one_of(
+        st.tuples(st.just("add"), st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True), values),
+        st.tuples(st.just("update"), st.integers(0, 15), values),
+        st.tuples(st.just("delete"), st.integers(0, 15), st.none()),
+        st.tuples(st.just("update_many"), st.sampled_from("abc"), values),
+        st.tuples(st.just("reopen"), st.none(), st.none()),
+    ), min_size=1, max_size=12)
+
+
+def replay(storage: str, path, ops, open_at, field: str, value_of, scaled, model_of, check) -> None:
+    """Runs `ops` on a collection opened by open_at(storage, path, **opts) and checks it against a
+    dict model after every step, a read-only opener before every reopen (not on qdrant: one
+    opener, its write-ahead log is locked) and a last reopen at the end. value_of(drawn) is the
+    field's value, scaled(value, i) document i's value of an added batch (so documents differ),
+    model_of(value) what reading it back must give, check(da, model) the comparison."""
+    da = open_at(storage, path)
+    model: dict = {}
+    for op, arg, drawn in ops:
+        value = None if drawn is None else value_of(drawn)
+        if op == "add":
+            docs = [{"id": f"d{i}", "tag": "abc"[i % 3], "emb": [1.0, i, 0, 0], field: scaled(value, i)} for i in arg]
+            da.extend(docs)
+            model.update({d["id"]: {"tag": d["tag"], field: model_of(d[field])} for d in docs})
+        elif op == "update" and f"d{arg}" in model:
+            da.update(f"d{arg}", **{field: value})
+            model[f"d{arg}"][field] = model_of(value)
+        elif op == "delete":
+            da.delete([f"d{arg}"])
+            model.pop(f"d{arg}", None)
+        elif op == "update_many":
+            da.update_many({"tag": arg}, **{field: value})
+            for m in model.values():
+                if m["tag"] == arg:
+                    m[field] = model_of(value)
+        elif op == "reopen":
+            if PERSISTENT[storage][0] != "qdrant":
+                with open_at(storage, path, read_only=True) as ro:
+                    check(ro, model)
+            da.close()
+            da = open_at(storage, path)
+        check(da, model)
+    da.close()
+    with open_at(storage, path) as again:
+        check(again, model)
