@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES, storage_fixture
-from tests.contract.field_writes import PERSISTENT, replay, write_ops
+from tests.conftest import storage_fixture
+from tests.contract.section10 import (PERSISTENT, REFUSING, assert_refused_at_open,
+                                     assert_remote_storages_refuse, replay, write_ops)
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference, maxsim_scores
 
@@ -182,30 +183,14 @@ def test_hnsw_fde_candidates_rescored_exactly_reach_the_stated_recall(storage, m
         again.close()
 
 
-# every storage that does not hold multi-vectors refuses the schema at open, naming the kind
-REFUSING = [s for s in ("hnswlib", "annlite") if s in STORAGES]
-
-
 @pytest.mark.parametrize("kind", REFUSING)
 def test_storages_without_multi_vectors_refuse_the_schema_at_open(kind, tmp_path):
-    opts = {"url": ":memory:"} if kind == "qdrant-client" else {"path": tmp_path / "a"} if kind == "annlite" else {}
-    name = "qdrant" if kind.startswith("qdrant") else kind
-    with pytest.raises(hs.UnsupportedError, match=f"storage '{name}' does not hold hs.MultiVector fields "
-                                                   r"\(Multi.colbert is one\)"):
-        hs.DocumentArray(Multi, storage=name, **opts)
+    assert_refused_at_open(Multi, "hs.MultiVector", "colbert", kind, tmp_path)
 
 
 def test_remote_storages_refuse_multi_vectors_before_connecting():
     """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    for kind, opts in (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-                       ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-                       ("weaviate", {"url": "http://127.0.0.1:9"}),
-                       ("vespa", {"url": "http://127.0.0.1:9"})):
-        try:
-            with pytest.raises(hs.UnsupportedError, match=f"storage '{kind}' does not hold hs.MultiVector"):
-                hs.DocumentArray(Multi, storage=kind, **opts)
-        except hs.ConfigError as e:  # its client is not installed here, or it takes other options
-            pytest.skip(str(e))
+    assert_remote_storages_refuse(Multi, "hs.MultiVector")
 
 
 # ------------------------------------------------------------------ search on the storages holding them

@@ -1,7 +1,40 @@
-"""The write sequences the section-10 field suites (test_sparse_vectors.py, test_multi_vectors.py)
-replay across close/reopen: one strategy of operations and one replay loop against a dict model,
-fed by each suite with how its field's values are written and read back. Public API only."""
+"""What the section-10 field suites (test_sparse_vectors.py, test_multi_vectors.py) share: the
+write sequences they replay across close/reopen (one strategy of operations and one replay loop
+against a dict model, fed by each suite with how its field's values are written and read back),
+and the refusal of the storages that hold no such field. Public API only."""
+import pytest
 from hypothesis import strategies as st
+
+import hybridsearch as hs
+from tests.conftest import STORAGES
+
+# the storages that hold one dense field and nothing else of section 10 (API.md)
+REFUSING = [s for s in ("hnswlib", "annlite") if s in STORAGES]
+# the remote storages refusing at open, from the storage's description: no node answers there
+REMOTE = (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
+          ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
+          ("weaviate", {"url": "http://127.0.0.1:9"}),
+          ("vespa", {"url": "http://127.0.0.1:9"}))
+
+
+def assert_refused_at_open(schema, kind: str, field: str, storage: str, tmp_path) -> None:
+    """`storage` (of REFUSING) refuses `schema` at open, naming the kind (e.g. "hs.SparseVector")
+    and one field of it."""
+    opts = {"path": tmp_path / "a"} if storage == "annlite" else {}
+    with pytest.raises(hs.UnsupportedError, match=f"storage '{storage}' does not hold {kind} fields "
+                                                  rf"\({schema.__name__}.{field} is one\)"):
+        hs.DocumentArray(schema, storage=storage, **opts)
+
+
+def assert_remote_storages_refuse(schema, kind: str) -> None:
+    """Every remote storage of REMOTE refuses `schema` at open, before connecting (skipped from the
+    first whose client is not installed here)."""
+    for storage, opts in REMOTE:
+        try:
+            with pytest.raises(hs.UnsupportedError, match=f"storage '{storage}' does not hold {kind}"):
+                hs.DocumentArray(schema, storage=storage, **opts)
+        except hs.ConfigError as e:  # its client is not installed here, or it takes other options
+            pytest.skip(str(e))
 
 # storage id -> (storage name, file name under the test's folder) of the storages with files
 PERSISTENT = {"memory-path": ("memory", "col"), "hnsw-path": ("hnsw", "col"), "sqlite": ("sqlite", "col.db"),
