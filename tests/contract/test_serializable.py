@@ -172,11 +172,12 @@ def _model(state: dict, op) -> tuple:
     return state, sum(1 for s, _ in state.values() if s == op[1])
 
 
-def _serial_order(start: dict, history: list, final: dict):
+def _serial_order(start: dict, history: list, final: dict, model=None):
     """A serial order of the calls (history: per thread, [(op, result, began, ended)]) that keeps
     each thread's order and real time (a call that ended before another began comes first) and
     gives every call its result and the final state; None if there is none. Depth-first, cut as
-    soon as a result differs."""
+    soon as a result differs. `model(state, op)` -> (new state, result): _model by default."""
+    model = model or _model
     threads = len(history)
 
     def search(state, at, order):
@@ -189,7 +190,7 @@ def _serial_order(start: dict, history: list, final: dict):
             # not before a call of another thread that ended before this one began
             if any(at[u] < len(history[u]) and history[u][at[u]][3] < began for u in range(threads) if u != t):
                 continue
-            after, want = _model(state, op)
+            after, want = model(state, op)
             if want != result:
                 continue
             found = search(after, at[:t] + (at[t] + 1,) + at[t + 1:], order + [(t, op, result)])
