@@ -2,11 +2,15 @@
 write sequences they replay across close/reopen (one strategy of operations and one replay loop
 against a dict model, fed by each suite with how its field's values are written and read back),
 and the refusal of the storages that hold no such field. Public API only."""
+import math
+
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
 import hybridsearch as hs
 from tests.conftest import STORAGES
+from tests.models import check_topk
 
 # the storages that hold one dense field and nothing else of section 10 (API.md)
 REFUSING = [s for s in ("hnswlib", "annlite") if s in STORAGES]
@@ -88,3 +92,33 @@ def replay(storage: str, path, ops, open_at, field: str, value_of, scaled, model
     da.close()
     with open_at(storage, path) as again:
         check(again, model)
+
+
+def assert_topk_of(res, model: dict, k: int) -> None:
+    """The hits are the top-k of `model` (id -> score of every document the list matches): no
+    document outside it is a hit (one without the field, or sharing no key)."""
+    ids = list(model)
+    check_topk(res.ids, res.scores, ids, np.array([model[i] for i in ids]), k)
+    assert set(res.ids) <= set(model)
+
+
+def assert_fused(res, fused, parts, k):
+    """The hits are the fusion model's top-k (scores equal, nothing better left out) with its
+    parts (NaN where the model has NaN)."""
+    assert len(res) == min(k, len(fused))
+    for i, s in zip(res.ids, res.scores):
+        assert math.isclose(float(s), fused[i], rel_tol=1e-4, abs_tol=1e-5), (i, s, fused[i])
+    if len(res):
+        kth = float(res.scores[-1])
+        assert all(v <= kth + 1e-4 * max(1.0, abs(kth)) for i, v in fused.items() if i not in set(res.ids))
+    assert list(res.scores) == sorted(res.scores, reverse=True)
+    assert set(res.part_scores) == set(parts)
+    for name, want in parts.items():
+        got = res.part_scores[name]
+        assert len(got) == len(res)
+        for i, g in zip(res.ids, got.tolist()):
+            if math.isnan(want[i]):
+                assert math.isnan(g), (name, i, g)
+            else:
+                assert math.isclose(g, want[i], rel_tol=1e-4, abs_tol=1e-5), (name, i, g, want[i])
+    return fused, parts

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import hybridsearch as hs
 from tests.conftest import storage_fixture
 from tests.contract.section10 import (PERSISTENT, REFUSING, assert_refused_at_open,
-                                     assert_remote_storages_refuse, replay, write_ops)
+                                     assert_remote_storages_refuse, assert_topk_of, replay, write_ops)
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference, maxsim_scores
 
@@ -228,12 +228,6 @@ def maxsim_model(docs: dict, field: str, Q, allowed=None) -> dict:
 @pytest.fixture
 def da(make_da):
     return make_da(Page, metric={"colbert": "cosine", "second": "l2", "emb": "ip"})
-
-
-def assert_topk_of(res, model: dict, k: int):
-    ids = list(model)
-    check_topk(res.ids, res.scores, ids, np.array([model[i] for i in ids]), k)
-    assert set(res.ids) <= set(model)  # a document without the field is never a hit
 
 
 @pytest.mark.parametrize("field, dim", [("colbert", 6), ("second", 3)])

@@ -12,6 +12,7 @@ import pytest
 
 import hybridsearch as hs
 from tests.conftest import STORAGES, storage_fixture
+from tests.contract.section10 import assert_fused
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, clustered, exact_scores, fusion_reference
 
@@ -56,26 +57,6 @@ def field_scores(docs: dict, field: str, q, allowed=None) -> dict:
 @pytest.fixture
 def da(make_da):
     return make_da(Page, metric=dict(METRICS))
-
-
-def assert_fused(res, fused, parts, k):
-    """The hits are the model's top-k (scores equal, nothing better left out) with its parts."""
-    assert len(res) == min(k, len(fused))
-    for i, s in zip(res.ids, res.scores):
-        assert math.isclose(float(s), fused[i], rel_tol=1e-4, abs_tol=1e-5), (i, s, fused[i])
-    if len(res):
-        kth = float(res.scores[-1])
-        assert all(v <= kth + 1e-4 * max(1.0, abs(kth)) for i, v in fused.items() if i not in set(res.ids))
-    assert list(res.scores) == sorted(res.scores, reverse=True)
-    assert set(res.part_scores) == set(parts)
-    for name, want in parts.items():
-        got = res.part_scores[name]
-        assert len(got) == len(res)
-        for i, g in zip(res.ids, got.tolist()):
-            if math.isnan(want[i]):
-                assert math.isnan(g), (name, i, g)
-            else:
-                assert math.isclose(g, want[i], rel_tol=1e-4, abs_tol=1e-5), (name, i, g, want[i])
 
 
 # ------------------------------------------------------------------ one field at a time

@@ -66,6 +66,21 @@ def _race(*calls):
     return results
 
 
+def _run_programs(da, programs: list, call) -> list:
+    """Runs each program (a list of ops) on a thread of its own, all started together, each op by
+    call(da, op) -> per thread [(op, result, began, ended)] (perf_counter seconds)."""
+    history = [[] for _ in programs]
+
+    def run(t):
+        for op in programs[t]:
+            began = time.perf_counter()
+            result = call(da, op)
+            history[t].append((op, result, began, time.perf_counter()))
+
+    _race(*[lambda t=t: run(t) for t in range(len(programs))])
+    return history
+
+
 def _reset(da, docs):
     da.delete([d.id for d in da])
     da.extend(docs)
@@ -216,16 +231,7 @@ def test_concurrent_calls_equal_some_serial_order(make_da, storage, tmp_path):
         start = {i: (rnd.choice(STATUSES), 0) for i in IDS[:6]}
         _reset(da, [Job(id=i, status=s, n=n) for i, (s, n) in start.items()])
         assert _state(da) == start
-        programs = [_program(rnd, t, 4) for t in range(3)]
-        history = [[] for _ in programs]
-
-        def run(t):
-            for op in programs[t]:
-                began = time.perf_counter()
-                result = _call(da, op)
-                history[t].append((op, result, began, time.perf_counter()))
-
-        _race(*[lambda t=t: run(t) for t in range(len(programs))])
+        history = _run_programs(da, [_program(rnd, t, 4) for t in range(3)], _call)
         final = _state(da)
         order = _serial_order(start, history, final)
         assert order is not None, (f"round {round_}: no serial order of these calls gives their results "

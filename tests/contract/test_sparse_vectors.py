@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 import hybridsearch as hs
 from tests.conftest import storage_fixture
 from tests.contract.section10 import (PERSISTENT, REFUSING, assert_refused_at_open,
-                                     assert_remote_storages_refuse, replay, write_ops)
+                                     assert_fused, assert_remote_storages_refuse, assert_topk_of, replay,
+                                     write_ops)
 from tests.contract.test_lexical import best_fields
-from tests.models import check_topk, exact_scores, fusion_reference
+from tests.models import exact_scores, fusion_reference
 
 # the storages holding sparse fields (memory-path, hnsw and sqlite join when they carry them)
 WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client")
@@ -199,12 +200,6 @@ def da(make_da):
     return make_da(Page, metric="ip")
 
 
-def assert_topk_of(res, model: dict, k: int):
-    ids = list(model)
-    check_topk(res.ids, res.scores, ids, np.array([model[i] for i in ids]), k)
-    assert set(res.ids) <= set(model)  # a document sharing no key is not a match
-
-
 def test_sparse_top_k_equals_the_dot_product_model(da):
     rng = np.random.default_rng(11)
     da.extend(sparse_docs(rng, 300))
@@ -298,22 +293,6 @@ def fused_model(docs, text, qs, fusion, candidates, weights, allowed=None):
     if fusion != "rrf" and "splade" in parts:
         parts["splade"] = {i: (0.0 if math.isnan(v) and docs[i].splade else v) for i, v in parts["splade"].items()}
     return fused, parts
-
-
-def assert_fused(res, fused, parts, k):
-    assert len(res) == min(k, len(fused))
-    for i, s in zip(res.ids, res.scores):
-        assert math.isclose(float(s), fused[i], rel_tol=1e-4, abs_tol=1e-5), (i, s, fused[i])
-    if len(res):
-        kth = float(res.scores[-1])
-        assert all(v <= kth + 1e-4 * max(1.0, abs(kth)) for i, v in fused.items() if i not in set(res.ids))
-    assert set(res.part_scores) == set(parts)
-    for name, want in parts.items():
-        for i, g in zip(res.ids, res.part_scores[name].tolist()):
-            if math.isnan(want[i]):
-                assert math.isnan(g), (name, i, g)
-            else:
-                assert math.isclose(g, want[i], rel_tol=1e-4, abs_tol=1e-5), (name, i, g, want[i])
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "sum", "linear"])

@@ -6,13 +6,12 @@ their results and the final state must be those of some serial order of the call
 real time (the model: a dict; the search: test_serializable._serial_order), round after round; a
 file-backed collection reopens in the final state. Public API only."""
 import random
-import time
 from typing import Optional
 
 import hybridsearch as hs
 from tests.conftest import storage_fixture
 from tests.contract.section10 import PERSISTENT
-from tests.contract.test_serializable import _race, _serial_order
+from tests.contract.test_serializable import _run_programs, _serial_order
 
 storage = storage_fixture(("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path"))
 STATUSES = ("a", "b", "c")
@@ -128,16 +127,7 @@ def test_concurrent_writes_of_vector_kinds_equal_some_serial_order(make_da, stor
         da.delete([d.id for d in da])
         da.extend([Job(id=i, status=s) for i, (s, _) in start.items()])
         assert _state(da) == start
-        programs = [_program(rnd, t, 4) for t in range(3)]
-        history = [[] for _ in programs]
-
-        def run(t):
-            for op in programs[t]:
-                began = time.perf_counter()
-                result = _call(da, op)
-                history[t].append((op, result, began, time.perf_counter()))
-
-        _race(*[lambda t=t: run(t) for t in range(len(programs))])
+        history = _run_programs(da, [_program(rnd, t, 4) for t in range(3)], _call)
         final = _state(da)
         order = _serial_order(start, history, final, _model)
         assert order is not None, (f"round {round_}: no serial order of these calls gives their results "
