@@ -1066,6 +1066,134 @@ int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
     return rc;
 }
 
+/* ------------------------------------------------------------ exact scan on the codes */
+
+/* a max-heap of the k smallest floats seen (the k-th smallest on top) */
+static void kth_push(float *h, int64_t *n, int64_t k, float v) {
+    int64_t i;
+    if (*n < k) {
+        i = (*n)++;
+        while (i > 0 && h[(i - 1) / 2] < v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+        h[i] = v;
+        return;
+    }
+    if (v >= h[0]) return;
+    i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[c + 1] > h[c]) c++;
+        if (h[c] <= v) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* Why this is exact: a code row c of vector v (unit length under cosine) with scale s has
+ * |v_j - s c_j| <= s / 2 per dimension, so |q.v - s q.c| <= s |q|_1 / 2 (twice that for l2,
+ * whose distance holds -2 q.v). Every row's true distance lies within its bound of the
+ * approximate one; the k-th smallest upper end U bounds the true k-th distance, so every
+ * row of the true top-k has approximate - bound <= U: those rows alone are re-scored on the
+ * float vectors. The slack covers float32 rounding of both computations. */
+static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
+                    const uint64_t *bits, float *ad, float *ae, int32_t *aid, float *heap,
+                    pair **pairs, int64_t *npairs, float *out_score, int64_t *out_id) {
+    const int64_t d = g->d;
+    const int l2 = g->metric == HS_METRIC_L2;
+    hs_i8_fn fi8 = hs_dot_i8_impl();
+    float qsq = l2 ? hs_dot(q, q, d) : 0.0f, q1 = 0.0f;
+    for (int64_t j = 0; j < d; j++) q1 += fabsf(q[j]);
+    float half = (l2 ? 1.0f : 0.5f) * q1 * 1.0001f;
+    int64_t m = 0, words = (g->n + 63) >> 6, hn = 0;
+    for (int64_t w = 0; w < words; w++) { /* the allowed nodes first, so rows can be prefetched */
+        uint64_t word = bits ? bits[w] : ~(uint64_t)0;
+        while (word) {
+            int64_t e = (w << 6) + __builtin_ctzll(word);
+            word &= word - 1;
+            if (e >= g->n) break;
+            if (g->level[e] < 0) {
+                if (bits) return HS_EINVAL; /* an allowed row the graph does not hold */
+                continue;
+            }
+            if (g->pending && g->dead[e]) continue;
+            aid[m++] = (int32_t)e;
+        }
+    }
+    const int64_t ahead = 24, lines = (d + 63) / 64;
+    for (int64_t i = 0; i < m && i < ahead; i++)
+        for (int64_t l = 0; l < lines; l++) __builtin_prefetch(g->codes + aid[i] * d + l * 64);
+    for (int64_t i = 0; i < m; i++) {
+        if (i + ahead < m)
+            for (int64_t l = 0; l < lines; l++) __builtin_prefetch(g->codes + aid[i + ahead] * d + l * 64);
+        int64_t e = aid[i];
+        float dot = g->cscale[e] * fi8(q, g->codes + e * d, d);
+        float de = l2 ? qsq - 2.0f * dot + g->csq[e] : -dot;
+        ad[i] = de;
+        ae[i] = g->cscale[e] * half + 1e-5f * (fabsf(de) + (l2 ? qsq + g->csq[e] : 1.0f));
+        kth_push(heap, &hn, k, de + ae[i]);
+    }
+    float U = hn == k ? heap[0] : INFINITY;
+    int64_t c = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (ad[i] - ae[i] <= U) c++;
+    if (*npairs < c) {
+        pair *p = realloc(*pairs, (size_t)c * sizeof(pair));
+        if (!p) return HS_ENOMEM;
+        *pairs = p, *npairs = c;
+    }
+    pair *pr = *pairs;
+    c = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (ad[i] - ae[i] > U) continue;
+        int32_t e = aid[i];
+        pr[c].id = e;
+        pr[c].d = dist_qx(g, q, 1.0f, X, e);
+        c++;
+    }
+    qsort(pr, (size_t)c, sizeof(pair), pair_cmp);
+    int64_t kept = c < k ? c : k;
+    for (int64_t i = 0; i < kept; i++) {
+        float dd = pr[i].d;
+        out_score[i] = l2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
+        out_id[i] = pr[i].id;
+    }
+    for (int64_t i = kept; i < k; i++) {
+        out_score[i] = -INFINITY;
+        out_id[i] = -1;
+    }
+    return HS_OK;
+}
+
+int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                 const uint64_t *bits, int64_t nwords, float *out_score, int64_t *out_id) {
+    if (!g->quant) return HS_EINVAL;
+    if (k <= 0 || nq <= 0) return HS_OK;
+    int64_t cap = 0, words = (g->n + 63) >> 6;
+    if (bits) {
+        if (nwords < words) return HS_EINVAL;
+        for (int64_t w = words ? words - 1 : 0; w < nwords; w++) { /* allowed beyond the graph */
+            uint64_t beyond = w >= words ? ~(uint64_t)0 : (g->n & 63) ? ~(uint64_t)0 << (g->n & 63) : 0;
+            if (bits[w] & beyond) return HS_EINVAL;
+        }
+        for (int64_t w = 0; w < words; w++) cap += __builtin_popcountll(bits[w]);
+    } else {
+        cap = g->n;
+    }
+    if (cap < 1) cap = 1;
+    float *ad = malloc((size_t)cap * sizeof(float)), *ae = malloc((size_t)cap * sizeof(float));
+    int32_t *aid = malloc((size_t)cap * sizeof(int32_t));
+    float *heap = malloc((size_t)k * sizeof(float));
+    pair *pairs = NULL;
+    int64_t npairs = 0;
+    int rc = (ad && ae && aid && heap) ? HS_OK : HS_ENOMEM;
+    for (int64_t i = 0; i < nq && rc == HS_OK; i++)
+        rc = scan_one(g, X, Q + i * g->d, k, bits, ad, ae, aid, heap, &pairs, &npairs,
+                      out_score + i * k, out_id + i * k);
+    free(ad), free(ae), free(aid), free(heap), free(pairs);
+    return rc;
+}
+
 /* ------------------------------------------------------------ bookkeeping */
 
 int64_t hs_hnsw_count(const hs_hnsw *g) { return g->count; }

@@ -51,6 +51,14 @@ int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
                    int64_t ef, const uint64_t *bits, int mode, float *out_score,
                    int64_t *out_id, int64_t *visited);
 
+/* The exact k nearest of each query among the allowed nodes (bits; NULL = every node),
+ * scanned on the int8 codes and re-scored on the float vectors only where a code's error
+ * bound leaves a row in doubt: the same answer as a float scan, reading a quarter of the
+ * bytes. bits holds nwords words. Needs a quantized graph (HS_EINVAL otherwise) and every
+ * allowed slot a node (HS_EINVAL: scan the float block instead). Output as hs_hnsw_search. */
+int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                 const uint64_t *bits, int64_t nwords, float *out_score, int64_t *out_id);
+
 /* Bookkeeping. */
 int64_t hs_hnsw_count(const hs_hnsw *g);     /* live nodes */
 int64_t hs_hnsw_pending(const hs_hnsw *g);   /* removed, not yet repaired */

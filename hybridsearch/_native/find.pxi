@@ -65,7 +65,8 @@ cdef const void *_block(cnp.ndarray a, int typenum, int ndim, Py_ssize_t rows, P
 
 def find_vector(object q, str metric, double sq_lo, double sq_hi, HnswIndex graph, Py_ssize_t ef,
                 cnp.ndarray X, Py_ssize_t n, Py_ssize_t dim, cnp.ndarray aux, cnp.ndarray live,
-                Py_ssize_t k, cnp.ndarray id_data, cnp.ndarray id_start, cnp.ndarray id_length):
+                Py_ssize_t k, cnp.ndarray id_data, cnp.ndarray id_start, cnp.ndarray id_length,
+                bint scan=False):
     """One vector find over rows [0, n) of the vector block X -> (ids, scores float32, walk_ef),
     best first, at most k hits; or None when the query must take the general path (see
     _query_floats: anything but a clean flat float array, which the general path then checks
@@ -75,7 +76,8 @@ def find_vector(object q, str metric, double sq_lo, double sq_hi, HnswIndex grap
     (walk_ef, 0 when the exact scan ran); a walk that finds fewer than min(k, nodes) hits, or no
     graph, scans rows [0, n) exactly, restricted to `live` (a bitset; None: every row). For
     cosine the walk takes the query scaled to unit length; the exact scan the query as given.
-    The caller holds the store's read lock for the whole call."""
+    With `scan` the graph is scanned exactly on its int8 codes instead of walked (hs_hnsw_scan;
+    the float scan when it holds no codes). The caller holds the store's read lock for the whole call."""
     cdef int m = METRICS[metric]
     cdef double ss = 0
     cdef float *qf = _query_floats(q, dim, sq_lo, sq_hi, &ss)
@@ -133,9 +135,15 @@ def find_vector(object q, str metric, double sq_lo, double sq_hi, HnswIndex grap
                 else:
                     qn = qf
                 with nogil:
-                    rc = hs_hnsw_search(g, xp, qn, 1, k, ef_used, NULL, HS_HNSW_PLAIN, scores, rows, NULL)
-                    if rc == HS_OK and rows[want - 1] < 0:  # the walk reached too few nodes: scan
-                        rc = hs_exact_search(xp, n, dim, ap, qf, 1, m, bp, k, scores, rows)
+                    if scan:
+                        ef_used = 0
+                        rc = hs_hnsw_scan(g, xp, qn, 1, k, NULL, 0, scores, rows)
+                        if rc == HS_EINVAL:  # no codes: the float block
+                            rc = hs_exact_search(xp, n, dim, ap, qf, 1, m, bp, k, scores, rows)
+                    else:
+                        rc = hs_hnsw_search(g, xp, qn, 1, k, ef_used, NULL, HS_HNSW_PLAIN, scores, rows, NULL)
+                        if rc == HS_OK and rows[want - 1] < 0:  # the walk reached too few nodes: scan
+                            rc = hs_exact_search(xp, n, dim, ap, qf, 1, m, bp, k, scores, rows)
                 if qn != qf:
                     free(qn)
             else:

@@ -152,6 +152,37 @@ cdef class HnswIndex:
         _check(rc)
         return (scores, ids, visits) if with_visits else (scores, ids)
 
+    def scan(self, const float[:, ::1] X, const float[:, ::1] Q, Py_ssize_t k,
+             const uint64_t[::1] bits=None):
+        """The exact k nearest per query row among the allowed nodes (bits; None: every node),
+        as search() returns them, scanned on the int8 codes and re-scored on the float rows
+        where a code's error bound leaves a row in doubt. None when the graph holds no codes
+        or an allowed slot is not a node (the caller scans the float block instead)."""
+        cdef Py_ssize_t nq = Q.shape[0]
+        if Q.shape[1] != self.dim:
+            raise ValueError("query dimension %d does not match %d" % (Q.shape[1], self.dim))
+        if k < 0:
+            raise ValueError("k must be >= 0")
+        if bits is not None and bits.shape[0] * 64 < self.high:
+            raise ValueError("bitset is shorter than the graph")
+        scores = np.full((nq, k), -np.inf, dtype=np.float32)
+        ids = np.full((nq, k), -1, dtype=np.int64)
+        if nq == 0 or k == 0 or self.high == 0:
+            return scores, ids
+        if X.shape[1] != self.dim or X.shape[0] < self.high:
+            self._check_block(X, self.high)
+        cdef float[:, ::1] s = scores
+        cdef int64_t[:, ::1] r = ids
+        cdef const uint64_t *bp = &bits[0] if bits is not None and bits.shape[0] > 0 else NULL
+        cdef int64_t nwords = bits.shape[0] if bits is not None else 0
+        cdef int rc
+        with nogil:
+            rc = hs_hnsw_scan(self.g, &X[0, 0], &Q[0, 0], nq, k, bp, nwords, &s[0, 0], &r[0, 0])
+        if rc == HS_EINVAL:
+            return None
+        _check(rc)
+        return scores, ids
+
     @property
     def size(self):
         """Live nodes."""

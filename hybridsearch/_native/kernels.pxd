@@ -69,6 +69,8 @@ cdef extern from "hs_hnsw.h":
     int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
                        int64_t ef, const uint64_t *bits, int mode, float *out_score,
                        int64_t *out_id, int64_t *visited) nogil
+    int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                     const uint64_t *bits, int64_t nwords, float *out_score, int64_t *out_id) nogil
     int64_t hs_hnsw_count(const hs_hnsw *g) nogil
     int64_t hs_hnsw_pending(const hs_hnsw *g) nogil
     int64_t hs_hnsw_slots(const hs_hnsw *g) nogil

@@ -20,12 +20,12 @@ SQ_NORM_SAFE = (VECTOR_NORM_MIN ** 2 * 1.01, VECTOR_NORM_MAX ** 2 * 0.99)
 _LO, _HI = SQ_NORM_SAFE
 
 
-def vector_hits(query, store, k: int, graph=None, ef: int = 0) -> Optional[tuple]:
+def vector_hits(query, store, k: int, graph=None, ef: int = 0, scan: bool = False) -> Optional[tuple]:
     """(ids list of str, scores float32, walk_ef) of the top-`k` rows of a ColumnStore for one
     query, best first; walk_ef is the beam of the HNSW walk made over `graph` (0: the exact scan
-    ran). None when the query must take the general path. The caller holds the store's read lock
-    and has checked that every live row has a vector (the scan covers the live rows)."""
+    ran; with `scan`, the exact scan of the graph's int8 codes). None when the query must take
+    the general path. The caller holds the store's read lock and has checked that every live row has a vector (the scan covers the live rows)."""
     ids = store.ids
     live = store.live if store.n_live != store.n else None
     return find_vector(query, store.metric, _LO, _HI, graph, ef, store.vectors, store.n, store.dim,
-                       store.aux, live, k, ids.data, ids.start, ids.length)
+                       store.aux, live, k, ids.data, ids.start, ids.length, scan)

@@ -7,6 +7,7 @@ invariants are about, and DocumentArray shows none of them (stats() gives only c
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,3 +92,90 @@ def test_graph_loader_fuzz_never_crashes(data):
         lvl = h.level(s)
         for lc in range(lvl + 1):
             assert all(0 <= t < 120 and h.level(t) >= lc for t in h.links(s, lc).tolist())
+
+
+def _brute(X, Q, metric, allowed):
+    """numpy similarity (API.md's: cosine, ip, -euclidean) of every query to every row, -inf
+    where the row is not allowed."""
+    X64, Q64 = X.astype(np.float64), Q.astype(np.float64)
+    if metric == "cosine":
+        S = (Q64 / np.linalg.norm(Q64, axis=1, keepdims=True)) @ (X64 / np.linalg.norm(X64, axis=1, keepdims=True)).T
+    elif metric == "ip":
+        S = Q64 @ X64.T
+    else:
+        S = -np.sqrt(((Q64[:, None, :] - X64[None]) ** 2).sum(-1))
+    S[:, ~allowed] = -np.inf
+    return S
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(metric=st.sampled_from(["cosine", "ip", "l2"]), dim=st.sampled_from([3, 16, 70, 384]),
+       n=st.integers(1, 400), k=st.integers(1, 30), share=st.floats(0.0, 1.0),
+       dup=st.booleans(), removed=st.integers(0, 40), seed=st.integers(0, 2 ** 16))
+def test_the_exact_scan_on_int8_codes_equals_brute_force(metric, dim, n, k, share, dup, removed, seed):
+    """HnswGraph.scan (int8 codes, re-scoring what their error bound leaves in doubt) returns the
+    exact top-k among the allowed live nodes: every hit allowed, its score the float score, and
+    no row outside the hits better than the k-th (ties at the cut may go either way), on data
+    with exact duplicates and near-ties, after removals."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, dim)).astype(np.float32)
+    if dup and n > 3:  # duplicated rows and near-duplicates: ties the codes cannot separate
+        X[: n // 3] = X[n // 3: 2 * (n // 3)] + rng.standard_normal((n // 3, dim)).astype(np.float32) * 1e-4
+    g = HnswGraph(dim, metric, 4, 16, 1, "int8")
+    g.add(X, np.arange(n, dtype=np.int64), 1)
+    gone = rng.choice(n, min(removed, n - 1), replace=False) if n > 1 else np.array([], dtype=np.int64)
+    g.remove(X, np.sort(gone).astype(np.int64), 1)
+    allowed = rng.random(n) < share
+    allowed[gone] = False
+    bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+    for i in np.flatnonzero(allowed):
+        bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+    Q = rng.standard_normal((3, dim)).astype(np.float32)
+    if metric == "cosine":
+        Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    scores, rows = g.scan(X, Q, k, bits)
+    S = _brute(X, Q, metric, allowed)
+    want = min(k, int(allowed.sum()))
+    for i in range(len(Q)):
+        hits = rows[i][rows[i] >= 0]
+        assert len(hits) == want and allowed[hits].all() and len(set(hits.tolist())) == want
+        np.testing.assert_allclose(scores[i][:want], S[i][hits], rtol=2e-4, atol=2e-4)
+        if want:
+            kth = S[i][hits].min()
+            outside = np.setdiff1d(np.flatnonzero(allowed), hits)
+            assert (S[i][outside] <= kth + 2e-4 * max(1.0, abs(kth))).all()
+
+
+def test_the_exact_scan_declines_without_codes_or_for_a_row_that_is_not_a_node():
+    X = clustered(50, d=8, centres=4, seed=3)
+    plain = HnswGraph(8, "l2", 4, 16)
+    plain.add(X, np.arange(50, dtype=np.int64), 1)
+    assert plain.scan(X, X[:1], 5) is None  # no int8 codes: the caller scans the float block
+    g = HnswGraph(8, "l2", 4, 16, 1, "int8")
+    g.add(X, np.arange(40, dtype=np.int64), 1)
+    every = np.full(1, np.uint64(2 ** 64 - 1))
+    assert g.scan(X, X[:1], 5, every) is None  # rows 40..49 are allowed but hold no node
+    scores, rows = g.scan(X, X[:1], 5)  # without a bitset: every node
+    assert rows[0][0] == 0 and set(rows[0].tolist()) <= set(range(40))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_the_exact_scan_separates_rows_the_codes_cannot(metric):
+    """Rows that differ by less than half a code step in one coordinate share their int8 code;
+    their true order (spread ~0.03, far above float noise) is decided only by re-scoring, which
+    the codes' error bound must send them to: the scan's top-k is the brute-force top-k."""
+    rng = np.random.default_rng(7)
+    n, dim = 300, 16
+    X = np.zeros((n, dim), dtype=np.float32)
+    X[:, 0] = 10.0  # the largest coordinate sets the code step: 10 / 127 ~ 0.079
+    X[:, 1] = rng.uniform(0.0, 0.03, n).astype(np.float32)  # below half a step: one code
+    q = np.zeros((1, dim), dtype=np.float32)
+    q[0, 1] = 1.0 if metric != "l2" else 5.0
+    if metric == "cosine":
+        q[0, 0] = 0.05
+        q /= np.linalg.norm(q)
+    g = HnswGraph(dim, metric, 4, 16, 1, "int8")
+    g.add(X, np.arange(n, dtype=np.int64), 1)
+    scores, rows = g.scan(X, q, 10)
+    S = _brute(X, q, metric, np.ones(n, dtype=bool))[0]
+    assert set(rows[0].tolist()) == set(np.argsort(-S, kind="stable")[:10].tolist())

@@ -289,7 +289,8 @@ class HnswStorage(JournaledStorage):
         """The walk (or, with exact=True or an empty graph, the exact scan) in one native call;
         the plan is recorded as _vectors records it. The caller holds the read lock."""
         graph = self.graph
-        hits = vector_hits(query, self.store, k, None if exact else graph, ef or self.ef)
+        scan = exact and self.quantization == "int8"  # the codes' exact scan, as _vectors plans it
+        hits = vector_hits(query, self.store, k, None if exact and not scan else graph, ef or self.ef, scan)
         if hits is None:
             return None
         ids, scores, walk_ef = hits
@@ -321,15 +322,18 @@ class HnswStorage(JournaledStorage):
                              walk_share=self.filter_ef, visit_cost=self.visit_cost,
                              filtered=node is not None)
         self._plans.last = p
+        q = queries
+        if col.metric == "cosine" and len(q) == 1:  # one query (find): no axis reduction
+            q = np.ascontiguousarray(q / np.float32(max(math.sqrt(sum_squares(q[0])), 1e-30)), dtype=np.float32)
+        elif col.metric == "cosine":
+            norms = np.linalg.norm(q, axis=1, keepdims=True)
+            q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
         if p.strategy == planner.EXACT:
-            scores, rows = self.store.exact_search(queries, limit, bits, field)
+            # on int8 codes, re-scoring only the rows their error bound leaves in doubt: the
+            # float scan's answer from a quarter of its bytes (None: a row is not a node yet)
+            found = graph.scan(col.vectors, q, limit, bits) if self.quantization == "int8" and nodes else None
+            scores, rows = found if found is not None else self.store.exact_search(queries, limit, bits, field)
         else:
-            q = queries
-            if col.metric == "cosine" and len(q) == 1:  # one query (find): no axis reduction
-                q = np.ascontiguousarray(q / np.float32(max(math.sqrt(sum_squares(q[0])), 1e-30)), dtype=np.float32)
-            elif col.metric == "cosine":
-                norms = np.linalg.norm(q, axis=1, keepdims=True)
-                q = np.ascontiguousarray(q / np.maximum(norms, 1e-30), dtype=np.float32)
             mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
             scores, rows = graph.search(col.vectors, q, limit, p.ef, bits, mode)
             want = min(limit, matches)
