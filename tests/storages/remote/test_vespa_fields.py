@@ -294,6 +294,9 @@ class Node:
                 for i in chosen:
                     self.write(method, i, body)
                 return 200, {"documentCount": len(chosen)}
+            if "wantedDocumentCount" in params:  # a visit: every document in one chunk
+                return 200, {"documents": [{"id": f"id:hybridsearch:page::{i}", "fields": self.rendered(f)}
+                                           for i, f in self.docs.items()], "documentCount": len(self.docs)}
             id_ = unquote(parts.path.rsplit("/", 1)[1])
             if method == "GET":
                 if id_ not in self.docs:
@@ -645,16 +648,17 @@ def test_update_many_and_delete_by_condition_carry_every_kind(node):
 
 
 def test_columns_carry_every_kind(node):
+    """extend_columns writes every kind, to_columns reads them back (sparse as dicts,
+    multi-vector as arrays, None where absent), in insertion order."""
     da = _open(node)
-    docs = _corpus(5, seed=2)
+    docs = _corpus(6, seed=2)
     da.extend_columns({"id": [d.id for d in docs], "text_vec": np.array([d.text_vec for d in docs]),
                        "splade": [d.splade for d in docs], "colbert": [d.colbert for d in docs],
                        "image_vec": [d.image_vec for d in docs]})
-    node.requests.append(("VISIT", None, None))
-    # to_columns reads every document (iteration visits the type: answered from the node's dict)
-    got = [da[d.id] for d in docs]
-    for d, g in zip(docs, got):
-        assert g.splade == d.splade
-        assert (g.colbert is None) == (d.colbert is None) and (g.image_vec is None) == (d.image_vec is None)
+    cols = da.to_columns(fields=["id", "splade", "colbert", "image_vec"])
+    assert list(cols["id"]) == [d.id for d in docs]
+    assert list(cols["splade"]) == [d.splade for d in docs]
+    for d, c, im in zip(docs, cols["colbert"], cols["image_vec"]):
+        assert (c is None) == (d.colbert is None) and (im is None) == (d.image_vec is None)
         if d.colbert is not None:
-            np.testing.assert_array_equal(np.asarray(g.colbert), np.asarray(d.colbert, dtype=np.float32))
+            np.testing.assert_array_equal(np.asarray(c), np.asarray(d.colbert, dtype=np.float32))
