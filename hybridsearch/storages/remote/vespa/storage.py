@@ -663,6 +663,20 @@ class VespaStorage(RemoteStorage):
             raise self._beyond_max_hits("every text match is needed here")
         return self.lexical_list(text, node, self._hit_records(hits), [h["relevance"] for h in hits], None)
 
+    def bm25_of(self, text, ids: list) -> dict:
+        """id -> the `bm25` profile's score (best-field BM25) of those of `ids` the text query
+        matches: its terms ORed, restricted to the ids (BM25 does not depend on the other
+        clauses), a chunk of PAGE ids per query."""
+        cond, params = self._text(text)
+        out = {}
+        for a in range(0, len(ids), PAGE):
+            chunk = ids[a:a + PAGE]
+            only = " or ".join(f"{ID_FIELD} contains {Y.string_literal(i)}" for i in chunk)
+            hits = self._search({"yql": Y.select(self.doctype, f"{cond} and ({only})"), "hits": self._hits(len(chunk)),
+                                 "ranking": "bm25", **params}, "score documents by text")
+            out.update({h["fields"][ID_FIELD]: float(h["relevance"]) for h in hits})
+        return out
+
     def records_of(self, ids: list) -> dict:
         out = {}
         for i in ids:
