@@ -746,3 +746,26 @@ def test_text_with_several_fields_fuses_as_the_model(node, fusion):
         assert by_ids == []  # rrf reads ranks only
     else:
         assert by_ids and all(b["ranking"] == "bm25" for b in by_ids)
+
+
+def test_bad_values_are_refused_before_any_request(node):
+    da = _open(node)
+    da.extend(_corpus(3))
+    node.requests.clear()
+    with pytest.raises(hs.SchemaError):
+        da.find(vector={"splade": {-1: 1.0}})
+    with pytest.raises(hs.SchemaError):
+        da.find(vector={"colbert": np.ones((2, 3))})
+    with pytest.raises(hs.SchemaError):
+        da.find(vector={"text_vec": [np.nan, 0, 0, 1]})
+    with pytest.raises(hs.ConfigError, match="text_vec"):
+        da.find(vector=[1, 0, 0, 0])  # two dense fields: the dict form names one
+    with pytest.raises(hs.ConfigError):
+        da.find(vector={"nope": [1, 0, 0, 0]})
+    with pytest.raises(hs.SchemaError):
+        da.extend([{"id": "z", "text_vec": [1, 0, 0, 0], "splade": {1: float("inf")}}])
+    with pytest.raises(hs.SchemaError):
+        da.update("p0", colbert=np.zeros((1, 4)))  # a zero row has no norm in [1e-15, 1e15]
+    assert node.requests == []
+    with pytest.raises(hs.ConfigError, match="splade"):
+        hs.DocumentArray(Page, storage="vespa", url=node.url, doctype="page", metric={"splade": "ip"})

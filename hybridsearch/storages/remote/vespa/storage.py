@@ -24,6 +24,10 @@ primitives and query/executor.py fuses them; hybrid "sum" and "linear" keep Vesp
 queries (`scored_pool`: the `hybrid` profile's weakAnd ∪ nearestNeighbor, or one query of every
 text match and the vector top candidates) and the executor fuses their parts: the profile's
 text_score match feature and the exact vector scores.
+API.md section 10: every dense, sparse and multi-vector field is a tensor with its own rank
+profile (app.py, tensors.py; docs/storages/vespa.md); each field's list is Vespa's matches
+ranked again here by the exact score of their stored values (`_found`, `_ranked`), and the
+executor fuses several lists, the text score of given ids coming from `bm25_of`.
 What every remote storage shares (retries, redaction, rollback, document <-> fields,
 exact rescoring) lives in ../base.py.
 """
