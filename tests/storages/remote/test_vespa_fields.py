@@ -769,3 +769,18 @@ def test_bad_values_are_refused_before_any_request(node):
     assert node.requests == []
     with pytest.raises(hs.ConfigError, match="splade"):
         hs.DocumentArray(Page, storage="vespa", url=node.url, doctype="page", metric={"splade": "ip"})
+
+
+def test_offset_and_min_score_cut_a_fields_ranking(node):
+    da = _open(node)
+    docs = _corpus(30, seed=6)
+    da.extend(docs)
+    q = {1: 1.0, 3: 2.0, 8: 0.5}
+    model = _model(docs, "splade", q)
+    full = da.find(vector={"splade": q}, limit=12)
+    assert_topk_of(full, model, 12)
+    page = da.find(vector={"splade": q}, limit=4, offset=3)
+    assert page.ids == full.ids[3:7]
+    floor = float(full.scores[5])
+    above = da.find(vector={"splade": q}, limit=12, min_score=floor)
+    assert above.ids == [i for i, s in zip(full.ids, full.scores) if s >= floor]
