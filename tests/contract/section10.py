@@ -17,8 +17,7 @@ REFUSING = [s for s in ("hnswlib", "annlite") if s in STORAGES]
 # the remote storages refusing at open, from the storage's description: no node answers there
 REMOTE = (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
           ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-          ("weaviate", {"url": "http://127.0.0.1:9"}),
-          ("vespa", {"url": "http://127.0.0.1:9"}))
+          ("weaviate", {"url": "http://127.0.0.1:9"}))
 
 
 def assert_refused_at_open(schema, kind: str, field: str, storage: str, tmp_path) -> None:

@@ -15,6 +15,19 @@ its weight times (its BM25 + the number of prefix clauses matching its words: a 
 scores a constant 1, as Lucene's constant-score prefix query).
 Scores are written so they mean what API.md says: cosine similarity (`cos` of the
 angular distance), inner product (minus the dotproduct distance) and -euclidean distance.
+
+API.md section 10 (`field_profile` names each field's profile and query input):
+- each dense field is a `tensor<float>(x[d])` attribute with its own HNSW index and
+  distance-metric (the field's metric), searched by `nearestNeighbor(<field>, q_<field>)` and
+  ranked by its `closeness_<field>` profile (a schema with one dense field keeps `closeness`
+  and `query(q)`);
+- an hs.SparseVector field is a mapped tensor `tensor<float>(k{})` (the exact weights, for
+  ranking) beside a weighted set `hs_keys_<field>` of its keys (for matching: the
+  `dotProduct` operator matches every document sharing a key, without pruning); its
+  `sparse_<field>` profile ranks every match by `sum(query(q_<field>) * attribute(<field>))`;
+- an hs.MultiVector[d] field is a mixed tensor `tensor<float>(t{}, x[d])`; its
+  `maxsim_<field>` profile ranks every document holding it by MaxSim over the query's
+  `tensor<float>(qt{}, x[d])` with the field's metric (`maxsim_expression`).
 """
 from __future__ import annotations
 
@@ -26,6 +39,7 @@ from xml.sax.saxutils import quoteattr
 
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import ConfigError
+from hybridsearch.storages.base import resolve_metrics
 from hybridsearch.storages.remote.base import EXTRA_FIELD, ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 
 DISTANCE = {"cosine": "angular", "ip": "dotproduct", "l2": "euclidean"}
@@ -52,6 +66,43 @@ def similarity(metric: str, field: str) -> str:
     if metric == "cosine":
         return f"cos(distance(field, {field}))"
     return f"-distance(field, {field})"  # dotproduct distance is -(q . x); euclidean is the distance
+
+
+def keys_field(sparse_field: str) -> str:
+    """The weighted set of a sparse field's keys, which the dotProduct operator matches."""
+    return f"hs_keys_{sparse_field}"
+
+
+def field_profile(schema: Schema, field: str) -> tuple:
+    """(rank profile, query input name) of a vector field of API.md section 10: `closeness`
+    and `q` for the one dense field of a schema holding one (the package before section 10),
+    else `closeness_<f>` / `q_<f>` (dense), `sparse_<f>` / `q_<f>`, `maxsim_<f>` / `qt_<f>`."""
+    if field in schema.sparse:
+        return f"sparse_{field}", f"q_{field}"
+    if field in schema.multi:
+        return f"maxsim_{field}", f"qt_{field}"
+    if schema.vector is not None and schema.vector.name == field:
+        return "closeness", "q"
+    return f"closeness_{field}", f"q_{field}"
+
+
+def sparse_expression(field: str, q: str) -> str:
+    """The exact dot product of the query's sparse tensor with the document's."""
+    return f"sum(query({q}) * attribute({field}))"
+
+
+def maxsim_expression(metric: str, field: str, q: str) -> str:
+    """MaxSim as API.md defines it: per query row (qt) the best similarity over the document's
+    rows (t) with the field's metric (inner product, cosine similarity, or minus the euclidean
+    distance), summed over the query rows."""
+    a, b = f"query({q})", f"attribute({field})"
+    if metric == "ip":
+        sim = f"sum({a} * {b}, x)"
+    elif metric == "cosine":
+        sim = f"sum({a} * {b}, x) / (sqrt(sum({a} * {a}, x)) * sqrt(sum({b} * {b}, x)))"
+    else:
+        sim = f"-sqrt(sum(({a} - {b}) * ({a} - {b}), x))"
+    return f"sum(reduce({sim}, max, t), qt)"
 
 
 def words_field(text_field: str) -> str:
@@ -81,7 +132,7 @@ def _field(name: str, type_: str, indexing: str, body: list) -> list:
     return lines + ["}"]
 
 
-def _document_fields(schema: Schema, metric: str, m: int, ef_construct: int) -> tuple:
+def _document_fields(schema: Schema, metrics: dict, m: int, ef_construct: int) -> tuple:
     """(lines of the document's fields, names of its text fields)."""
     fast = ["attribute {", "    fast-search", "}"]
     exact = fast + ["match {", "    word", "    cased", "}"]
@@ -103,9 +154,14 @@ def _document_fields(schema: Schema, metric: str, m: int, ef_construct: int) -> 
             lines += _field(spec.name, _TYPES[spec.kind], "attribute | summary", fast)
         elif spec.kind is Kind.VECTOR:
             lines += _field(spec.name, f"tensor<float>(x[{spec.dim}])", "attribute | index | summary",
-                            ["attribute {", f"    distance-metric: {DISTANCE[metric]}", "}",
+                            ["attribute {", f"    distance-metric: {DISTANCE[metrics[spec.name]]}", "}",
                              "index {", "    hnsw {", f"        max-links-per-node: {m}",
                              f"        neighbors-to-explore-at-insert: {ef_construct}", "    }", "}"])
+        elif spec.kind is Kind.SPARSE:
+            lines += _field(spec.name, "tensor<float>(k{})", "attribute | summary", [])
+            lines += _field(keys_field(spec.name), "weightedset<string>", "attribute", fast)
+        elif spec.kind is Kind.MULTI:
+            lines += _field(spec.name, f"tensor<float>(t{{}}, x[{spec.dim}])", "attribute | summary", [])
     return lines, texts
 
 
@@ -136,10 +192,12 @@ def _profile(name: str, expression: str, inputs: list, text_score: Optional[str]
     return out + ["    }"]
 
 
-def schema_sd(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int) -> str:
-    """The `.sd` text of the collection's schema."""
+def schema_sd(schema: Schema, doctype: str, metric, m: int, ef_construct: int) -> str:
+    """The `.sd` text of the collection's schema; `metric` as the `metric=` option takes it (a
+    string, or a dict field -> metric)."""
     check_name(doctype, "document type")
-    fields, texts = _document_fields(schema, metric, m, ef_construct)
+    metrics = resolve_metrics(schema, metric)
+    fields, texts = _document_fields(schema, metrics, m, ef_construct)
     lines = [f"schema {doctype} {{", f"    document {doctype} {{"] + [f"        {f}" for f in fields] + ["    }"]
     lines += _words_fields(texts)
     if texts:
@@ -150,12 +208,30 @@ def schema_sd(schema: Schema, doctype: str, metric: str, m: int, ef_construct: i
     if texts:
         lines += _profile("bm25", TEXT_SCORE, weights, bm25_expression(texts))
     if vec is not None:
-        lines += _profile("closeness", similarity(metric, vec.name), q)
+        lines += _profile("closeness", similarity(metrics[vec.name], vec.name), q)
     if texts and vec is not None:
-        lines += _profile("hybrid", f"{TEXT_SCORE} + {similarity(metric, vec.name)}", q + weights,
+        lines += _profile("hybrid", f"{TEXT_SCORE} + {similarity(metrics[vec.name], vec.name)}", q + weights,
                           bm25_expression(texts), match_text=True)
+    lines += _field_profiles(schema, metrics)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _field_profiles(schema: Schema, metrics: dict) -> list:
+    """The rank profile of each vector field beyond a lone dense one (API.md section 10)."""
+    out = []
+    for name, spec in schema.vectors.items():
+        if schema.vector is None:  # several dense fields: one profile each
+            profile, q = field_profile(schema, name)
+            out += _profile(profile, similarity(metrics[name], name), [f"query({q}) tensor<float>(x[{spec.dim}])"])
+    for name in schema.sparse:
+        profile, q = field_profile(schema, name)
+        out += _profile(profile, sparse_expression(name, q), [f"query({q}) tensor<float>(k{{}})"])
+    for name, spec in schema.multi.items():
+        profile, q = field_profile(schema, name)
+        out += _profile(profile, maxsim_expression(metrics[name], name, q),
+                        [f"query({q}) tensor<float>(qt{{}}, x[{spec.dim}])"])
+    return out
 
 
 def services_xml(doctype: str, app: str = "hybridsearch") -> str:
@@ -198,7 +274,7 @@ def query_profile_xml(max_hits: int) -> str:
 QUERY_PROFILE_TYPE_XML = '<query-profile-type id="root">\n</query-profile-type>\n'
 
 
-def application_files(schema: Schema, doctype: str, metric: str, m: int, ef_construct: int,
+def application_files(schema: Schema, doctype: str, metric, m: int, ef_construct: int,
                       max_hits: int = 10000) -> dict:
     """Relative path -> text of every file of the application package."""
     return {f"schemas/{doctype}.sd": schema_sd(schema, doctype, metric, m, ef_construct),

@@ -24,6 +24,10 @@ primitives and query/executor.py fuses them; hybrid "sum" and "linear" keep Vesp
 queries (`scored_pool`: the `hybrid` profile's weakAnd ∪ nearestNeighbor, or one query of every
 text match and the vector top candidates) and the executor fuses their parts: the profile's
 text_score match feature and the exact vector scores.
+API.md section 10: every dense, sparse and multi-vector field is a tensor with its own rank
+profile (app.py, tensors.py; docs/storages/vespa.md); each field's list is Vespa's matches
+ranked again here by the exact score of their stored values (`_found`, `_ranked`), and the
+executor fuses several lists, the text score of given ids coming from `bm25_of`.
 What every remote storage shares (retries, redaction, rollback, document <-> fields,
 exact rescoring) lives in ../base.py.
 """
@@ -43,15 +47,18 @@ from hybridsearch.document import Kind
 from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import And, Exists, MatchAll, Node
 from hybridsearch.storages.base import exact_scores
+from hybridsearch.storages.fieldscores import maxsim, sparse_dot
 from hybridsearch.storages.config import integer, one_of, option, path_or_none
-from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, FieldCodec, RemoteConfig,
+from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig,
                                                RemoteStorage, http_url, split_userinfo)
 from hybridsearch.storages.remote.vespa import app as A
 from hybridsearch.storages.remote.vespa import lexical as L
+from hybridsearch.storages.remote.vespa import tensors as T
 from hybridsearch.storages.remote.vespa import yql as Y
 from hybridsearch.storages.remote.vespa.selection import NotSelectable, Selection
 
 PAGE = 400  # documents per chunk when visiting
+MARGIN = 8  # extra hits of a sparse or multi-vector query, so that rescoring cannot lose one to rounding
 log = logging.getLogger("hybridsearch")
 
 
@@ -133,14 +140,15 @@ class VespaStorage(RemoteStorage):
     engine = "Vespa"
     Config = VespaConfig
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
+    named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: VespaConfig) -> None:
         import requests
         self._requests = requests
         # user:password in the URL becomes basic auth and leaves the URL, which errors and repr show
         self.url, basic = split_userinfo(config.url.rstrip("/"))
-        super().__init__(schema, config, [config.token, basic and basic[1]], FieldCodec(
-            schema, encode_vector=lambda v: {"values": [float(x) for x in v]}, decode_vector=self._tensor))
+        super().__init__(schema, config, [config.token, basic and basic[1]], T.VespaCodec(schema))
         self.namespace = config.namespace
         self.doctype = config.doctype or schema.name.lower()
         A.check_name(self.doctype, "document type")
@@ -157,7 +165,7 @@ class VespaStorage(RemoteStorage):
             self.session.headers["Authorization"] = f"Bearer {config.token}"
         elif basic:
             self.session.auth = basic
-        A.schema_sd(schema, self.doctype, self.metric, self.m, self.ef_construct)  # field names Vespa accepts
+        A.schema_sd(schema, self.doctype, self.metrics, self.m, self.ef_construct)  # field names Vespa accepts
         self.next_seq = self._max_seq() + 1
 
     def address(self) -> dict:
@@ -165,7 +173,7 @@ class VespaStorage(RemoteStorage):
 
     def application_package(self) -> dict:
         """Relative path -> text of the application package this collection needs deployed."""
-        return A.application_files(self.schema, self.doctype, self.metric, self.m, self.ef_construct,
+        return A.application_files(self.schema, self.doctype, self.metrics, self.m, self.ef_construct,
                                    self.max_hits)
 
     # ------------------------------------------------------------ HTTP
@@ -233,18 +241,6 @@ class VespaStorage(RemoteStorage):
         return list(self._query(body, what).get("children", []))
 
     # ---------------------------------------------------------- documents
-    def _tensor(self, v):
-        """A tensor field as Vespa returns it ({"values": [...]}, {"cells": [...]} or a list) -> list."""
-        if isinstance(v, dict):
-            if "values" in v:
-                return v["values"]
-            if "cells" in v:
-                out = [0.0] * self.vec.dim
-                for c in v["cells"]:
-                    out[int(c["address"]["x"])] = c["value"]
-                return out
-        return v
-
     def _docs(self, hits: list) -> list:
         return [self.codec.document(h["fields"]) for h in hits]
 
@@ -523,8 +519,10 @@ class VespaStorage(RemoteStorage):
             return None
         fields = {}
         for name, v in values.items():
-            spec = self.schema.fields[name]
-            fields[name] = {"assign": self.codec.encode_vector(v) if spec.kind is Kind.VECTOR and v is not None else v}
+            if name in self.codec.kinds:  # a vector field of any kind (and a sparse one's keys)
+                fields.update({k: {"assign": e} for k, e in self.codec.engine_values(name, v).items()})
+            else:
+                fields[name] = {"assign": v}
         optional = [n for n in values if self.schema.fields[n].optional]
         added = [n for n in optional if values[n] is not None]
         removed = [n for n in optional if values[n] is None]
@@ -552,20 +550,102 @@ class VespaStorage(RemoteStorage):
     def _where(self, node: Optional[Node]) -> Optional[str]:
         return None if node is None or isinstance(node, MatchAll) else self.yql.compile(node)
 
-    def _vector_body(self, q: np.ndarray, k: int, ef: int, where: Optional[str], exact: bool) -> dict:
-        nn = Y.nearest_neighbor(self.vec.name, k, ef, approximate=not exact)
-        cond = nn if where is None else f"{nn} and {where}"
-        return {"yql": Y.select(self.doctype, cond), "hits": self._hits(k), "ranking": "closeness",
-                "input.query(q)": [float(x) for x in q]}
+    def _field(self, field: Optional[str]) -> str:
+        """The vector field a search names (None: the schema's one dense field)."""
+        if field is None:
+            self.need_vector()
+            return self.vec.name
+        return field
 
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        self.need_vector()
+    def _field_body(self, field: str, one, n: int, ef: int, where: Optional[str], exact: bool) -> dict:
+        """The request of a field's top-n for one query (`one`: a dense (d,) array, a sparse
+        (indices, values) pair or an (m, d) block), ranked by the field's profile: a dense field
+        by nearestNeighbor (exact=True: no graph); a sparse one matching every document sharing
+        a key (dotProduct) and a multi-vector one every document holding it, each match ranked
+        by the profile's exact expression."""
+        profile, qname = A.field_profile(self.schema, field)
+        spec = self.schema.fields[field]
+        if spec.kind is Kind.SPARSE:
+            cond = Y.dot_product(A.keys_field(field), one[0].tolist())
+            value = T.sparse_query(*one)
+        elif spec.kind is Kind.MULTI:
+            cond = f"{PRESENT_FIELD} contains {Y.string_literal(field)}" if spec.optional else None
+            value = T.multi_query(one)
+        else:
+            cond = Y.nearest_neighbor(field, n, ef, approximate=not exact, query=qname)
+            value = [float(x) for x in np.asarray(one, dtype=np.float32).reshape(-1)]
+        if where is not None:
+            cond = where if cond is None else f"{cond} and {where}"
+        return {"yql": Y.select(self.doctype, cond or "true"), "hits": self._hits(n), "ranking": profile,
+                f"input.query({qname})": value}
+
+    def _one(self, field: str, query):
+        """The one query of a primitive's argument: (1, d) dense, or a list holding one checked
+        sparse or multi-vector query (as DocumentArray passes them)."""
+        if self.schema.fields[field].kind is Kind.VECTOR:
+            return np.asarray(query, dtype=np.float32).reshape(-1)
+        return query[0]
+
+    def _found(self, field: str, one, k: int, where: Optional[str], exact: bool, ef: Optional[int]) -> list:
+        """The hits' records among which the field's top-k of `one` is. Dense: Vespa's k nearest
+        (their order is the metric's up to float rounding). Sparse and multi-vector: every match
+        is ranked by the profile's expression in float precision, so k + MARGIN are read, and
+        more while the k-th ties with the last (Vespa cuts among equal scores in its own order;
+        ties here go to the earlier document)."""
+        kind = self.schema.fields[field].kind
+        if kind is Kind.VECTOR:
+            body = self._field_body(field, one, k, max(ef or self.ef, k), where, exact)
+            return self._hit_records(self._search(body, "run a vector query"))
+        if kind is Kind.SPARSE and len(one[0]) == 0:
+            return []  # an empty query matches nothing
+        m = min(k + MARGIN, self.max_hits)
+        while True:
+            hits = self._search(self._field_body(field, one, m, 0, where, True), "run a vector query")
+            if len(hits) < m or m >= self.max_hits:
+                return self._hit_records(hits)
+            kth, last = float(hits[k - 1]["relevance"]), float(hits[-1]["relevance"])
+            if kth - last > 1e-5 * max(1.0, abs(kth)):
+                return self._hit_records(hits)
+            m = min(2 * m, self.max_hits)
+
+    def _exact(self, field: str, values: list, one) -> np.ndarray:
+        """API.md's score of each value of `field` (None: the document has none, NaN) for `one`,
+        float64: the metric's similarity, the exact dot product, MaxSim."""
+        kind = self.schema.fields[field].kind
+        out = np.full(len(values), np.nan)
+        # an empty sparse vector holds nothing to match, as no value (API.md section 10)
+        have = [i for i, v in enumerate(values) if v is not None and (kind is not Kind.SPARSE or v)]
+        if not have:
+            return out
+        if kind is Kind.VECTOR:
+            X = np.array([values[i] for i in have], dtype=np.float32)
+            out[have] = exact_scores(X, one, self.metrics[field])
+        elif kind is Kind.SPARSE:
+            out[have] = [sparse_dot(one, values[i]) for i in have]
+        else:
+            out[have] = [maxsim(values[i], one, self.metrics[field]) for i in have]
+        return out
+
+    def _ranked(self, records: list, field: str, one, k: int) -> tuple:
+        """(records, scores float32) of the records holding a value of `field`, best first by
+        API.md's exact score computed here from the stored values (ties in insertion order),
+        cut to k."""
+        records = sorted(records, key=lambda r: int(r[SEQ_FIELD]))
+        scores = self._exact(field, [self.codec.value(field, r) for r in records], one)
+        keep = np.flatnonzero(~np.isnan(scores))
+        order = keep[np.argsort(-scores[keep], kind="stable")[:k]]
+        return [records[i] for i in order.tolist()], scores[order].astype(np.float32)
+
+    def search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int], field: Optional[str] = None) -> list:
+        field = self._field(field)
         where = self._where(node)
-        ef = max(ef or self.ef, limit)
-        return [self.rescored([h["fields"] for h in self._search(self._vector_body(q, limit, ef, where, exact),
-                                                                  "run a vector query")], q, limit)
-                for q in queries]
+        out = []
+        for q in queries:
+            one = np.asarray(q, dtype=np.float32).reshape(-1) if self.schema.fields[field].kind is Kind.VECTOR else q
+            ranked, scores = self._ranked(self._found(field, one, limit, where, exact, ef), field, one, limit)
+            out.append(([r[ID_FIELD] for r in ranked], scores, [self.codec.document(r) for r in ranked]))
+        return out
 
     # ------------------------------------- retrieval primitives (query/executor.py fuses)
     def _hit_records(self, hits: list) -> list:
@@ -587,6 +667,20 @@ class VespaStorage(RemoteStorage):
             raise self._beyond_max_hits("every text match is needed here")
         return self.lexical_list(text, node, self._hit_records(hits), [h["relevance"] for h in hits], None)
 
+    def bm25_of(self, text, ids: list) -> dict:
+        """id -> the `bm25` profile's score (best-field BM25) of those of `ids` the text query
+        matches: its terms ORed, restricted to the ids (BM25 does not depend on the other
+        clauses), a chunk of PAGE ids per query."""
+        cond, params = self._text(text)
+        out = {}
+        for a in range(0, len(ids), PAGE):
+            chunk = ids[a:a + PAGE]
+            only = " or ".join(f"{ID_FIELD} contains {Y.string_literal(i)}" for i in chunk)
+            hits = self._search({"yql": Y.select(self.doctype, f"{cond} and ({only})"), "hits": self._hits(len(chunk)),
+                                 "ranking": "bm25", **params}, "score documents by text")
+            out.update({h["fields"][ID_FIELD]: float(h["relevance"]) for h in hits})
+        return out
+
     def records_of(self, ids: list) -> dict:
         out = {}
         for i in ids:
@@ -595,12 +689,28 @@ class VespaStorage(RemoteStorage):
                 out[i] = f
         return out
 
-    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
-                   ef: Optional[int]) -> Candidates:
-        self.need_vector()
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        body = self._vector_body(q, k, max(ef or self.ef, k), self._where(node), exact)
-        return self.vector_list(self._hit_records(self._search(body, "run a vector query")), q, k)
+    def vector_top(self, query, k: int, node: Optional[Node], exact: bool, ef: Optional[int],
+                   field: Optional[str] = None) -> Candidates:
+        """The field's top-k: Vespa's candidates (`_found`) ranked by the exact score."""
+        field = self._field(field)
+        one = self._one(field, query)
+        ranked, scores = self._ranked(self._found(field, one, k, self._where(node), exact, ef), field, one, k)
+        return self.candidates(ranked, scores, docs=True, vectors=True)
+
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """The text part as RemoteStorage scores it; a vector part exactly from the stored values
+        the find's lists brought (the others read by id): NaN where a document holds no value of
+        the field (the executor fuses that as 0)."""
+        if part != "vector":
+            return super().scores_of(keys, part, query)
+        field = self._field(field)
+        ids = keys.tolist()
+        cache = self.cache()
+        missing = [i for i in ids if i not in cache.with_vectors]
+        if missing:
+            cache.keep(self.records_of(missing), True)
+        values = [self.codec.value(field, cache.records[i]) if i in cache.records else None for i in ids]
+        return self._exact(field, values, self._one(field, query)).astype(np.float32)
 
     def scored_pool(self, plan) -> ScoredPool:
         """Hybrid "sum" and "linear" on Vespa's `hybrid` rank profile, each candidate's parts its
@@ -615,8 +725,10 @@ class VespaStorage(RemoteStorage):
           text match (the terms ORed), all of them returned (more than max_hits: refused); the
           candidates are the text matches (exact=True) or their top-`candidates` by text_score,
           with the `candidates` best of the answer by exact vector score."""
+        if plan.text is None or plan.vector is None or self.vec is None or \
+                plan.vectors[0].field not in (None, self.vec.name):
+            return None  # other lists (API.md section 10): the executor fuses the primitives' lists
         self.need_texts()
-        self.need_vector()
         q = np.asarray(plan.vector, dtype=np.float32).reshape(-1)
         c, where = plan.candidates, self._where(plan.node)
         ef = max(plan.ef or self.ef, c)
@@ -665,7 +777,8 @@ class VespaStorage(RemoteStorage):
                      exact: bool, every_match: bool = False) -> dict:
         """One query over the vector top-`pool` or the text matches, ranked by `hybrid`."""
         tcond, params = self._text(text, None if every_match else hits)
-        nn = Y.nearest_neighbor(self.vec.name, pool, ef, approximate=not exact)
+        nn = Y.nearest_neighbor(self.vec.name, pool, ef, approximate=not exact, query=A.field_profile(
+            self.schema, self.vec.name)[1])
         cond = f"({nn} or {tcond})" + ("" if where is None else f" and {where}")
         return {"yql": Y.select(self.doctype, cond), "hits": self._hits(hits), "ranking": "hybrid",
                 "input.query(q)": [float(x) for x in q], **params}

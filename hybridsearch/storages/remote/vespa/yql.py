@@ -205,12 +205,20 @@ def select(doctype: str, where: str, order_by_seq: bool = False) -> str:
     return yql + (" order by hs_seq asc" if order_by_seq else "")
 
 
-def nearest_neighbor(field: str, k: int, ef: int, approximate: bool = True) -> str:
+def nearest_neighbor(field: str, k: int, ef: int, approximate: bool = True, query: str = "q") -> str:
     """The nearestNeighbor term: targetHits = k, ef - k more candidates explored in the graph
-    (approximate=False: every matching document is scored, no graph)."""
+    (approximate=False: every matching document is scored, no graph); `query` names the query
+    tensor input (the rank profile's query(<query>))."""
     extra = max(0, ef - k)
     exact = "" if approximate else "approximate: false, "
-    return f"({{{exact}targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, q))"
+    return f"({{{exact}targetHits: {int(k)}, hnsw.exploreAdditionalHits: {int(extra)}}}nearestNeighbor({field}, {query}))"
+
+
+def dot_product(field: str, keys) -> str:
+    """The dotProduct term matching every document whose weighted set `field` holds one of the
+    (int) keys: Vespa evaluates it exhaustively over the keys' posting lists (no pruning, unlike
+    wand), so every document sharing a key with a sparse query matches."""
+    return f"dotProduct({field}, {{{', '.join(f'{string_literal(str(int(k)))}: 1' for k in keys)}}})"
 
 
 # ------------------------------------------------------------------ sorting
