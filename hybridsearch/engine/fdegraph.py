@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch.engine import graph as G
-from hybridsearch.engine.muvera import FdeParams, fde_documents, fde_query
+from hybridsearch.engine.muvera import FdeParams, encoder, fde_documents
 from hybridsearch.errors import ConfigError
 
 # candidates walked per query before exact rescoring (at least the page asked for): at the
@@ -82,14 +82,19 @@ class FdeGraph:
     def candidates(self, Q: np.ndarray, k: int, ef: int, bits: Optional[np.ndarray]) -> np.ndarray:
         """Up to k slots (int64) whose FDE scores best against the query's, among the slots set
         in `bits` (None: all)."""
-        q = np.ascontiguousarray(fde_query(Q, self.params, self.metric).reshape(1, -1))
+        rows = self.candidates_batch([Q], k, ef, bits)[0]
+        return rows[rows >= 0]
+
+    def candidates_batch(self, queries: list, k: int, ef: int, bits: Optional[np.ndarray]) -> np.ndarray:
+        """(len(queries), k) int64 slots, per query the best by FDE first, -1 padded: the
+        queries encoded together and walked in one native call."""
+        q = np.ascontiguousarray(encoder(self.params).queries(queries, self.metric))
         if bits is not None and len(bits) * 64 < len(self.block):  # the graph wants every row covered
             wide = np.zeros((len(self.block) + 63) // 64, dtype=np.uint64)
             wide[:len(bits)] = bits
             bits = wide
         _, rows = self.graph.search(self.block, q, k, max(ef, k), bits, G.PLAIN)
-        rows = rows[0]
-        return rows[rows >= 0]
+        return rows
 
     # ------------------------------------------------------------ snapshots
     def export(self) -> tuple:

@@ -142,3 +142,14 @@ def test_stats_bytes_count_the_sparse_index_and_the_token_stores(storage, tmp_pa
         assert got["multivectors"] >= sum(b.nbytes for b in blocks) and got["multivectors"] > empty["multivectors"]
         if storage == "hnsw":
             assert got["fde_graph"] >= 50 * 5120 * 4
+
+
+def test_find_batched_walks_the_fde_graph_like_single_finds(tmp_path):
+    """One walk for the whole batch (FdeGraph.candidates_batch) gives what each find gives,
+    with and without a filter."""
+    with open_at(tmp_path / "c") as da:
+        fill(da)
+        for flt in (None, {"tag": "b"}):
+            many = da.find_batched(vectors={"colbert": QUERIES}, limit=10, filter=flt)
+            one = [da.find(vector={"colbert": Q}, limit=10, filter=flt) for Q in QUERIES]
+            assert [(r.ids, list(r.scores)) for r in many] == [(r.ids, list(r.scores)) for r in one]

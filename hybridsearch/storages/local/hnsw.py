@@ -394,8 +394,11 @@ class HnswStorage(JournaledStorage):
         c = max(limit, FDE_CANDIDATES)
         scores = np.full((len(queries), limit), -np.inf, dtype=np.float32)
         rows = np.full((len(queries), limit), -1, dtype=np.int64)
+        # the batch's encodings and walks in one native call; the exact rescoring is one
+        # native call per query (TokenStore.maxsim_of takes one query block)
+        walked = fg.candidates_batch(queries, c, max(ef or self.ef, c), bits)
         for i, Q in enumerate(queries):
-            found = fg.candidates(Q, c, max(ef or self.ef, c), bits)
+            found = walked[i][walked[i] >= 0]
             if len(found) < c:  # the walk could not reach enough matches: scan them
                 s, r = col.search([Q], limit, bits)
                 scores[i], rows[i] = s[0], r[0]
