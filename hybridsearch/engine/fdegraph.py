@@ -130,7 +130,6 @@ class FdeGraph:
             raise ValueError("FDE graph: bad encoding parameters") from None
         if params.dim != dim:
             raise ValueError(f"FDE graph: encodes {params.dim}-d tokens, the field has {dim}")
-        fg = cls(dim, metric, m, ef_construct, seed, threads, params)
         block = arrays.get("block")
         n = meta.get("graph", {}).get("n") if isinstance(meta.get("graph"), dict) else None
         if (not isinstance(block, np.ndarray) or block.dtype != np.float32 or block.ndim != 2
@@ -138,6 +137,7 @@ class FdeGraph:
                 or not block.flags.writeable):
             raise ValueError("FDE graph: the encoding block is missing or has the wrong type or shape")
         parts = {k[len("graph/"):]: v for k, v in arrays.items() if k.startswith("graph/")}
+        fg = cls(dim, metric, m, ef_construct, seed, threads, params)  # its shapes checked first
         fg.graph = G.HnswGraph.attach(meta["graph"], parts, params.out_dim, "ip", m, ef_construct, "none")
         fg.block = block
         nodes = np.flatnonzero(parts["level"] >= 0)

@@ -140,6 +140,8 @@ DAMAGES = {
     "params-other-dim": lambda m, a: _fde(m)["params"].__setitem__("dim", 9),
     "params-other-reps": lambda m, a: _fde(m)["params"].__setitem__("reps", 19),
     "params-other-seed": lambda m, a: _fde(m)["params"].__setitem__("seed", 1),
+    "params-huge": lambda m, a: _fde(m)["params"].update(reps=10**15, k_sim=10, d_proj=10**6),
+    "params-extra-key": lambda m, a: _fde(m)["params"].__setitem__("extra", 1),
     "graph-meta-missing": lambda m, a: _fde(m).pop("graph"),
     "graph-count": lambda m, a: _fde(m)["graph"].__setitem__("count", _fde(m)["graph"]["count"] + 1),
     "block-missing": lambda m, a: a.pop("index/fde/colbert/block"),
