@@ -243,7 +243,19 @@ class ColumnStore:
             "columns": int(sum(v.nbytes for v in self.values.values()) + sum(p.nbytes for p in self.present.values())
                            + self.seq.nbytes + self.live.nbytes),
             "keywords": int(sum(sys.getsizeof(k) + 100 for d in self.kw_dictionary.values() for k in d)),
+            **self._fieldvec_nbytes(),
         }
+
+    def _fieldvec_nbytes(self) -> dict:
+        """"sparse" (the inverted indexes of the hs.SparseVector fields) and "multivectors" (the
+        token stores of the hs.MultiVector fields), each present when the schema has such a field."""
+        out = {}
+        for col in self.fieldvecs.values():
+            if col.kind == Kind.SPARSE:
+                out["sparse"] = out.get("sparse", 0) + int(col.index.stats()["nbytes"])
+            else:
+                out["multivectors"] = out.get("multivectors", 0) + int(col.tokens.nbytes)
+        return out
 
     # -------------------------------------------------------------- writes
     def _encode_keywords(self, name: str, strings, present: Optional[np.ndarray]) -> np.ndarray:

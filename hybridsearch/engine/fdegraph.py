@@ -10,6 +10,10 @@ with that metric is always searched exhaustively.
 The encodings live in one float32 block by slot (the store's rows), grown by doubling, as the
 graph reads its vectors from the caller's block. Writes are serialised by the collection's
 lock like every other index.
+
+In a snapshot (export / attached) the graph is its links, as the dense graphs are saved, plus
+the encoding block and the FdeParams it was encoded with; the next open maps them back instead
+of encoding and linking every document again.
 """
 from __future__ import annotations
 
@@ -18,11 +22,16 @@ from typing import Optional
 import numpy as np
 
 from hybridsearch.engine import graph as G
-from hybridsearch.engine.muvera import FdeParams, fde_documents, fde_query
+from hybridsearch.engine.muvera import FdeParams, encoder, fde_documents
+from hybridsearch.errors import ConfigError
 
 # candidates walked per query before exact rescoring (at least the page asked for): at the
 # default FDE parameters, 200 rescored candidates hold >= 0.95 of the exhaustive top-10
 CANDIDATES = 200
+
+# documents whose encoding an attach recomputes and compares with the saved one: a cheap
+# check that the block belongs to these tokens and parameters (a few ms at any size)
+_SPOT_CHECKS = 8
 
 
 def fde_metric_ok(metric: str) -> bool:
@@ -73,11 +82,76 @@ class FdeGraph:
     def candidates(self, Q: np.ndarray, k: int, ef: int, bits: Optional[np.ndarray]) -> np.ndarray:
         """Up to k slots (int64) whose FDE scores best against the query's, among the slots set
         in `bits` (None: all)."""
-        q = np.ascontiguousarray(fde_query(Q, self.params, self.metric).reshape(1, -1))
+        rows = self.candidates_batch([Q], k, ef, bits)[0]
+        return rows[rows >= 0]
+
+    def candidates_batch(self, queries: list, k: int, ef: int, bits: Optional[np.ndarray]) -> np.ndarray:
+        """(len(queries), k) int64 slots, per query the best by FDE first, -1 padded: the
+        queries encoded together and walked in one native call."""
+        q = np.ascontiguousarray(encoder(self.params).queries(queries, self.metric))
         if bits is not None and len(bits) * 64 < len(self.block):  # the graph wants every row covered
             wide = np.zeros((len(self.block) + 63) // 64, dtype=np.uint64)
             wide[:len(bits)] = bits
             bits = wide
         _, rows = self.graph.search(self.block, q, k, max(ef, k), bits, G.PLAIN)
-        rows = rows[0]
-        return rows[rows >= 0]
+        return rows
+
+    # ------------------------------------------------------------ snapshots
+    def export(self) -> tuple:
+        """(meta, arrays) for a snapshot: the graph's links (removals repaired first: the caller
+        holds the write lock) under "graph/", and "block", the encodings of slots [0, n). The
+        arrays are views valid until the next write."""
+        self.graph.repair(self.block, self.threads)
+        gmeta, parts = self.graph.export()
+        p = self.params
+        meta = {"params": {"dim": p.dim, "k_sim": p.k_sim, "d_proj": p.d_proj, "reps": p.reps,
+                           "final_dim": p.final_dim, "seed": p.seed},
+                "metric": self.metric, "graph": gmeta}
+        arrays = {f"graph/{k}": v for k, v in parts.items()}
+        arrays["block"] = self.block[:gmeta["n"]]
+        return meta, arrays
+
+    @classmethod
+    def attached(cls, meta: dict, arrays: dict, tokens, dim: int, metric: str, m: int,
+                 ef_construct: int, seed: int, threads: int) -> Optional["FdeGraph"]:
+        """The graph export() gave, over arrays mapped from a file (used in place), for the
+        documents of `tokens` (the field's TokenStore, restored before). None when it was saved
+        for another metric (the caller builds it again: it is derived from the tokens).
+        ValueError when anything does not check out: the parameters, every array's type and
+        shape, every link (the native attach), the nodes being exactly the documents holding
+        tokens, and a few documents' encodings recomputed."""
+        if not isinstance(meta, dict) or not isinstance(meta.get("params"), dict):
+            raise ValueError("FDE graph: bad snapshot header")
+        if meta.get("metric") != metric:
+            return None
+        try:
+            params = FdeParams(**meta["params"])
+        except (ConfigError, TypeError):
+            raise ValueError("FDE graph: bad encoding parameters") from None
+        if params.dim != dim:
+            raise ValueError(f"FDE graph: encodes {params.dim}-d tokens, the field has {dim}")
+        block = arrays.get("block")
+        n = meta.get("graph", {}).get("n") if isinstance(meta.get("graph"), dict) else None
+        if (not isinstance(block, np.ndarray) or block.dtype != np.float32 or block.ndim != 2
+                or block.shape != (n, params.out_dim) or not block.flags.c_contiguous
+                or not block.flags.writeable):
+            raise ValueError("FDE graph: the encoding block is missing or has the wrong type or shape")
+        parts = {k[len("graph/"):]: v for k, v in arrays.items() if k.startswith("graph/")}
+        fg = cls(dim, metric, m, ef_construct, seed, threads, params)  # its shapes checked first
+        fg.graph = G.HnswGraph.attach(meta["graph"], parts, params.out_dim, "ip", m, ef_construct, "none")
+        fg.block = block
+        nodes = np.flatnonzero(parts["level"] >= 0)
+        slots = tokens.slots()
+        if len(nodes) != len(slots) or not np.array_equal(nodes, slots):
+            raise ValueError("FDE graph: its nodes are not the documents holding the field")
+        if len(slots):
+            probe = slots[np.linspace(0, len(slots) - 1, min(_SPOT_CHECKS, len(slots))).astype(np.int64)]
+            again = fde_documents([tokens.get(s) for s in probe.tolist()], params, metric)
+            if not np.allclose(again, block[probe], rtol=1e-4, atol=1e-5):
+                raise ValueError("FDE graph: saved encodings differ from the documents' tokens")
+        return fg
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the links and of the encoding block (capacity included)."""
+        return int(self.graph.nbytes + self.block.nbytes)

@@ -91,21 +91,24 @@ class HnswStorage(JournaledStorage):
         self._plans = threading.local()  # the last plan of each reading thread (readers share the lock)
         self._bits_cache: dict = {}  # filter -> (lock generation, bitset, matches), see _filter_bits
         # multi-vector field -> the graph over its documents' FDEs (candidates for exact MaxSim);
-        # built from the token stores once the files are read (not kept in snapshots)
+        # mapped from the snapshot when it holds one (then the log's writes follow it), else
+        # built from the token stores once the files are read
         self.fde_graphs: dict = {}
+        self.fde_graphs_built = 0  # FDE graphs built over documents at open (not mapped), for stats()
         if config.path is not None:
             self._open_files(config.path, config.read_only)
         self._build_fde_graphs()
 
     def _build_fde_graphs(self) -> None:
-        """A graph over the FDEs of every multi-vector field whose metric has one (ip, cosine),
-        from the documents the store holds."""
+        """A graph over the FDEs of every multi-vector field whose metric has one (ip, cosine)
+        and that no snapshot gave, from the documents the store holds."""
         for name, spec in self.schema.multi.items():
             col = self.store.fieldvecs[name]
-            if not fde_metric_ok(col.metric):
+            if not fde_metric_ok(col.metric) or name in self.fde_graphs:
                 continue
             fg = FdeGraph(spec.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.threads)
             slots = col.tokens.slots()
+            self.fde_graphs_built += bool(len(slots))
             fg.set(slots, [col.tokens.get(s) for s in slots.tolist()])
             self.fde_graphs[name] = fg
 
@@ -135,6 +138,8 @@ class HnswStorage(JournaledStorage):
     # One dense field: the graph's own meta and arrays, as snapshots always held them. Several:
     # {"fields": {name: meta}} and each graph's arrays under "<name>/". A graph left out (empty
     # when saved) is built from the documents on open.
+    # The FDE graphs ride along in either layout: {"fde_graphs": {name: meta}} in the meta and
+    # their arrays under "fde/<name>/" (a snapshot without them, as older ones are, builds them).
     def _export_index(self) -> Optional[tuple]:
         exported = {}
         for name, graph in self.graphs.items():
@@ -142,12 +147,19 @@ class HnswStorage(JournaledStorage):
             self.graph_writes += 1
             if graph.size:  # an empty graph exports without the arrays attach() requires
                 exported[name] = graph.export()
-        if not exported:
+        fde = {name: fg.export() for name, fg in self.fde_graphs.items() if fg.size}
+        if not exported and not fde:
             return None
         if self.store.vec_spec is not None:
-            return exported[self.store.vec_spec.name]
-        arrays = {f"{name}/{k}": v for name, (_, parts) in exported.items() for k, v in parts.items()}
-        return {"fields": {name: gmeta for name, (gmeta, _) in exported.items()}}, arrays
+            meta, arrays = exported.get(self.store.vec_spec.name, ({}, {}))
+            meta, arrays = dict(meta), dict(arrays)
+        else:
+            arrays = {f"{name}/{k}": v for name, (_, parts) in exported.items() for k, v in parts.items()}
+            meta = {"fields": {name: gmeta for name, (gmeta, _) in exported.items()}}
+        if fde:
+            meta["fde_graphs"] = {name: fmeta for name, (fmeta, _) in fde.items()}
+            arrays.update({f"fde/{name}/{k}": v for name, (_, parts) in fde.items() for k, v in parts.items()})
+        return meta, arrays
 
     def _index_rows(self, rows: np.ndarray) -> None:
         for name in self.graphs:
@@ -158,8 +170,37 @@ class HnswStorage(JournaledStorage):
             if graph.size != self._vector_count(name):
                 raise BackendError(f"the graph of {name!r} in the snapshot under {where} does not match its documents")
 
+    def _attach_fde(self, metas, arrays: dict, where: str) -> None:
+        """The snapshot's FDE graphs, mapped (attached() checks them against the restored
+        tokens). Damage is a BackendError, as anywhere in a snapshot: the checksums passed, so
+        it is a writer's bug or a file from elsewhere, and the user should hear of it rather
+        than wait for a rebuild that hides it."""
+        if not isinstance(metas, dict) or not set(metas) <= set(self.schema.multi):
+            raise BackendError(f"the snapshot under {where} is damaged: its FDE graphs do not match the "
+                               "multi-vector fields")
+        for name, meta in metas.items():
+            col = self.store.fieldvecs[name]
+            if not fde_metric_ok(col.metric):
+                continue  # opened with l2: searched exhaustively, nothing to attach
+            prefix = f"fde/{name}/"
+            parts = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            try:
+                fg = FdeGraph.attached(meta, parts, col.tokens, col.spec.dim, col.metric, self.m,
+                                       self.ef_construct, self.config.seed, self.threads)
+            except ValueError as e:
+                raise BackendError(f"the snapshot under {where} is damaged: the FDE graph of {name!r}: {e}") from None
+            if fg is not None:
+                self.fde_graphs[name] = fg
+
     def _attach_index(self, gmeta: dict, arrays: dict, where: str) -> None:
         """The snapshot's graphs, mapped; with quantization "auto" in whichever form they were saved."""
+        if isinstance(gmeta, dict) and "fde_graphs" in gmeta:
+            gmeta = dict(gmeta)
+            self._attach_fde(gmeta.pop("fde_graphs"), arrays, where)
+            arrays = {k: v for k, v in arrays.items() if not k.startswith("fde/")}
+            if not arrays and not gmeta.get("fields"):  # only FDE graphs: the dense ones were empty
+                self._index_rows(self.store.live_rows())
+                return
         if not self.graphs:
             super()._attach_index(gmeta, arrays, where)
         if self.store.vec_spec is not None:
@@ -357,8 +398,11 @@ class HnswStorage(JournaledStorage):
         c = max(limit, FDE_CANDIDATES)
         scores = np.full((len(queries), limit), -np.inf, dtype=np.float32)
         rows = np.full((len(queries), limit), -1, dtype=np.int64)
+        # the batch's encodings and walks in one native call; the exact rescoring is one
+        # native call per query (TokenStore.maxsim_of takes one query block)
+        walked = fg.candidates_batch(queries, c, max(ef or self.ef, c), bits)
         for i, Q in enumerate(queries):
-            found = fg.candidates(Q, c, max(ef or self.ef, c), bits)
+            found = walked[i][walked[i] >= 0]
             if len(found) < c:  # the walk could not reach enough matches: scan them
                 s, r = col.search([Q], limit, bits)
                 scores[i], rows[i] = s[0], r[0]
@@ -377,7 +421,9 @@ class HnswStorage(JournaledStorage):
         that changed the graph since the collection was opened: inserts, removals, repairs;
         a write of scalar fields makes none), "slots" (column rows, live or free: a deleted
         document's slot is reused by a later insert, so re-adding does not grow this) and
-        "fde_graph_nodes" (multi-vector field -> nodes of the graph over its FDEs)."""
+        "fde_graph_nodes" (multi-vector field -> nodes of the graph over its FDEs),
+        "fde_graphs_built" (FDE graphs built over the documents' tokens when the collection
+        opened, rather than mapped from the snapshot: 0 after a reopen from a snapshot) and, in "bytes", "fde_graph" (their links and encodings)."""
         base = super().stats()  # takes the read lock itself: not nested, a waiting writer would block it
         with self.lock.read():
             plan = self.last_plan()
@@ -390,9 +436,12 @@ class HnswStorage(JournaledStorage):
                     "graph_writes": self.graph_writes,
                     # multi-vector field -> nodes of its FDE graph (the documents holding it)
                     "fde_graph_nodes": {name: fg.size for name, fg in self.fde_graphs.items()},
+                    "fde_graphs_built": self.fde_graphs_built,
                     "fsyncs": self._fsyncs(),
                     "slots": int(self.store.n),
-                    "bytes": {**base.pop("bytes"), "graph": graph_bytes},
+                    "bytes": {**base.pop("bytes"), "graph": graph_bytes,
+                              **({"fde_graph": sum(fg.nbytes for fg in self.fde_graphs.values())}
+                                 if self.fde_graphs else {})},
                     "vector_bytes": int(sum(c.vectors.nbytes for c in self.store.dense.values())),
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}
