@@ -190,7 +190,7 @@ def test_storages_without_multi_vectors_refuse_the_schema_at_open(kind, tmp_path
 
 def test_remote_storages_refuse_multi_vectors_before_connecting():
     """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    assert_remote_storages_refuse(Multi, "hs.MultiVector")
+    assert_remote_storages_refuse(Multi, "hs.MultiVector", holding=("weaviate",))
 
 
 # ------------------------------------------------------------------ search on the storages holding them
