@@ -1,8 +1,14 @@
 """storage="weaviate": the DocumentArray API on a real Weaviate server, through weaviate-client v4.
 
 One collection per DocumentArray (`collection=`), created from the schema on first open
-(config.py): the schema's fields are properties, the vector is the object's own (self-provided)
-vector in an HNSW index, and the collection's description records the schema's fingerprint.
+(config.py): the schema's fields are properties, the one dense vector is the object's own
+(self-provided) vector in an HNSW index, and the collection's description records the schema's
+fingerprint. With several vector fields (API.md section 10) each is a named vector of its
+field's name and metric: dense ones searched with nearVector's target vector, hs.MultiVector
+ones as Weaviate multi-vectors (MaxSim). Weaviate's MaxSim is not API.md's (it sums dot
+products, whatever the distance): a multi-vector find takes Weaviate's candidates only above
+`exact_max` matches and never for l2, and ranks by exact MaxSim here (storages/fieldscores.py).
+Weaviate has no sparse vectors: a schema with one is refused at open.
 Weaviate takes only uuids as object ids: a document's object id is uuid5 of its id, and the id
 itself is the `hs_id` property. What every remote storage shares (retries, redaction, rollback,
 document <-> fields, exact rescoring, the retrieval primitives keyed by id) lives in ../base.py.
