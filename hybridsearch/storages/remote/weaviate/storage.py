@@ -6,8 +6,9 @@ One collection per DocumentArray (`collection=`), created from the schema on fir
 fingerprint. With several vector fields (API.md section 10) each is a named vector of its
 field's name and metric: dense ones searched with nearVector's target vector, hs.MultiVector
 ones as Weaviate multi-vectors (MaxSim). Weaviate's MaxSim is not API.md's (it sums dot
-products, whatever the distance): a multi-vector find takes Weaviate's candidates only above
-`exact_max` matches and never for l2, and ranks by exact MaxSim here (storages/fieldscores.py).
+products for a dot and an l2-squared field alike, and another number for cosine): a multi-vector
+find takes Weaviate's candidates only above `exact_max` matches and never for l2, and ranks by
+exact MaxSim here (storages/fieldscores.py).
 Weaviate has no sparse vectors: a schema with one is refused at open.
 Weaviate takes only uuids as object ids: a document's object id is uuid5 of its id, and the id
 itself is the `hs_id` property. What every remote storage shares (retries, redaction, rollback,
@@ -51,7 +52,7 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import exact_scores, rank_exactly
+from hybridsearch.storages.base import exact_scores
 from hybridsearch.storages.fieldscores import maxsim
 from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, userinfo_secrets
 from hybridsearch.storages.remote.weaviate import config as C
@@ -421,10 +422,11 @@ class WeaviateStorage(RemoteStorage):
         dense query (d,) or (1, d), a multi-vector one the list holding its (m, d) block.
         Dense: Weaviate's max(k, ef) nearest, every match when exact or when the walk came back
         short of the matches. Multi-vector: every match (exhaustive MaxSim) when exact, with the
-        l2 metric (Weaviate's MaxSim sums dot products, an order other than minus the distances
-        summed) or when at most `exact_max` documents match and hold the field; else Weaviate's
-        max(k, ef) best by its MaxSim, the query rows normalised for cosine (its MaxSim over
-        normalised rows is the cosine one), asked exactly when short."""
+        l2 metric (Weaviate's MaxSim sums dot products there too, an order other than minus the
+        distances summed) or when at most `exact_max` documents match and hold the field; else
+        Weaviate's max(k, ef) best by its MaxSim, the query rows normalised for cosine (a cosine
+        MaxSim does not change with a row's scale; Weaviate's own does), read exhaustively
+        when short."""
         if exact:
             return self._with_vectors(flt, field)
         n = min(max(k, ef or self.ef), self.max_results)
