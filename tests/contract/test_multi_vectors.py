@@ -21,7 +21,7 @@ from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference, maxsim_scores
 
 # the storages holding multi-vector fields (memory-path, hnsw and sqlite join when they carry them)
-WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client")
+WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client", "weaviate")
 storage = storage_fixture(WIRED)
 WORDS = "red green blue cable phone case usb charger".split()
 
@@ -190,7 +190,7 @@ def test_storages_without_multi_vectors_refuse_the_schema_at_open(kind, tmp_path
 
 def test_remote_storages_refuse_multi_vectors_before_connecting():
     """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    assert_remote_storages_refuse(Multi, "hs.MultiVector")
+    assert_remote_storages_refuse(Multi, "hs.MultiVector", holding=("weaviate",))
 
 
 # ------------------------------------------------------------------ search on the storages holding them

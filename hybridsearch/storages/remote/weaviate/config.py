@@ -51,11 +51,30 @@ class WeaviateConfig(RemoteConfig):
     batch_size: int = option(500, integer(1), "objects per batch request")
     max_results: int = option(10000, integer(1), "the server's QUERY_MAXIMUM_RESULTS: the most objects one "
                               "query may return (offset + limit)")
+    exact_max: int = option(10000, integer(0), "a multi-vector find is exhaustive MaxSim when at most this many "
+                            "documents match and hold the field; above it Weaviate's multi-vector index gives "
+                            "candidates, rescored exactly")
 
 
-def fingerprint(schema: Schema, metric: str) -> str:
-    """What must match when an existing collection is opened again."""
+def fingerprint(schema: Schema, metric) -> str:
+    """What must match when an existing collection is opened again: the schema and the metric
+    (one string for a one-vector schema, as collections before named vectors recorded it; the
+    dict field -> metric of a collection with named vectors)."""
     return json.dumps(schema.fingerprint() + [metric])
+
+
+def named_layout(schema: Schema) -> bool:
+    """Whether the collection keeps its vectors as named vectors, one per vector field (several
+    dense fields, or a multi-vector field), rather than as the object's one default vector (a
+    schema of at most one dense field: the layout of collections written before named vectors)."""
+    return len(schema.vectors) > 1 or bool(schema.multi)
+
+
+def check_vector_name(name: str) -> str:
+    if not _PROPERTY.match(name):
+        raise ConfigError(f"field {name!r} cannot be a Weaviate named vector: a name is a letter or _, then "
+                          "letters, digits or _ (at most 231)")
+    return name
 
 
 def check_property(name: str) -> str:
@@ -92,12 +111,24 @@ def properties(schema: Schema) -> list:
     return out
 
 
-def vector_config(metric: str, m: int, ef_construct: int, ef: int):
-    """A self-provided vector (no vectorizer module) in an HNSW index with the metric's distance."""
+def vector_config(schema: Schema, metrics: dict, metric: str, m: int, ef_construct: int, ef: int):
+    """Self-provided vectors (no vectorizer module), each in an HNSW index with its metric's
+    distance: the object's one default vector (`metric`), or with `named_layout` one named vector
+    per dense field and one multi-vector (MaxSim aggregation) per hs.MultiVector field."""
     from weaviate.classes.config import Configure, VectorDistances
-    index = Configure.VectorIndex.hnsw(distance_metric=getattr(VectorDistances, DISTANCE[metric]),
-                                       max_connections=m, ef_construction=ef_construct, ef=ef)
-    return Configure.Vectors.self_provided(vector_index_config=index)
+
+    def index(metric: str):
+        return Configure.VectorIndex.hnsw(distance_metric=getattr(VectorDistances, DISTANCE[metric]),
+                                          max_connections=m, ef_construction=ef_construct, ef=ef)
+
+    if not named_layout(schema):
+        return Configure.Vectors.self_provided(vector_index_config=index(metric))
+    out = [Configure.Vectors.self_provided(name=check_vector_name(f), vector_index_config=index(metrics[f]))
+           for f in schema.vectors]
+    out += [Configure.MultiVectors.self_provided(
+        name=check_vector_name(f), vector_index_config=index(metrics[f]),
+        multi_vector_config=Configure.VectorIndex.MultiVector.multi_vector()) for f in schema.multi]
+    return out
 
 
 def inverted_config():

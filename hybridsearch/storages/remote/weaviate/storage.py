@@ -1,8 +1,15 @@
 """storage="weaviate": the DocumentArray API on a real Weaviate server, through weaviate-client v4.
 
 One collection per DocumentArray (`collection=`), created from the schema on first open
-(config.py): the schema's fields are properties, the vector is the object's own (self-provided)
-vector in an HNSW index, and the collection's description records the schema's fingerprint.
+(config.py): the schema's fields are properties, the one dense vector is the object's own
+(self-provided) vector in an HNSW index, and the collection's description records the schema's
+fingerprint. With several vector fields (API.md section 10) each is a named vector of its
+field's name and metric: dense ones searched with nearVector's target vector, hs.MultiVector
+ones as Weaviate multi-vectors (MaxSim). Weaviate's MaxSim is not API.md's (it sums dot
+products for a dot and an l2-squared field alike, and another number for cosine): a multi-vector
+find takes Weaviate's candidates only above `exact_max` matches and never for l2, and ranks by
+exact MaxSim here (storages/fieldscores.py).
+Weaviate has no sparse vectors: a schema with one is refused at open.
 Weaviate takes only uuids as object ids: a document's object id is uuid5 of its id, and the id
 itself is the `hs_id` property. What every remote storage shares (retries, redaction, rollback,
 document <-> fields, exact rescoring, the retrieval primitives keyed by id) lives in ../base.py.
@@ -45,7 +52,8 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import rank_exactly
+from hybridsearch.storages.base import exact_scores
+from hybridsearch.storages.fieldscores import maxsim
 from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, userinfo_secrets
 from hybridsearch.storages.remote.weaviate import config as C
 from hybridsearch.storages.remote.weaviate import filters as F
@@ -65,14 +73,28 @@ class WeaviateStorage(RemoteStorage):
     # text_fields weights and operator="and" run per property; the query syntax (phrases, +/-,
     # prefix*) has no Weaviate BM25 equivalent and is refused by the array
     query_options = frozenset({"linear", "text_fields", "operator"})
+    # API.md section 10: each dense field a named vector, each hs.MultiVector field a multi-vector
+    # named vector (MaxSim); Weaviate has no sparse vectors
+    named_vectors = True
+    vector_kinds = frozenset({"multi"})
 
     def __init__(self, schema, config: C.WeaviateConfig) -> None:
+        if schema.sparse:
+            raise UnsupportedError(
+                f"storage 'weaviate' does not hold hs.SparseVector fields ({schema.name}.{next(iter(schema.sparse))} "
+                "is one): Weaviate has no sparse vectors (its BM25 scores text properties only); use storage "
+                "qdrant or elasticsearch, or an embedded one (memory, hnsw, sqlite)")
         super().__init__(schema, config, [config.api_key] + userinfo_secrets(config.url), FieldCodec(schema))
         parts = urllib.parse.urlsplit(config.url)
         self.url = f"{parts.scheme}://{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.collection_name = config.collection
         self.batch_size, self.max_results = config.batch_size, config.max_results
         self.m, self.ef_construct = config.m, config.ef_construct
+        self.exact_max = config.exact_max
+        # vector field -> "dense" / "multi"; `named`: one Weaviate named vector per field (else the
+        # object's default vector holds the one dense field)
+        self.kinds = {**{n: "dense" for n in schema.vectors}, **{n: "multi" for n in schema.multi}}
+        self.named = C.named_layout(schema)
         self.ints = [s.name for s in schema.fields.values() if s.kind is Kind.INT]
         self.client = self.call("connect", self._connect, parts, config)
         try:
@@ -105,7 +127,7 @@ class WeaviateStorage(RemoteStorage):
         return status, f"{type(e).__name__}: {' '.join(str(message).split())[:500]}"
 
     def _open_collection(self):
-        fp = C.fingerprint(self.schema, self.metric)
+        fp = C.fingerprint(self.schema, self.metrics if self.named else self.metric)
         name = self.collection_name
         if self.call("check the collection", self.client.collections.exists, name):
             col = self.client.collections.get(name)
@@ -117,7 +139,8 @@ class WeaviateStorage(RemoteStorage):
             return col
         return self.call("create the collection", self.client.collections.create, name,
                          description=C.META + fp, properties=C.properties(self.schema),
-                         vector_config=C.vector_config(self.metric, self.m, self.ef_construct, self.ef),
+                         vector_config=C.vector_config(self.schema, self.metrics, self.metric, self.m,
+                                                       self.ef_construct, self.ef),
                          inverted_index_config=C.inverted_config())
 
     def drop(self) -> None:
@@ -125,20 +148,32 @@ class WeaviateStorage(RemoteStorage):
         self.call("delete the collection", self.client.collections.delete, self.collection_name)
 
     # ----------------------------------------------------------- records
+    def _vname(self, field: str) -> str:
+        """The Weaviate vector holding a vector field."""
+        return field if self.named else "default"
+
     def _record(self, obj) -> dict:
         """The engine fields of a returned object: its properties (absent ones left out) and,
-        when it was asked for and holds one, its vector under the vector field's name."""
+        when they were asked for, the vectors it holds under their fields' names."""
         rec = {k: v for k, v in obj.properties.items() if v is not None}
-        vec = obj.vector.get("default") if isinstance(obj.vector, dict) else None
-        if vec is not None and self.vec is not None:
-            rec[self.vec.name] = vec
+        vectors = obj.vector if isinstance(obj.vector, dict) else {}
+        for field in self.kinds:
+            vec = vectors.get(self._vname(field))
+            if vec is not None:
+                rec[field] = vec
         return rec
 
     def _object(self, fields: dict):
-        """A DataObject of engine fields (the vector out of the properties)."""
+        """A DataObject of engine fields (the vectors out of the properties; a multi-vector as
+        its list of token rows)."""
         from weaviate.classes.data import DataObject
         props = dict(fields)
-        vec = props.pop(self.vec.name, None) if self.vec is not None else None
+        vectors = {}
+        for field, kind in self.kinds.items():
+            v = props.pop(field, None)
+            if v is not None:
+                vectors[self._vname(field)] = np.asarray(v, dtype=np.float32).tolist() if kind == "multi" else v
+        vec = (vectors or None) if self.named else vectors.get("default")
         return DataObject(properties=props, uuid=C.object_id(props[ID_FIELD]), vector=vec)
 
     def _fetch(self, what: str, **kwargs) -> list:
@@ -152,7 +187,7 @@ class WeaviateStorage(RemoteStorage):
         for a in range(0, len(ids), GET):
             chunk = list(dict.fromkeys(ids[a:a + GET]))
             recs = self._fetch("read documents", filters=Filter.by_id().contains_any([C.object_id(i) for i in chunk]),
-                               limit=len(chunk), include_vector=vectors and self.vec is not None)
+                               limit=len(chunk), include_vector=vectors and bool(self.kinds))
             out.update({r[ID_FIELD]: r for r in recs})
         return out
 
@@ -281,7 +316,7 @@ class WeaviateStorage(RemoteStorage):
             after = None if last is None else Filter.by_property(SEQ_FIELD).greater_than(last)
             where = flt if after is None else (after if flt is None else Filter.all_of([flt, after]))
             page = self._fetch("list documents", filters=where, limit=size, sort=Sort.by_property(SEQ_FIELD),
-                               include_vector=vectors and self.vec is not None, return_properties=props)
+                               include_vector=vectors and bool(self.kinds), return_properties=props)
             out += page
             if len(page) < size:
                 break
@@ -345,17 +380,28 @@ class WeaviateStorage(RemoteStorage):
     def _flt(self, node: Optional[Node]):
         return None if node is None else F.compile_filter(node, self.schema)
 
-    def _with_vector(self, flt):
-        """The filter of the objects holding a vector (and matching flt)."""
-        if not self.vec.optional:
+    def _field(self, field: Optional[str]) -> str:
+        """The vector field a search names (None: the schema's one dense field)."""
+        if field is None:
+            self.need_vector()
+            return self.vec.name
+        return field
+
+    def _with_vector(self, flt, field: str):
+        """The filter of the objects holding a value of `field` (and matching flt)."""
+        spec = self.schema.fields[field]
+        if not spec.optional:
             return flt
-        has = F.exists(self.vec.name, self.schema)
+        has = F.exists(field, self.schema)
         return has if flt is None else _all_of([flt, has])
 
-    def _near(self, q: np.ndarray, n: int, flt) -> list:
+    def _near(self, q: np.ndarray, n: int, flt, field: str) -> list:
+        """Weaviate's n nearest objects of the field for q (a dense vector, or a multi-vector's
+        token rows): an object without the field's vector is in none of its indexes."""
         if n > self.max_results:
             raise self._too_many(n)
-        res = self.call("run a vector query", self.col.query.near_vector, near_vector=[float(x) for x in q],
+        res = self.call("run a vector query", self.col.query.near_vector, near_vector=np.asarray(q).tolist(),
+                        target_vector=self._vname(field) if self.named else None,
                         limit=n, filters=flt, include_vector=True)
         return [self._record(o) for o in res.objects]
 
@@ -364,34 +410,82 @@ class WeaviateStorage(RemoteStorage):
                                 f"query and {n} were needed: ask for fewer, or start the server with a larger "
                                 "QUERY_MAXIMUM_RESULTS and open the collection with that max_results")
 
-    def _with_vectors(self, flt) -> list:
-        """Every matching record that holds a vector, its vector read."""
-        return [r for r in self._scan(self._with_vector(flt), None, vectors=True) if self.vec.name in r]
+    def _holding(self, flt, field: str) -> int:
+        return int(self._aggregate("count matches", self._with_vector(flt, field)).total_count or 0)
 
-    def _exact_hits(self, q: np.ndarray, n: int, flt) -> list:
-        """The n matching records nearest to q by exact score (every matching vector read here)."""
-        every = self._with_vectors(flt)
-        if not every:
-            return []
-        order, _ = rank_exactly(self.vectors(every), q, self.metric, n)
-        return [every[i] for i in order]
+    def _with_vectors(self, flt, field: str) -> list:
+        """Every matching record that holds a value of `field`, its vectors read."""
+        return [r for r in self._scan(self._with_vector(flt, field), None, vectors=True) if field in r]
 
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        self.need_vector()
-        flt = self._flt(node)
+    def _found(self, query, k: int, flt, exact: bool, ef: Optional[int], field: str) -> list:
+        """The records (read with their vectors) among which the field's top-k of `query` is; a
+        dense query (d,) or (1, d), a multi-vector one the list holding its (m, d) block.
+        Dense: Weaviate's max(k, ef) nearest, every match when exact or when the walk came back
+        short of the matches. Multi-vector: every match (exhaustive MaxSim) when exact, with the
+        l2 metric (Weaviate's MaxSim sums dot products there too, an order other than minus the
+        distances summed) or when at most `exact_max` documents match and hold the field; else
+        Weaviate's max(k, ef) best by its MaxSim, the query rows normalised for cosine (a cosine
+        MaxSim does not change with a row's scale; Weaviate's own does), read exhaustively
+        when short."""
         if exact:
-            return self.rescored_each(self._with_vectors(flt), queries, limit)
-        n = max(limit, ef or self.ef)
-        out, matches = [], None
+            return self._with_vectors(flt, field)
+        n = min(max(k, ef or self.ef), self.max_results)
+        if self.kinds[field] == "dense":
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            records = self._near(q, n, flt, field)
+            if len(records) < k and len(records) < self._holding(flt, field):
+                records = self._with_vectors(flt, field)
+            return records
+        Q = np.asarray(query[0], dtype=np.float64)
+        metric = self.metrics[field]
+        if metric == "l2":
+            return self._with_vectors(flt, field)
+        holding = self._holding(flt, field)
+        if holding <= self.exact_max:
+            return self._with_vectors(flt, field)
+        if metric == "cosine":
+            Q = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        records = self._near(Q.astype(np.float32), n, flt, field)
+        if len(records) < min(k, holding):
+            records = self._with_vectors(flt, field)
+        return records
+
+    def _exact(self, field: str, values: list, query) -> np.ndarray:
+        """API.md's score of each value of `field` (None: the document has none, NaN) for `query`
+        (as `_found` takes it), float64: the similarity of a dense value, MaxSim of a block."""
+        out = np.full(len(values), np.nan)
+        have = [i for i, v in enumerate(values) if v is not None]
+        if not have:
+            return out
+        metric = self.metrics[field]
+        if self.kinds[field] == "dense":
+            X = np.array([values[i] for i in have], dtype=np.float32)
+            out[have] = exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), metric)
+        else:
+            # the stored rows as float32 (what was written), then scored in float64
+            out[have] = [maxsim(np.asarray(values[i], dtype=np.float32), query[0], metric) for i in have]
+        return out
+
+    def _rank_field(self, records: list, field: str, query, k: int) -> tuple:
+        """(records, scores float32) of the records holding `field`, best first by API.md's exact
+        score (ties in insertion order), cut to k."""
+        records = sorted((r for r in records if field in r), key=lambda r: int(r[SEQ_FIELD]))
+        scores = self._exact(field, [r[field] for r in records], query)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [records[i] for i in order.tolist()], scores[order].astype(np.float32)
+
+    def search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int], field: Optional[str] = None) -> list:
+        field = self._field(field)
+        flt = self._flt(node)
+        every = self._with_vectors(flt, field) if exact else None  # read once for every query
+        out = []
         for q in queries:
-            recs = self._near(q, min(n, self.max_results), flt)
-            if len(recs) < limit:
-                if matches is None:
-                    matches = int(self._aggregate("count matches", self._with_vector(flt)).total_count or 0)
-                if len(recs) < matches:  # the graph walk came back short: answered exactly
-                    recs = self._exact_hits(q, limit, flt)
-            out.append(self.rescored(recs, q, limit))
+            query = q if self.kinds[field] == "dense" else [q]
+            recs = every if exact else self._found(query, limit, flt, False, ef, field)
+            ranked, scores = self._rank_field(recs, field, query, limit)
+            docs = [self.codec.document(r) for r in ranked]
+            out.append(([d.id for d in docs], scores, docs))
         return out
 
     # ----------------------------------------------------------------- text
@@ -467,21 +561,30 @@ class WeaviateStorage(RemoteStorage):
             found.update(self._by_ids(ids[a:a + GET]))
         return found
 
-    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
-                   ef: Optional[int]) -> Candidates:
-        """Weaviate's max(k, ef) nearest (every matching vector when exact, or when the walk came
-        back short of the matches), ranked by exact score."""
-        self.need_vector()
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        flt = self._flt(node)
-        if exact:
-            records = self._with_vectors(flt)
-        else:
-            records = self._near(q, min(max(k, ef or self.ef), self.max_results), flt)
-            if len(records) < k and len(records) < int(self._aggregate("count matches", self._with_vector(flt))
-                                                          .total_count or 0):
-                records = self._with_vectors(flt)
-        return self.vector_list(records, q, k)
+    def vector_top(self, query, k: int, node: Optional[Node], exact: bool, ef: Optional[int],
+                   field: Optional[str] = None) -> Candidates:
+        """The field's top-k among `_found`'s records, ranked by exact score; the records are
+        kept, with their vectors, for this find's `scores_of`."""
+        field = self._field(field)
+        records = self._found(query, k, self._flt(node), exact, ef, field)
+        ranked, scores = self._rank_field(records, field, query, k)
+        self.cache().keep({r[ID_FIELD]: r for r in records}, True)
+        return self.candidates(ranked, scores, docs=True, vectors=True)
+
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """The text part as RemoteStorage scores it; a vector part from the stored values the
+        find's lists brought (the others read by id): NaN where a document holds no value of the
+        field (the executor fuses that as 0)."""
+        if part != "vector":
+            return super().scores_of(keys, part, query)
+        field = self._field(field)
+        ids = keys.tolist()
+        cache = self.cache()
+        missing = [i for i in ids if i not in cache.with_vectors]
+        if missing:
+            cache.keep(self.records_of(missing), True)
+        values = [cache.records[i].get(field) if i in cache.records else None for i in ids]
+        return self._exact(field, values, query).astype(np.float32)
 
     def close(self) -> None:
         try:
