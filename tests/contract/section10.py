@@ -15,9 +15,7 @@ from tests.models import check_topk
 # the storages that hold one dense field and nothing else of section 10 (API.md)
 REFUSING = [s for s in ("hnswlib", "annlite") if s in STORAGES]
 # the remote storages refusing at open, from the storage's description: no node answers there
-REMOTE = (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-          ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-          ("weaviate", {"url": "http://127.0.0.1:9"}),
+REMOTE = (("weaviate", {"url": "http://127.0.0.1:9"}),
           ("vespa", {"url": "http://127.0.0.1:9"}))
 
 

@@ -16,7 +16,8 @@ from tests.contract.section10 import assert_fused
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, clustered, exact_scores, fusion_reference
 
-NAMED = ("memory", "memory-path", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client")
+NAMED = ("memory", "memory-path", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client",
+         "elasticsearch", "opensearch")
 storage = storage_fixture(NAMED)
 APPROXIMATE = {"hnsw", "hnsw-f32", "hnsw-path"}
 METRICS = {"text_vec": "cosine", "image_vec": "ip", "third": "l2"}
