@@ -12,7 +12,7 @@ import pytest
 
 import hybridsearch as hs
 from tests.conftest import STORAGES, storage_fixture
-from tests.contract.section10 import assert_fused
+from tests.contract.section10 import REMOTE, assert_fused
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, clustered, exact_scores, fusion_reference
 
@@ -423,8 +423,7 @@ def test_storages_holding_one_dense_field_refuse_several_and_take_the_dict_form(
 
 def test_remote_storages_refuse_several_dense_fields_before_connecting():
     """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    for kind, opts in (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-                       ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"})):
+    for kind, opts in REMOTE:  # the remote storages without named dense fields (section10.py)
         try:
             with pytest.raises(hs.UnsupportedError, match="holds one dense vector field"):
                 hs.DocumentArray(Page, storage=kind, **opts)

@@ -37,6 +37,11 @@ Semantics of API.md kept here:
 - API.md section 8 and the text query syntax: `text_fields` weights, operator="and",
   phrases, +required, -excluded and prefix* are built into the lexical query by
   lexical.py, so every mode with text (find, hybrid, count, facets, sort) runs them;
+- API.md section 10 (fields.py, vectors.py): any number of dense fields, each its own
+  dense_vector / knn_vector with its metric; sparse fields searched through the engine's
+  reduced-precision dot product (Elasticsearch's sparse_vector, OpenSearch's rank_features)
+  and rescored exactly from the weights kept in _source; multi-vector fields kept in _source and
+  scored by exact MaxSim over every matching document; every list pre-filtered;
 - a filtered vector search is pre-filtered (`knn.filter`); when the engine
   returns fewer than min(limit, matches) hits, the query is answered exactly
   by scoring every matching document's vector here;
@@ -61,18 +66,17 @@ from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.storages.fieldscores import field_scores
-from hybridsearch.storages.remote.base import MAX_BACKOFF, PRESENT_FIELD, RETRY_STATUS, SEQ_FIELD, RemoteStorage
+from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, RemoteStorage
 from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch import fields as V
 from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
 from hybridsearch.storages.remote.elasticsearch.config import SearchEngineConfig, secret_strings
+from hybridsearch.storages.remote.elasticsearch.vectors import MAX_CANDIDATES, VectorLists
 
 log = logging.getLogger("hybridsearch")
 
 PAGE = 5000             # documents per page when listing (engines cap one page at 10,000)
-MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 MSEARCH = 100           # searches per _msearch request
 FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
 FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
@@ -82,7 +86,7 @@ class _NoByQuery(Exception):
     """The node has no _delete_by_query / _update_by_query endpoint (no reindex module)."""
 
 
-class SearchEngineStorage(RemoteStorage):
+class SearchEngineStorage(VectorLists, RemoteStorage):
     """What the Elasticsearch and OpenSearch storages share: everything but the client's dialect."""
 
     Config = SearchEngineConfig
@@ -559,91 +563,9 @@ class SearchEngineStorage(RemoteStorage):
             return None
         return Q.to_query(node, self.schema)
 
-    def _field(self, field: Optional[str]) -> str:
-        """The vector field a search names (None: the schema's one dense field)."""
-        if field is None:
-            self.need_vector()
-            return self.vec.name
-        return field
-
-    def _with_vector(self, flt: Optional[dict], field: str) -> dict:
-        """The query of the documents that hold a value of vector field `field` and match `flt`
-        (a sparse field: a non-empty value, named in hs_present)."""
-        kind = self.kinds[field]
-        if kind == "dense":
-            holds = [{"exists": {"field": field}}]
-        elif kind == "sparse" or self.schema.fields[field].optional:
-            holds = [{"term": {PRESENT_FIELD: field}}]
-        else:  # a required multi-vector field: every document
-            holds = []
-        return {"bool": {"filter": holds + ([flt] if flt else [])}}
-
     @staticmethod
     def _records(hits: list) -> list:
         return [{**h["_source"], Q.ID_FIELD: h["_id"]} for h in hits]
-
-    def _ranked(self, records: list, field: str, query, k: int) -> tuple:
-        """(records, scores float32) of the records holding a value of `field`, best first by
-        API.md's exact score for `query` (ties in insertion order), cut to k."""
-        kind = self.kinds[field]
-        records = sorted((r for r in records if V.holds(kind, V.value_of(r, field, kind))),
-                         key=lambda r: int(r[SEQ_FIELD]))
-        scores = self._exact_scores(field, records, query)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [records[i] for i in order.tolist()], scores[order].astype(np.float32)
-
-    def _exact_scores(self, field: str, records: list, query) -> np.ndarray:
-        """API.md's score of each record's value of `field` for `query` (NaN: no value), float64."""
-        kind = self.kinds[field]
-        return field_scores(kind, self.metrics.get(field, "cosine"),
-                            [V.value_of(r, field, kind) for r in records], query)
-
-    def _answer(self, records: list, field: str, query, limit: int) -> tuple:
-        """(ids, scores, docs) of search_vectors from candidate records."""
-        ranked, scores = self._ranked(records, field, query, limit)
-        docs = [self.codec.document(r) for r in ranked]
-        return [d.id for d in docs], scores, docs
-
-    def _scan_field(self, flt: Optional[dict], field: str) -> list:
-        """Every document holding `field` and matching `flt`, as records (insertion order)."""
-        return self._records(self._scan(self._with_vector(flt, field), None, True))
-
-    def _count(self, flt: Optional[dict], field: str) -> int:
-        return int(self.call("count matches", self.client.count, index=self.index,
-                             body={"query": self._with_vector(flt, field)})["count"])
-
-    def _field_top(self, query, k: int, flt: Optional[dict], field: str) -> list:
-        """The records among which the top-k of a sparse or multi-vector field is (fields.py):
-        a multi-vector field scans every matching document; a sparse field takes the engine's
-        best m by its rank-feature dot product, m growing until the exact k-th of them beats any
-        document left out (whose engine score is at most the m-th's, and its exact score at most
-        that over 1 - SPARSE_SLACK), or every match."""
-        if self.kinds[field] == "multi":
-            return self._scan_field(flt, field)
-        if len(query[0]) == 0:
-            return []  # an empty query shares no key with any document
-        clause = {"bool": {"must": [self._sparse_query(field, query)], "filter": [flt] if flt else []}}
-        m = max(4 * k, 100)
-        while m < PAGE:
-            hits = self._search({"size": m, "query": clause, "_source": True}, "run a sparse vector query")
-            records = self._records(hits)
-            if len(hits) < m:
-                return records  # every match
-            scores = np.sort(self._exact_scores(field, records, query))[::-1]
-            if len(scores) >= k and scores[k - 1] > float(hits[-1]["_score"]) / (1 - V.SPARSE_SLACK):
-                return records
-            m *= 4
-        return self._records(self._scan(clause, None, True))
-
-    def _scans_exactly(self, flt: Optional[dict], k: int, exact: bool, ef: Optional[int], field: str) -> bool:
-        """Whether a dense list is the exact scan: asked so, or an unfiltered collection no larger
-        than the candidate list (like a filtered Lucene query whose matches fit in num_candidates:
-        a graph walk over so few points, or over many duplicates, can miss part of the true top-k)."""
-        if not exact and flt is None:
-            if field not in self._size:
-                self._size[field] = self._count(None, field)
-            exact = self._size[field] <= min(max(ef or self.ef, k), MAX_CANDIDATES)
-        return exact
 
     def search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
                        ef: Optional[int], field: Optional[str] = None) -> list:
@@ -744,26 +666,6 @@ class SearchEngineStorage(RemoteStorage):
     def records_of(self, ids: list) -> dict:
         return {i: {**src, Q.ID_FIELD: i} for i, src in self._mget(ids).items()}
 
-    def _knn_args(self, k: int, ef: Optional[int]) -> tuple:
-        n = min(k, MAX_CANDIDATES)
-        return n, min(max(ef or self.ef, n), MAX_CANDIDATES)
-
-    def _field_list(self, records: list, field: str, query, k: int) -> Candidates:
-        """Candidates of the records holding `field`, best first by API.md's exact score (ties in
-        insertion order), cut to k; every record is kept for this find's scores_of."""
-        self.cache().keep({r[Q.ID_FIELD]: r for r in records}, True)
-        ranked, scores = self._ranked(records, field, query, k)
-        return self.candidates(ranked, scores, True, vectors=True)
-
-    def _vector_candidates(self, q: np.ndarray, k: int, flt: Optional[dict], hits: Optional[list],
-                           field: str) -> Candidates:
-        """The knn `hits` ranked by exact score, or the exact scan (hits None, or the engine came
-        back short of the matches)."""
-        if hits is not None and len(hits) < k and len(hits) < self._count(flt, field):
-            hits = None
-        records = self._scan_field(flt, field) if hits is None else self._records(hits)
-        return self._field_list(records, field, q, k)
-
     def vector_top(self, query, k: int, node: Optional[Node], exact: bool, ef: Optional[int],
                    field: Optional[str] = None) -> Candidates:
         """A dense field: the engine's pre-filtered knn list (ef candidates), ranked by the exact
@@ -817,10 +719,6 @@ class SearchEngineStorage(RemoteStorage):
             return lexical, self._vector_candidates(q, k, flt, hits, field)
         records = self._scan_field(flt, field) if len(hits) >= PAGE else self._records(hits)  # more than a page: whole
         return lexical, self._field_list(records, field, q, k)
-
-    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict], field: str) -> list:
-        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
-        return self._search(self._knn_body(q, k, ef, flt, field), "run a vector query")
 
     def close(self) -> None:
         try:
