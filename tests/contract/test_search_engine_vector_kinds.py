@@ -78,3 +78,20 @@ def test_a_sparse_update_replaces_the_value_whole(make_da):
                                                       {1: 1.0, 2: 2.0}, {4: 0.5}]
     assert da.find(vector={"splade": {1: 1.0}}, limit=10).ids == ["d2", "d4"]
     assert da.find(vector={"splade": {2: 1.0, 4: 1.0}}, limit=10).ids == ["d2", "d4", "d1", "d3", "d5"]
+
+
+def test_a_query_with_more_keys_than_the_engine_takes_clauses(make_da):
+    """A sparse query of 3,000 keys (the engines refuse more than 1,024 clauses in one query,
+    OpenSearch by default) still equals the model, filtered too."""
+    da = make_da(Doc)
+    rng = np.random.default_rng(5)
+    da.extend([{"id": f"d{i}", "tag": "ab"[i % 2],
+                "splade": {int(k): float(rng.choice([0.5, 1.0, 2.0])) for k in rng.choice(5000, 20, replace=False)}
+                if i % 7 else {}} for i in range(60)])
+    da.extend([{"id": "far", "splade": {9000: 1.0}}])  # shares no key with the query: never a hit
+    docs = {d.id: d for d in da}
+    q = {int(k): float(rng.choice([0.5, 1.0])) for k in rng.choice(5000, 3000, replace=False)}
+    for k in (3, 100):
+        assert_topk_of(da.find(vector={"splade": q}, limit=k), dot_model(docs, q), k)
+    allowed = {i for i, d in docs.items() if d.tag == "b"}
+    assert_topk_of(da.find(vector={"splade": q}, limit=10, filter={"tag": "b"}), dot_model(docs, q, allowed), 10)

@@ -26,6 +26,9 @@ from hybridsearch.storages.remote.elasticsearch import query as Q
 
 MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 PAGE = 5000             # above this many sparse candidates, every match is scanned instead
+# a sparse query is one clause per key, and the engines refuse more clauses than
+# indices.query.bool.max_clause_count (1,024 on OpenSearch): a longer query scans the documents
+MAX_SPARSE_KEYS = 1024
 
 
 class VectorLists:
@@ -85,11 +88,15 @@ class VectorLists:
         a multi-vector field scans every matching document; a sparse field takes the engine's
         best m by its rank-feature dot product, m growing until the exact k-th of them beats any
         document left out (whose engine score is at most the m-th's, and its exact score at most
-        that over 1 - SPARSE_SLACK), or every match."""
+        that over 1 - SPARSE_SLACK), or every match. A query of more than MAX_SPARSE_KEYS keys
+        scans the documents holding the field instead."""
         if self.kinds[field] == "multi":
             return self._scan_field(flt, field)
         if len(query[0]) == 0:
             return []  # an empty query shares no key with any document
+        if len(query[0]) > MAX_SPARSE_KEYS:  # one engine clause per key: scanned here instead
+            keys = set(query[0].tolist())
+            return [r for r in self._scan_field(flt, field) if keys.intersection(map(int, r[field]))]
         clause = {"bool": {"must": [self._sparse_query(field, query)], "filter": [flt] if flt else []}}
         m = max(4 * k, 100)
         while m < PAGE:
