@@ -28,3 +28,22 @@ def maxsim(block, Q: np.ndarray, metric: str) -> float:
         return float("nan")
     B = np.asarray(block, dtype=np.float64)
     return float(sum(exact_scores(B, q, metric).max() for q in np.asarray(Q, dtype=np.float64)))
+
+
+def field_scores(kind: str, metric: str, values: list, query) -> np.ndarray:
+    """API.md's score of each stored value of one field for `query`, float64, NaN where a
+    document holds no value (None) or an empty sparse vector (it matches nothing): `kind`
+    "dense" (query (d,) or (1, d)), "sparse" (a checked (indices, values) query) or "multi" (an
+    (m, d) query)."""
+    out = np.full(len(values), np.nan)
+    have = [i for i, v in enumerate(values) if v is not None and (kind != "sparse" or v)]
+    if not have:
+        return out
+    if kind == "dense":
+        X = np.array([values[i] for i in have], dtype=np.float32)
+        out[have] = exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), metric)
+    elif kind == "sparse":
+        out[have] = [sparse_dot(query, values[i]) for i in have]
+    else:
+        out[have] = [maxsim(values[i], query, metric) for i in have]
+    return out

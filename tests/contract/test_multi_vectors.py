@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 
 import hybridsearch as hs
 from tests.conftest import storage_fixture
-from tests.contract.section10 import (PERSISTENT, REFUSING, assert_refused_at_open,
-                                     assert_remote_storages_refuse, assert_topk_of, replay, write_ops)
+from tests.contract.section10 import (PERSISTENT, REFUSING, assert_refused_at_open, assert_topk_of, replay,
+                                     write_ops)
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, exact_scores, fusion_reference, maxsim_scores
 
 # the storages holding multi-vector fields (memory-path, hnsw and sqlite join when they carry them)
-WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client", "weaviate")
+WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client",
+         "elasticsearch", "opensearch", "weaviate")
 storage = storage_fixture(WIRED)
 WORDS = "red green blue cable phone case usb charger".split()
 
@@ -187,10 +188,6 @@ def test_hnsw_fde_candidates_rescored_exactly_reach_the_stated_recall(storage, m
 def test_storages_without_multi_vectors_refuse_the_schema_at_open(kind, tmp_path):
     assert_refused_at_open(Multi, "hs.MultiVector", "colbert", kind, tmp_path)
 
-
-def test_remote_storages_refuse_multi_vectors_before_connecting():
-    """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    assert_remote_storages_refuse(Multi, "hs.MultiVector", holding=("weaviate",))
 
 
 # ------------------------------------------------------------------ search on the storages holding them

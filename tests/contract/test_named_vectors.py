@@ -16,7 +16,8 @@ from tests.contract.section10 import assert_fused
 from tests.contract.test_lexical import best_fields
 from tests.models import check_topk, clustered, exact_scores, fusion_reference
 
-NAMED = ("memory", "memory-path", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client", "weaviate")
+NAMED = ("memory", "memory-path", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client",
+         "elasticsearch", "opensearch", "weaviate")
 storage = storage_fixture(NAMED)
 APPROXIMATE = {"hnsw", "hnsw-f32", "hnsw-path"}
 METRICS = {"text_vec": "cosine", "image_vec": "ip", "third": "l2"}
@@ -418,14 +419,3 @@ def test_storages_holding_one_dense_field_refuse_several_and_take_the_dict_form(
     with pytest.raises(hs.ConfigError, match="metric"):
         hs.DocumentArray(OneVec, storage=name, metric={"other": "ip"}, **opts)
     da.close()
-
-
-def test_remote_storages_refuse_several_dense_fields_before_connecting():
-    """The refusal comes at open, from the storage's description, not from a node (none runs)."""
-    for kind, opts in (("elasticsearch", {"hosts": "http://127.0.0.1:9", "index": "x"}),
-                       ("opensearch", {"hosts": "http://127.0.0.1:9", "index": "x"})):
-        try:
-            with pytest.raises(hs.UnsupportedError, match="holds one dense vector field"):
-                hs.DocumentArray(Page, storage=kind, **opts)
-        except hs.ConfigError as e:  # its client is not installed here
-            pytest.skip(str(e))

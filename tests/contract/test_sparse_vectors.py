@@ -22,7 +22,8 @@ from tests.contract.test_lexical import best_fields
 from tests.models import exact_scores, fusion_reference
 
 # the storages holding sparse fields (memory-path, hnsw and sqlite join when they carry them)
-WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client")
+WIRED = ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client",
+         "elasticsearch", "opensearch")
 storage = storage_fixture(WIRED)
 WORDS = "red green blue cable phone case usb charger".split()
 

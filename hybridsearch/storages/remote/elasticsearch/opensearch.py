@@ -73,19 +73,19 @@ class OpenSearchStorage(SearchEngineStorage):
             return False
         return True
 
-    def _vector_mapping(self, options: dict) -> dict:
-        return {"type": "knn_vector", "dimension": self.vec.dim,
-                "method": {"name": "hnsw", "engine": "lucene", "space_type": self._SPACE[self.metric],
+    def _vector_mapping(self, options: dict, field: str) -> dict:
+        return {"type": "knn_vector", "dimension": self.schema.vectors[field].dim,
+                "method": {"name": "hnsw", "engine": "lucene", "space_type": self._SPACE[self.metrics[field]],
                            "parameters": {"m": options["m"], "ef_construction": options["ef_construct"]}}}
 
-    def _knn_clause(self, q, k, ef, flt) -> dict:
+    def _knn_clause(self, q, k, ef, flt, field) -> dict:
         inner = {"vector": [float(x) for x in q], "k": k, "method_parameters": {"ef_search": ef}}
         if flt:
             inner["filter"] = flt
-        return {"knn": {self.vec.name: inner}}
+        return {"knn": {field: inner}}
 
-    def _knn_body(self, q, k, ef, flt) -> dict:
-        return {"size": k, "query": self._knn_clause(q, k, ef, flt)}
+    def _knn_body(self, q, k, ef, flt, field) -> dict:
+        return {"size": k, "query": self._knn_clause(q, k, ef, flt, field)}
 
     def _streaming_bulk(self, client, actions, **kwargs):
         from opensearchpy.helpers import streaming_bulk  # resends 429s only (no retry_on_status)

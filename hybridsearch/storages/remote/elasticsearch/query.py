@@ -41,8 +41,9 @@ def fingerprint(schema: Schema, metric: str) -> str:
     return json.dumps(schema.fingerprint() + [metric])
 
 
-def properties(schema: Schema, vector_mapping: dict) -> dict:
-    """Mapping properties: text -> text (standard analyzer), keyword, numerics, the vector field."""
+def properties(schema: Schema, vectors: dict) -> dict:
+    """Mapping properties: text -> text (standard analyzer), keyword, numerics, and `vectors`
+    (the properties of the vector fields, fields.py)."""
     props = {ID_FIELD: {"type": "keyword"}, SEQ_FIELD: {"type": "long"}, PRESENT_FIELD: {"type": "keyword"},
              EXTRA_FIELD: {"type": "keyword", "index": False, "doc_values": False}}
     for spec in schema.fields.values():
@@ -50,9 +51,7 @@ def properties(schema: Schema, vector_mapping: dict) -> dict:
             props[spec.name] = {"type": "text", "analyzer": "standard"}
         elif spec.kind in _SCALARS:
             props[spec.name] = dict(_SCALARS[spec.kind])
-        elif spec.kind is Kind.VECTOR:
-            props[spec.name] = vector_mapping
-    return props
+    return {**props, **vectors}
 
 
 _NOTHING = {"bool": {"must_not": [{"match_all": {}}]}}
@@ -68,6 +67,8 @@ def _outside(spec, v) -> bool:
 
 def _exists(field: str, schema: Schema) -> dict:
     spec = schema.fields.get(field)
+    if spec is not None and spec.kind is Kind.SPARSE:  # {} is no value: hs_present names a non-empty one
+        return {"term": {PRESENT_FIELD: field}}
     if spec is None or not spec.optional:
         return {"match_all": {}}  # a required field always has a value
     return {"term": {PRESENT_FIELD: field}}

@@ -37,6 +37,11 @@ Semantics of API.md kept here:
 - API.md section 8 and the text query syntax: `text_fields` weights, operator="and",
   phrases, +required, -excluded and prefix* are built into the lexical query by
   lexical.py, so every mode with text (find, hybrid, count, facets, sort) runs them;
+- API.md section 10 (fields.py, vectors.py): any number of dense fields, each its own
+  dense_vector / knn_vector with its metric; sparse fields searched through the engine's
+  reduced-precision dot product (Elasticsearch's sparse_vector, OpenSearch's rank_features)
+  and rescored exactly from the weights kept in _source; multi-vector fields kept in _source and
+  scored by exact MaxSim over every matching document; every list pre-filtered;
 - a filtered vector search is pre-filtered (`knn.filter`); when the engine
   returns fewer than min(limit, matches) hits, the query is answered exactly
   by scoring every matching document's vector here;
@@ -61,16 +66,17 @@ from hybridsearch.batch import Batch
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
-from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, FieldCodec, RemoteStorage
+from hybridsearch.storages.remote.base import MAX_BACKOFF, RETRY_STATUS, SEQ_FIELD, RemoteStorage
 from hybridsearch.storages.remote.elasticsearch import answers as A
+from hybridsearch.storages.remote.elasticsearch import fields as V
 from hybridsearch.storages.remote.elasticsearch import lexical as L
 from hybridsearch.storages.remote.elasticsearch import query as Q
 from hybridsearch.storages.remote.elasticsearch.config import SearchEngineConfig, secret_strings
+from hybridsearch.storages.remote.elasticsearch.vectors import MAX_CANDIDATES, VectorLists
 
 log = logging.getLogger("hybridsearch")
 
 PAGE = 5000             # documents per page when listing (engines cap one page at 10,000)
-MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 MSEARCH = 100           # searches per _msearch request
 FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
 FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
@@ -80,7 +86,7 @@ class _NoByQuery(Exception):
     """The node has no _delete_by_query / _update_by_query endpoint (no reindex module)."""
 
 
-class SearchEngineStorage(RemoteStorage):
+class SearchEngineStorage(VectorLists, RemoteStorage):
     """What the Elasticsearch and OpenSearch storages share: everything but the client's dialect."""
 
     Config = SearchEngineConfig
@@ -88,10 +94,14 @@ class SearchEngineStorage(RemoteStorage):
     bm25_scale = 1.0
     # API.md section 8 and the text query syntax run on the engine (lexical.py); linear fusion here
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
+    # API.md section 10: several dense fields, sparse and multi-vector ones (fields.py)
+    named_vectors = True
+    vector_kinds = frozenset({"sparse", "multi"})
 
     def __init__(self, schema, config: SearchEngineConfig) -> None:
         options = config.as_dict()
-        super().__init__(schema, config, secret_strings(options), FieldCodec(schema))
+        super().__init__(schema, config, secret_strings(options), V.SearchEngineCodec(schema))
+        self.kinds = V.kinds(schema)
         # the options without credentials: enough to reach an unsecured node again (e.g. a
         # second client, `_make_client(storage.options)`)
         self.options = config.as_public_dict()
@@ -101,7 +111,7 @@ class SearchEngineStorage(RemoteStorage):
         self.client = self._make_client(options)
         self._open_index(options)
         self.next_seq = self._max_seq() + 1
-        self._size = None  # documents with a vector, as last counted; None after a write
+        self._size = {}  # vector field -> documents holding it, as last counted; emptied by a write
         # whether writes by condition go through _delete_by_query / _update_by_query: None until
         # the first one asks the dialect (`_by_query_usable`), False once the node refused them
         self._by_query = None
@@ -123,14 +133,21 @@ class SearchEngineStorage(RemoteStorage):
     def _make_client(self, options: dict):
         raise NotImplementedError
 
-    def _vector_mapping(self, options: dict) -> dict:
+    def _vector_mapping(self, options: dict, field: str) -> dict:
+        """The mapping of dense vector field `field` (its dimension and metric)."""
         raise NotImplementedError
+
+    # the mapping type of a sparse field's searched copy, and its dot-product query (fields.py)
+    _SPARSE_TYPE = "rank_features"
+
+    def _sparse_query(self, field: str, query: tuple) -> dict:
+        return V.rank_feature_query(field, query)
 
     def _index_settings(self, options: dict) -> dict:
         return {"number_of_shards": options["shards"], "number_of_replicas": options["replicas"]}
 
-    def _knn_body(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> dict:
-        """The search body of a pre-filtered vector query for the k nearest."""
+    def _knn_body(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict], field: str) -> dict:
+        """The search body of a pre-filtered vector query for the k nearest of dense field `field`."""
         raise NotImplementedError
 
     def _streaming_bulk(self, client, actions, **kwargs):
@@ -152,7 +169,11 @@ class SearchEngineStorage(RemoteStorage):
 
     # ------------------------------------------------------------- plumbing
     def _open_index(self, options: dict) -> None:
-        fp = Q.fingerprint(self.schema, self.metric)
+        # the one metric of a one-field schema (the format of indexes made before named fields),
+        # else every dense and multi-vector field's
+        metric = (self.metric if len(self.schema.vectors) <= 1 and not self.schema.multi
+                  else sorted(self.metrics.items()))
+        fp = Q.fingerprint(self.schema, metric)
         exists = self.call("check the index", self.client.indices.exists, index=self.index)
         if exists:
             mapping = self.call("read the mapping", self.client.indices.get_mapping, index=self.index)
@@ -166,7 +187,7 @@ class SearchEngineStorage(RemoteStorage):
             self.spread = A.spread(int(dict(res)[self.index]["settings"]["index.number_of_shards"]))
             return
         self.spread = A.spread(options["shards"])
-        vector = self._vector_mapping(options) if self.vec else None
+        vector = V.properties(self.schema, lambda name: self._vector_mapping(options, name), self._SPARSE_TYPE)
         body = {"settings": self._index_settings(options),
                 "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
                              "properties": Q.properties(self.schema, vector)}}
@@ -247,7 +268,7 @@ class SearchEngineStorage(RemoteStorage):
         before = self._mget(ids)  # pre-images: kept sequence numbers, and what to restore on failure
         seq0 = self.next_seq
         sources = [self.codec.fields(d, seq) for d, seq in zip(batch.docs, self.sequence(ids, before))]
-        self._size = None
+        self._size = {}
         results, stopped = self._bulk([("index", i, s) for i, s in zip(ids, sources)])
         failed = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
         if not failed and stopped is None:
@@ -265,7 +286,7 @@ class SearchEngineStorage(RemoteStorage):
         before = self._mget(ids)  # what to put back if the delete stops half-way
         if not before:
             return 0
-        self._size = None
+        self._size = {}
         ids = [i for i in ids if i in before]
         results, stopped = self._bulk([("delete", i, None) for i in ids])
         bad = [(i, results[i][1]) for i in ids if i in results and not results[i][0]]
@@ -283,7 +304,12 @@ class SearchEngineStorage(RemoteStorage):
             raise KeyError(id)
         if not values:
             return
-        self._size = None
+        self._size = {}
+        if self.codec.whole(values):  # a partial update would merge a sparse value into the old one
+            doc = self.codec.document(src, id).model_copy(update=values)
+            self.call("update a document", self.client.index, index=self.index, id=id,
+                      body=self.codec.fields(doc, int(src[SEQ_FIELD])), refresh=self.refresh)
+            return
         self.call("update a document", self.client.update, index=self.index, id=id,
                   body={"doc": self.codec.update(src, values)}, refresh=self.refresh)
 
@@ -409,7 +435,7 @@ class SearchEngineStorage(RemoteStorage):
     def delete_where(self, node: Node) -> int:
         """delete_by_query (see `_run_by_query`) -> how many were deleted. On a node without it,
         the matching ids are found and deleted in bulk requests, put back if one fails."""
-        self._size = None
+        self._size = {}
         body = {"query": self._match_query(node, None)}
         runs = self._if_by_query("delete by query", self.client.delete_by_query, body, "deleted")
         if runs is None:  # delete() keeps the pre-images and puts them back if a bulk request fails
@@ -424,8 +450,8 @@ class SearchEngineStorage(RemoteStorage):
         like extend when the engine refuses one."""
         if not values:
             return self.count_matches(node, None)
-        self._size = None
-        if set(values) & set(self.codec.extra):
+        self._size = {}
+        if set(values) & set(self.codec.extra) or self.codec.whole(values):
             return self._rewrite_where(node, values)
         body = {"query": self._match_query(node, None),
                 "script": Q.update_script(values, self.schema, self.codec.encode_vector)}
@@ -537,52 +563,36 @@ class SearchEngineStorage(RemoteStorage):
             return None
         return Q.to_query(node, self.schema)
 
-    def _with_vector(self, flt: Optional[dict]) -> dict:
-        """The query of the documents that hold a vector and match `flt`."""
-        return {"bool": {"filter": [{"exists": {"field": self.vec.name}}] + ([flt] if flt else [])}}
-
     @staticmethod
     def _records(hits: list) -> list:
         return [{**h["_source"], Q.ID_FIELD: h["_id"]} for h in hits]
 
-    def _exact(self, queries: np.ndarray, limit: int, flt: Optional[dict]) -> list:
-        """Brute force here over every matching document that has a vector (one scan for all
-        the queries) -> (ids, scores, docs) of each query."""
-        return self.rescored_each(self._records(self._scan(self._with_vector(flt), None, True)), queries, limit)
-
-    def _count(self, flt: Optional[dict]) -> int:
-        return int(self.call("count matches", self.client.count, index=self.index,
-                             body={"query": self._with_vector(flt)})["count"])
-
-    def search_vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
-                       ef: Optional[int]) -> list:
-        self.need_vector()
+    def search_vectors(self, queries, limit: int, node: Optional[Node], exact: bool,
+                       ef: Optional[int], field: Optional[str] = None) -> list:
+        field = self._field(field)
         flt = self._filter_clause(node)
-        if flt is None and not exact:
-            # like a filtered Lucene query whose matches fit in num_candidates: when the whole
-            # collection is no larger than the candidate list, scan it exactly (a graph walk over
-            # so few points, or over many duplicates, can miss part of the true top-k)
-            if self._size is None:
-                self._size = self._count(None)
-            exact = self._size <= min(max(ef or self.ef, limit), MAX_CANDIDATES)
-        if exact:
-            return self._exact(queries, limit, flt)
+        if self.kinds[field] != "dense":
+            return [self._answer(self._field_top(q, limit, flt, field), field, q, limit) for q in queries]
+        if self._scans_exactly(flt, limit, exact, ef, field):
+            records = self._scan_field(flt, field)
+            return [self._answer(records, field, q, limit) for q in queries]
         k = min(limit, MAX_CANDIDATES)
-        bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), MAX_CANDIDATES), flt) for q in queries]
+        bodies = [self._knn_body(q, k, min(max(ef or self.ef, k), MAX_CANDIDATES), flt, field) for q in queries]
         # several queries travel in one _msearch request
         answers = [self._search(bodies[0], "run a vector query")] if len(bodies) == 1 else self._msearch(bodies)
         out, short, matches = [], [], None
         for n, (q, hits) in enumerate(zip(queries, answers)):
             if len(hits) < limit:
-                matches = self._count(flt) if matches is None else matches
+                matches = self._count(flt, field) if matches is None else matches
                 if len(hits) < matches:  # the engine came back short: answered exactly below
                     short.append(n)
                     out.append(None)
                     continue
-            out.append(self.rescored(self._records(hits), q, limit))
+            out.append(self._answer(self._records(hits), field, q, limit))
         if short:
-            for n, result in zip(short, self._exact(queries[short], limit, flt)):
-                out[n] = result
+            records = self._scan_field(flt, field)
+            for n in short:
+                out[n] = self._answer(records, field, queries[n], limit)
         return out
 
     def _msearch(self, bodies: list, what: str = "run vector queries") -> list:
@@ -656,64 +666,59 @@ class SearchEngineStorage(RemoteStorage):
     def records_of(self, ids: list) -> dict:
         return {i: {**src, Q.ID_FIELD: i} for i, src in self._mget(ids).items()}
 
-    def _scans_exactly(self, flt: Optional[dict], k: int, exact: bool, ef: Optional[int]) -> bool:
-        """Whether a vector list is the exact scan: asked so, or (as search_vectors) an unfiltered
-        collection no larger than the candidate list."""
-        if not exact and flt is None:
-            if self._size is None:
-                self._size = self._count(None)
-            exact = self._size <= min(max(ef or self.ef, k), MAX_CANDIDATES)
-        return exact
-
-    def _knn_args(self, k: int, ef: Optional[int]) -> tuple:
-        n = min(k, MAX_CANDIDATES)
-        return n, min(max(ef or self.ef, n), MAX_CANDIDATES)
-
-    def _vector_candidates(self, q: np.ndarray, k: int, flt: Optional[dict], hits: Optional[list]) -> Candidates:
-        """The knn `hits` ranked by exact score, or the exact scan (hits None, or the engine came
-        back short of the matches)."""
-        if hits is not None and len(hits) < k and len(hits) < self._count(flt):
-            hits = None
-        if hits is None:
-            hits = self._scan(self._with_vector(flt), None, True)
-        return self.vector_list(self._records(hits), q, k)
-
-    def vector_top(self, query: np.ndarray, k: int, node: Optional[Node], exact: bool,
-                   ef: Optional[int]) -> Candidates:
-        """The engine's pre-filtered knn list (ef candidates), ranked by the exact score; the
-        exact scan where search_vectors takes it (a small collection, a short answer, exact)."""
-        self.need_vector()
+    def vector_top(self, query, k: int, node: Optional[Node], exact: bool, ef: Optional[int],
+                   field: Optional[str] = None) -> Candidates:
+        """A dense field: the engine's pre-filtered knn list (ef candidates), ranked by the exact
+        score; the exact scan where search_vectors takes it (a small collection, a short answer,
+        exact). A sparse or multi-vector field (`query` a list holding one checked query): the
+        candidates of `_field_top`, ranked by the exact score."""
+        field = self._field(field)
+        flt = self._filter_clause(node)
+        if self.kinds[field] != "dense":
+            return self._field_list(self._field_top(query[0], k, flt, field), field, query[0], k)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        flt = self._filter_clause(node)
-        hits = None if self._scans_exactly(flt, k, exact, ef) else self._knn_search(q, *self._knn_args(k, ef), flt)
-        return self._vector_candidates(q, k, flt, hits)
+        hits = (None if self._scans_exactly(flt, k, exact, ef, field)
+                else self._knn_search(q, *self._knn_args(k, ef), flt, field))
+        return self._vector_candidates(q, k, flt, hits, field)
 
-    def hybrid_lists(self, text, k: int, every_match: bool, query: np.ndarray, node: Optional[Node], exact: bool,
-                     ef: Optional[int]) -> tuple:
-        """The lexical top-k and the knn list in one _msearch (the other cases one by one)."""
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """The text part as RemoteStorage scores it; a vector part from the stored values the
+        find's lists brought (the others read by id): NaN where a document holds no value of the
+        field (the executor fuses that as 0)."""
+        if part != "vector":
+            return super().scores_of(keys, part, query)
+        field = self._field(field)
+        ids = keys.tolist()
+        cache = self.cache()
+        missing = [i for i in ids if i not in cache.with_vectors]
+        if missing:
+            cache.keep(self.records_of(missing), True)
+        records = [cache.records.get(i, {}) for i in ids]
+        q = query if self.kinds[field] == "dense" else query[0]
+        return self._exact_scores(field, records, q).astype(np.float32)
+
+    def hybrid_lists(self, text, k: int, every_match: bool, query, node: Optional[Node], exact: bool,
+                     ef: Optional[int], field: Optional[str] = None) -> tuple:
+        """The lexical top-k and a dense field's knn list in one _msearch (the other cases one by one)."""
         self.need_texts()
-        self.need_vector()
+        field = self._field(field)
         flt = self._filter_clause(node)
-        if every_match or k > PAGE:
-            return super().hybrid_lists(text, k, every_match, query, node, exact, ef)
+        if every_match or k > PAGE or self.kinds[field] != "dense":
+            return super().hybrid_lists(text, k, every_match, query, node, exact, ef, field=field)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         # exact: the scan's first page beside the lexical query; else the knn query (no count of
         # the collection first, as vector_top makes: one round trip, the knn list asked for
         # max(ef, k) candidates, and the exact scan where it comes back short)
         scan = exact
-        second = ({"size": PAGE, "query": self._with_vector(flt), "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}],
-                   "_source": True} if scan else self._knn_body(q, *self._knn_args(k, ef), flt))
+        second = ({"size": PAGE, "query": self._with_vector(flt, field),
+                   "sort": [{SEQ_FIELD: "asc"}, {Q.ID_FIELD: "asc"}], "_source": True}
+                  if scan else self._knn_body(q, *self._knn_args(k, ef), flt, field))
         lex, hits = self._msearch([self._lexical_body(text, k, flt), second], "run a hybrid query")
         lexical = self.lexical_list(text, node, self._records(lex), self._bm25(lex), k)
         if not scan:
-            return lexical, self._vector_candidates(q, k, flt, hits)
-        if len(hits) >= PAGE:  # more than one page: scanned whole
-            hits = self._scan(self._with_vector(flt), None, True)
-        return lexical, self.vector_list(self._records(hits), q, k)
-
-    def _knn_search(self, q: np.ndarray, k: int, ef: int, flt: Optional[dict]) -> list:
-        """Engine hits (dicts with _id, _score, _source) of a pre-filtered vector query."""
-        return self._search(self._knn_body(q, k, ef, flt), "run a vector query")
+            return lexical, self._vector_candidates(q, k, flt, hits, field)
+        records = self._scan_field(flt, field) if len(hits) >= PAGE else self._records(hits)  # more than a page: whole
+        return lexical, self._field_list(records, field, q, k)
 
     def close(self) -> None:
         try:
@@ -731,6 +736,12 @@ class ElasticsearchStorage(SearchEngineStorage):
     # Lucene 8 dropped from BM25's numerator: every lexical score is 2.2x Lucene's
     bm25_scale = 1.0 / 2.2
     _SIMILARITY = {"cosine": "cosine", "ip": "max_inner_product", "l2": "l2_norm"}
+    # sparse_vector (x-pack core) rather than rank_features, which lives in the mapper-extras
+    # module that minimal distributions leave out; both keep 9 significant bits
+    _SPARSE_TYPE = "sparse_vector"
+
+    def _sparse_query(self, field: str, query: tuple) -> dict:
+        return V.sparse_vector_query(field, query)
 
     def _make_client(self, options: dict):
         from elasticsearch import Elasticsearch
@@ -746,19 +757,19 @@ class ElasticsearchStorage(SearchEngineStorage):
         except (ValueError, TypeError) as e:
             raise ConfigError(self.redact(f"cannot configure the Elasticsearch client: {e}")) from None
 
-    def _vector_mapping(self, options: dict) -> dict:
-        return {"type": "dense_vector", "dims": self.vec.dim, "index": True,
-                "similarity": self._SIMILARITY[self.metric],
+    def _vector_mapping(self, options: dict, field: str) -> dict:
+        return {"type": "dense_vector", "dims": self.schema.vectors[field].dim, "index": True,
+                "similarity": self._SIMILARITY[self.metrics[field]],
                 "index_options": {"type": "hnsw", "m": options["m"], "ef_construction": options["ef_construct"]}}
 
-    def _knn(self, q, k, ef, flt) -> dict:
-        knn = {"field": self.vec.name, "query_vector": [float(x) for x in q], "k": k, "num_candidates": ef}
+    def _knn(self, q, k, ef, flt, field) -> dict:
+        knn = {"field": field, "query_vector": [float(x) for x in q], "k": k, "num_candidates": ef}
         if flt:
             knn["filter"] = flt
         return knn
 
-    def _knn_body(self, q, k, ef, flt) -> dict:
-        return {"size": k, "knn": self._knn(q, k, ef, flt)}
+    def _knn_body(self, q, k, ef, flt, field) -> dict:
+        return {"size": k, "knn": self._knn(q, k, ef, flt, field)}
 
     def _with_params(self, body: dict) -> dict:
         # the 8.x client takes the body's fields as arguments; `body=` beside query parameters
