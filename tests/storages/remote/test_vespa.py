@@ -64,8 +64,8 @@ def test_schema_equals_pyvespas_rendering(metric, distance, sim):
                                    neighbors_to_explore_at_insert=200))]
     words = [vp.Field(name=f"hs_words_{t}", type="array<string>", is_document_field=False, attribute=fast,
                       indexing=[f"input {t}", "trim", 'split " +"', "attribute"]) for t in ("title", "description")]
-    score = ("max(query(w_title) * (bm25(title) + matchCount(hs_words_title)), "
-             "query(w_description) * (bm25(description) + matchCount(hs_words_description)))")
+    score = ("max(query(w_title) * (bm25(title) / 2.2 + matchCount(hs_words_title)), "
+             "query(w_description) * (bm25(description) / 2.2 + matchCount(hs_words_description)))")
     text_score = [vp.Function(name="text_score", expression=score)]
     w = [("query(w_title)", "double", "1.0"), ("query(w_description)", "double", "1.0")]
     q = [("query(q)", "tensor<float>(x[4])")]

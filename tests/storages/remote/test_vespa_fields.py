@@ -504,7 +504,7 @@ def test_field_kinds_and_profiles_equal_pyvespas_rendering():
     words = vp.Field(name="hs_words_title", type="array<string>", is_document_field=False,
                      attribute=["fast-search"], indexing=["input title", "trim", 'split " +"', "attribute"])
     w = [("query(w_title)", "double", "1.0")]
-    text_score = [vp.Function(name="text_score", expression="query(w_title) * (bm25(title) + "
+    text_score = [vp.Function(name="text_score", expression="query(w_title) * (bm25(title) / 2.2 + "
                                                             "matchCount(hs_words_title))")]
     cos = ("sum(query(qt_colbert) * attribute(colbert), x) / (sqrt(sum(query(qt_colbert) * query(qt_colbert), x)) "
            "* sqrt(sum(attribute(colbert) * attribute(colbert), x)))")
@@ -708,10 +708,6 @@ def test_columns_carry_every_kind(node):
             np.testing.assert_array_equal(np.asarray(c), np.asarray(d.colbert, dtype=np.float32))
 
 
-# Vespa's bm25 rank feature keeps the (k1 + 1) factor of the classic formula, which Lucene's
-# (API.md's) drops: the storage passes Vespa's relevance on as the text score (see the report
-# of section 10 on Vespa: left as it was, it concerns every text find)
-VESPA_BM25 = 2.2
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "sum", "linear"])
@@ -732,8 +728,7 @@ def test_text_with_several_fields_fuses_as_the_model(node, fusion):
     weights = {"text": 0.5, "splade": 0.2, "text_vec": 0.3} if fusion == "linear" else None
     node.requests.clear()
     res = da.find(text="usb cable", vector=qs, fusion=fusion, limit=5, candidates=3, weights=weights)
-    bm = {i: VESPA_BM25 * s for i, s in bm25_field({d.id: d for d in docs}, "title", ["usb", "cable"],
-                                                    plain_tokens).items()}
+    bm = bm25_field({d.id: d for d in docs}, "title", ["usb", "cable"], plain_tokens)
     lists = [("text", bm, False, 0.0)] + [(f, _model(docs, f, q, METRICS.get(f)), False, math.nan)
                                           for f, q in qs.items()]
     fused, parts = fusion_reference([d.id for d in docs], lists, fusion, candidates=3, weights=weights)

@@ -105,6 +105,9 @@ def maxsim_expression(metric: str, field: str, q: str) -> str:
     return f"sum(reduce({sim}, max, t), qt)"
 
 
+BM25_K1_PLUS_1 = 2.2  # Vespa's bm25 = Lucene's BM25 x (k1 + 1), k1 = 1.2
+
+
 def words_field(text_field: str) -> str:
     """The synthetic array attribute holding a text field's words (for prefix clauses)."""
     return f"hs_words_{text_field}"
@@ -117,8 +120,10 @@ def weight_input(text_field: str) -> str:
 
 def bm25_expression(texts: list) -> str:
     """The best text field's score (max over the fields, as multi_match best_fields): each
-    field's weight times its BM25 plus its prefix clauses that match (1 each)."""
-    terms = [f"{weight_input(t)} * (bm25({t}) + matchCount({words_field(t)}))" for t in texts]
+    field's weight times its BM25 plus its prefix clauses that match (1 each). Vespa's bm25
+    feature keeps the classic formula's (k1 + 1) = 2.2 factor, which API.md's (Lucene's) drops:
+    divided out here, so text scores and sum/linear fusion weigh as on every other storage."""
+    terms = [f"{weight_input(t)} * (bm25({t}) / {BM25_K1_PLUS_1} + matchCount({words_field(t)}))" for t in texts]
     expr = terms[0]
     for t in terms[1:]:
         expr = f"max({expr}, {t})"
