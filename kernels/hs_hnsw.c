@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "hs_hnsw.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -1095,16 +1096,19 @@ static void kth_push(float *h, int64_t *n, int64_t k, float v) {
  * whose distance holds -2 q.v). Every row's true distance lies within its bound of the
  * approximate one; the k-th smallest upper end U bounds the true k-th distance, so every
  * row of the true top-k has approximate - bound <= U: those rows alone are re-scored on the
- * float vectors. The slack covers float32 rounding of both computations. */
+ * float vectors. gamma covers float32 rounding: of the code sum (127 |q|_1 s per row) and of
+ * the float distance (|q| |x|, or |q|^2 + |x|^2 for l2). */
 static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
                     const uint64_t *bits, float *ad, float *ae, int32_t *aid, float *heap,
                     pair **pairs, int64_t *npairs, float *out_score, int64_t *out_id) {
     const int64_t d = g->d;
     const int l2 = g->metric == HS_METRIC_L2;
     hs_i8_fn fi8 = hs_dot_i8_impl();
-    float qsq = l2 ? hs_dot(q, q, d) : 0.0f, q1 = 0.0f;
+    float qq = hs_dot(q, q, d), qsq = l2 ? qq : 0.0f, qn = sqrtf(qq), q1 = 0.0f;
     for (int64_t j = 0; j < d; j++) q1 += fabsf(q[j]);
-    float half = (l2 ? 1.0f : 0.5f) * q1 * 1.0001f;
+    /* float32 rounding of a d-term sum is at most gamma times the sum of its terms' sizes */
+    const float gamma = (float)(d + 2) * FLT_EPSILON;
+    float half = (l2 ? 2.0f : 1.0f) * q1 * (0.5f + 127.0f * gamma);
     int64_t m = 0, words = (g->n + 63) >> 6, hn = 0;
     for (int64_t w = 0; w < words; w++) { /* the allowed nodes first, so rows can be prefetched */
         uint64_t word = bits ? bits[w] : ~(uint64_t)0;
@@ -1130,7 +1134,7 @@ static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
         float dot = g->cscale[e] * fi8(q, g->codes + e * d, d);
         float de = l2 ? qsq - 2.0f * dot + g->csq[e] : -dot;
         ad[i] = de;
-        ae[i] = g->cscale[e] * half + 1e-5f * (fabsf(de) + (l2 ? qsq + g->csq[e] : 1.0f));
+        ae[i] = g->cscale[e] * half + gamma * (l2 ? qsq + g->csq[e] : qn * sqrtf(g->csq[e]));
         kth_push(heap, &hn, k, de + ae[i]);
     }
     float U = hn == k ? heap[0] : INFINITY;

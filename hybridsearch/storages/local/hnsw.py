@@ -330,7 +330,8 @@ class HnswStorage(JournaledStorage):
         """The walk (or, with exact=True or an empty graph, the exact scan) in one native call;
         the plan is recorded as _vectors records it. The caller holds the read lock."""
         graph = self.graph
-        scan = exact and self.quantization == "int8"  # the codes' exact scan, as _vectors plans it
+        # the codes' exact scan, as _vectors plans it, when the graph holds every live row
+        scan = exact and self.quantization == "int8" and graph.size == self.store.n_live
         hits = vector_hits(query, self.store, k, None if exact and not scan else graph, ef or self.ef, scan)
         if hits is None:
             return None
@@ -372,7 +373,11 @@ class HnswStorage(JournaledStorage):
         if p.strategy == planner.EXACT:
             # on int8 codes, re-scoring only the rows their error bound leaves in doubt: the
             # float scan's answer from a quarter of its bytes (None: a row is not a node yet)
-            found = graph.scan(col.vectors, q, limit, bits) if self.quantization == "int8" and nodes else None
+            # unfiltered, every row with a vector is allowed (the scan checks each is a node;
+            # None: every live row, which the graph must then hold whole)
+            allowed = bits if bits is not None else self.store.vector_bits(None, field)
+            whole = allowed is not None or nodes == self.store.n_live
+            found = graph.scan(col.vectors, q, limit, allowed) if self.quantization == "int8" and nodes and whole else None
             scores, rows = found if found is not None else self.store.exact_search(queries, limit, bits, field)
         else:
             mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
