@@ -105,6 +105,51 @@ def qdrant_edge_top(shard, k: int):
     return top
 
 
+ES_URL, ES_INDEX = "http://127.0.0.1:9260", "bench-sparse-issue30"
+
+
+def es_up() -> bool:
+    """Whether an Elasticsearch node answers at ES_URL (never started here)."""
+    try:
+        from elasticsearch import Elasticsearch
+        # cluster health, not ping: the test node may refuse GET /
+        return Elasticsearch(ES_URL, request_timeout=3).cluster.health()["status"] in ("green", "yellow")
+    except Exception:
+        return False
+
+
+def es_index(indptr, keys, values, batch: int = 2_000):
+    """The documents in a fresh ES index as a `sparse_vector` field (feature = str(key)), _id =
+    row, bulk-loaded, refreshed and force-merged to one segment before timing."""
+    from elasticsearch import Elasticsearch
+    es = Elasticsearch(ES_URL, request_timeout=600)
+    es.indices.delete(index=ES_INDEX, ignore_unavailable=True)
+    es.indices.create(index=ES_INDEX, mappings={"properties": {"splade": {"type": "sparse_vector"}}},
+                      settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1"})
+    n = len(indptr) - 1
+    for a in range(0, n, batch):
+        ops = []
+        for i in range(a, min(n, a + batch)):
+            ops.append({"index": {"_id": str(i)}})
+            ops.append({"splade": {str(int(t)): float(w) for t, w in zip(keys[indptr[i]:indptr[i + 1]],
+                                                                           values[indptr[i]:indptr[i + 1]])}})
+        r = es.bulk(index=ES_INDEX, operations=ops)
+        if r.get("errors"):
+            raise RuntimeError(f"ES bulk: {next(x for x in r['items'] if 'error' in x['index'])}")
+    es.indices.refresh(index=ES_INDEX)
+    es.indices.forcemerge(index=ES_INDEX, max_num_segments=1)
+    return es
+
+
+def es_top(es, k: int):
+    def top(query):
+        qv = {str(int(t)): float(w) for t, w in zip(query[0], query[1])}
+        r = es.search(index=ES_INDEX, size=k, source=False,
+                      query={"sparse_vector": {"field": "splade", "query_vector": qv}})
+        return np.array([int(h["_id"]) for h in r["hits"]["hits"]], dtype=np.int64)
+    return top
+
+
 def api_collection(storage: str, indptr, keys, values, batch: int = 50_000):
     """A public-API collection (hs.DocumentArray on `storage`) of the rows as a SparseVector
     field "splade", id = str(row), filled by extend_columns in batches of (indices, values)."""
@@ -180,7 +225,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--passes", type=int, default=3, help="interleaved timed passes, medians (default 3)")
     ap.add_argument("--peers", default="scipy,qdrant-edge,api",
-                    help="comma list among scipy, qdrant-edge, api (our public API on memory and hnsw)")
+                    help="comma list among scipy, qdrant-edge, api (our public API on memory and hnsw), es (Elasticsearch "
+                         "sparse_vector at 127.0.0.1:9260 if a node is already up; never started here)")
     ap.add_argument("--api-n", type=int, help="documents in the public-API collections, the first of the corpus "
                                               "(default: all; their ingest runs ~2 ms per document)")
     args = ap.parse_args(argv)
@@ -235,7 +281,20 @@ def main(argv=None) -> int:
         shard = qdrant_edge_shard(os.path.join(tmp.name, "qdrant"), indptr, keys, values)
         builds[f"qdrant-edge {version('qdrant-edge-py')} (upserts + optimize)"] = time.perf_counter() - t
         methods["qdrant-edge (raw API, sparse vector)"] = qdrant_edge_top(shard, k)
+    es = None
+    if "es" in peers:
+        if es_up():
+            t = time.perf_counter()
+            es = es_index(indptr, keys, values)
+            version = next(iter(es.nodes.info(filter_path="nodes.*.version")["nodes"].values()))["version"]
+            builds[f"Elasticsearch {version} sparse_vector (bulk + refresh + forcemerge)"] = \
+                time.perf_counter() - t
+            methods["Elasticsearch sparse_vector query (HTTP, 1 shard)"] = es_top(es, k)
+        else:
+            out.say(f"Elasticsearch: no node at {ES_URL}, left out (this script never starts one)")
     results = interleaved(methods, qs[:WARMUP], qs[WARMUP:], args.passes)
+    if es is not None:
+        es.indices.delete(index=ES_INDEX, ignore_unavailable=True)
     rec = recalls(results, X.astype(np.float64), qs[WARMUP:], k)
 
     api_n = min(n, args.api_n or n)
