@@ -95,7 +95,7 @@ def bandwidth_section(out, store, rows_total: int, dim: int, queries: list, res:
     """MaxSim scan GB/s over the token block against the machine's read bandwidth (1 thread)."""
     nbytes = rows_total * dim * 4
     bw = read_bandwidth(nbytes)
-    t_scan = median_time(lambda: [store.maxsim_top_k(q, K_TOP, "cosine") for q in queries]) / len(queries)
+    t_scan = median_time(lambda: [store.maxsim_top_k(q, K_TOP, "cosine") for q in queries], rounds=2) / len(queries)
     scan_gbs = nbytes / t_scan / 1e9
     peak = max(bw.values())
     frac = scan_gbs / peak
