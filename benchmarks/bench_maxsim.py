@@ -72,6 +72,7 @@ def add_scale_options(ap) -> None:
                                                             "(default 0: skipped; issue 30: 30000)")
     ap.add_argument("--scale-tokens", type=int, default=32, help="tokens per document there (default 32)")
     ap.add_argument("--passes", type=int, default=3, help="interleaved passes of the hnsw section (default 3)")
+    ap.add_argument("--scale-sections", default="bandwidth,hnsw", help="which of them (default both)")
 
 
 def read_bandwidth(nbytes: int, rounds: int = 5) -> dict:
@@ -169,10 +170,13 @@ def scale_sections(args, out, res: dict, nq: int) -> bool:
                                  topics=200, per_doc=8, noise=1.0, seed=2)
     store = TokenStore(args.dim)
     store.set_many(range(len(docs)), docs)
-    with threadpool_limits(limits=1):
-        bandwidth_section(out, store, sum(len(b) for b in docs), args.dim, queries, res)
+    sections = args.scale_sections.split(",")
+    if "bandwidth" in sections:
+        with threadpool_limits(limits=1):
+            bandwidth_section(out, store, sum(len(b) for b in docs), args.dim, queries, res)
     del store
-    hnsw_section(out, docs, queries, args.dim, args.passes, res)
+    if "hnsw" in sections:
+        hnsw_section(out, docs, queries, args.dim, args.passes, res)
     out.say(f"load average: {' '.join(f'{x:.2f}' for x in _os.getloadavg())}")
     return True
 
