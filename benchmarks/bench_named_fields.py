@@ -12,7 +12,7 @@ document, against raw bytes (ids + vectors + graph links, as benchmarks/bench_me
 and the difference Two - One per document against the second field's own bytes (its d x 4 vector
 bytes plus its graph's bytes per document from stats()).
 
-    python benchmarks/bench_named_fields.py --quick    # 20,000 documents, 200 queries
+    python benchmarks/bench_named_fields.py --quick    # 12,000 documents, 200 queries
     python benchmarks/bench_named_fields.py            # 100,000 documents, 500 queries
 """
 import ctypes
@@ -57,7 +57,7 @@ def fill(da, n: int, columns) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, full=(100_000, 500), quick=(20_000, 200), what="documents")
+    ap = parser(__doc__, full=(100_000, 500), quick=(12_000, 200), what="documents")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--passes", type=int, default=5, help="interleaved timed passes (default 5)")
     args = ap.parse_args(argv)
