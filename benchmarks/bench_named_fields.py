@@ -1,4 +1,4 @@
-"""Named dense fields : a find on one of two dense fields against the same find
+"""Named dense fields: a find on one of two dense fields against the same find
 on a schema of one field, and what the second field costs in memory per document.
 
 Two hnsw collections in one process, the same n x d vectors in field "a" of both (default 100,000
