@@ -172,6 +172,11 @@ def test_reopen_with_another_m_rebuilds_the_fde_graph(tmp_path):
         assert st["fde_graphs_built"] == 2
         assert st["fde_graph_nodes"] == {"colbert": len(held), "other": len(other)}
         assert_exhaustive(again, held, other)
+    # closed without a write, the rebuilt graphs were saved: the next open with m=32 maps them
+    with hs.DocumentArray(Page, storage="hnsw", path=tmp_path / "c", exact_max=0, m=32,
+                          metric={"colbert": "cosine", "other": "ip"}) as third:
+        assert third.stats()["fde_graphs_built"] == 0
+        assert_exhaustive(third, held, other)
     rng = np.random.default_rng(0)
     with hs.DocumentArray(Mixed, storage="hnsw", path=tmp_path / "m", metric="cosine") as da:
         da.extend([{"id": str(i), "emb": rng.standard_normal(8).astype(np.float32), "colbert": b}

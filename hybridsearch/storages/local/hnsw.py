@@ -109,6 +109,7 @@ class HnswStorage(JournaledStorage):
             fg = FdeGraph(spec.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.threads)
             slots = col.tokens.slots()
             self.fde_graphs_built += bool(len(slots))
+            self.snapshot_due |= bool(len(slots))
             fg.set(slots, [col.tokens.get(s) for s in slots.tolist()])
             self.fde_graphs[name] = fg
 
