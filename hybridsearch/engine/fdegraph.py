@@ -30,7 +30,8 @@ from hybridsearch.errors import ConfigError
 CANDIDATES = 200
 
 # documents whose encoding an attach recomputes and compares with the saved one: a cheap
-# check that the block belongs to these tokens and parameters (a few ms at any size)
+# check that the block belongs to these tokens and parameters (a few ms at any size); a
+# mismatch rebuilds the graph from the tokens
 _SPOT_CHECKS = 8
 
 
@@ -115,11 +116,15 @@ class FdeGraph:
     def attached(cls, meta: dict, arrays: dict, tokens, dim: int, metric: str, m: int,
                  ef_construct: int, seed: int, threads: int) -> Optional["FdeGraph"]:
         """The graph export() gave, over arrays mapped from a file (used in place), for the
-        documents of `tokens` (the field's TokenStore, restored before). None when it was saved
-        for another metric (the caller builds it again: it is derived from the tokens).
-        ValueError when anything does not check out: the parameters, every array's type and
-        shape, every link (the native attach), the nodes being exactly the documents holding
-        tokens, and a few documents' encodings recomputed."""
+        documents of `tokens` (the field's TokenStore, restored before).
+
+        None when the graph is sound but not this one's to use: saved for another metric or
+        another m, or a few documents' encodings recomputed differ from the saved ones (an
+        encoder whose rounding changed, another CPU's BLAS). The caller builds it again from
+        the tokens: it is derived data, and refusing would leave a healthy collection unopenable.
+        ValueError for structural damage: the header, the parameters (unreadable, or for
+        another token dimension), every array's type and shape, every link (the native attach),
+        the nodes being exactly the documents holding tokens."""
         if not isinstance(meta, dict) or not isinstance(meta.get("params"), dict):
             raise ValueError("FDE graph: bad snapshot header")
         if meta.get("metric") != metric:
@@ -137,6 +142,9 @@ class FdeGraph:
                 or not block.flags.writeable):
             raise ValueError("FDE graph: the encoding block is missing or has the wrong type or shape")
         parts = {k[len("graph/"):]: v for k, v in arrays.items() if k.startswith("graph/")}
+        saved_m = meta["graph"].get("m")
+        if isinstance(saved_m, int) and not isinstance(saved_m, bool) and saved_m != m:
+            return None  # linked for another m: the collection is opened with this one
         fg = cls(dim, metric, m, ef_construct, seed, threads, params)  # its shapes checked first
         fg.graph = G.HnswGraph.attach(meta["graph"], parts, params.out_dim, "ip", m, ef_construct, "none")
         fg.block = block
@@ -148,7 +156,7 @@ class FdeGraph:
             probe = slots[np.linspace(0, len(slots) - 1, min(_SPOT_CHECKS, len(slots))).astype(np.int64)]
             again = fde_documents([tokens.get(s) for s in probe.tolist()], params, metric)
             if not np.allclose(again, block[probe], rtol=1e-4, atol=1e-5):
-                raise ValueError("FDE graph: saved encodings differ from the documents' tokens")
+                return None
         return fg
 
     @property

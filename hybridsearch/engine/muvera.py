@@ -84,6 +84,7 @@ class Fde:
         # all repetitions at once: one (d, reps * k_sim) SimHash matrix and one
         # (d, reps * dp) projection, so a batch is two matrix products
         self.simhash = rng.standard_normal((p.dim, p.reps * p.k_sim)).astype(np.float32)
+        self.simhash64 = self.simhash.astype(np.float64)  # the sign test's (_codes_and_projections)
         if p.d_proj is None:
             self.proj = None
         else:
@@ -110,7 +111,12 @@ class Fde:
     def _codes_and_projections(self, T: np.ndarray) -> tuple:
         """Partition per (token, repetition) (n, reps) and projected tokens (n, reps, dp)."""
         p = self.params
-        bits = (T @ self.simhash > 0).reshape(len(T), p.reps, p.k_sim)
+        # the signs in float64: a float32 product's rounding depends on the batch's shape (BLAS
+        # blocking), and a token near a hyperplane would change partition with the company it
+        # is encoded in; float32 x float32 products are exact in float64, so only the sums round,
+        # ~1e9 times closer to the true sign. A snapshot's saved encodings (fdegraph.py) are then
+        # what encoding the same document again gives
+        bits = (T.astype(np.float64) @ self.simhash64 > 0).reshape(len(T), p.reps, p.k_sim)
         codes = (bits.astype(np.int64) << np.arange(p.k_sim, dtype=np.int64)).sum(axis=2)
         P = (T @ self.proj) if self.proj is not None else np.tile(T, (1, p.reps))
         return codes, P.reshape(len(T), p.reps, self.dp)

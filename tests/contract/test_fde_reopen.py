@@ -153,3 +153,33 @@ def test_find_batched_walks_the_fde_graph_like_single_finds(tmp_path):
             many = da.find_batched(vectors={"colbert": QUERIES}, limit=10, filter=flt)
             one = [da.find(vector={"colbert": Q}, limit=10, filter=flt) for Q in QUERIES]
             assert [(r.ids, list(r.scores)) for r in many] == [(r.ids, list(r.scores)) for r in one]
+
+
+class Mixed(hs.Document):
+    emb: hs.Vector[8]
+    colbert: Optional[hs.MultiVector[16]] = None
+
+
+def test_reopen_with_another_m_rebuilds_the_fde_graph(tmp_path):
+    """The FDE graph is derived from the tokens: a collection holding only multi-vector fields
+    reopens with another m (the graph built again with it), answering as exhaustive MaxSim. With
+    a dense field, the dense graph's own refusal names the m it was built with."""
+    with open_at(tmp_path / "c") as da:
+        held, other = fill(da)
+    with hs.DocumentArray(Page, storage="hnsw", path=tmp_path / "c", exact_max=0, m=32,
+                          metric={"colbert": "cosine", "other": "ip"}) as again:
+        st = again.stats()
+        assert st["fde_graphs_built"] == 2
+        assert st["fde_graph_nodes"] == {"colbert": len(held), "other": len(other)}
+        assert_exhaustive(again, held, other)
+    # closed without a write, the rebuilt graphs were saved: the next open with m=32 maps them
+    with hs.DocumentArray(Page, storage="hnsw", path=tmp_path / "c", exact_max=0, m=32,
+                          metric={"colbert": "cosine", "other": "ip"}) as third:
+        assert third.stats()["fde_graphs_built"] == 0
+        assert_exhaustive(third, held, other)
+    rng = np.random.default_rng(0)
+    with hs.DocumentArray(Mixed, storage="hnsw", path=tmp_path / "m", metric="cosine") as da:
+        da.extend([{"id": str(i), "emb": rng.standard_normal(8).astype(np.float32), "colbert": b}
+                   for i, b in enumerate(DOCS[:40])])
+    with pytest.raises(hs.BackendError, match=r"built with m=16; open it with that m"):
+        hs.DocumentArray(Mixed, storage="hnsw", path=tmp_path / "m", metric="cosine", m=32)

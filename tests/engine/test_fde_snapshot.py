@@ -1,9 +1,11 @@
 """The hnsw storage's FDE graphs in its snapshot, damaged: truncated files and flipped bits in
 the FDE records are refused by the checksums (BackendError at open); damage behind a valid
 checksum (the snapshot rewritten through the Journal, as a writer's bug would leave it) is
-refused by the attach's checks (BackendError naming the field), or, for random changes to the
-encodings and links, the reopened collection still scores every hit with exact MaxSim (the
-graph only chooses candidates), never a crash or a wrong score.
+refused by the attach's checks (BackendError naming the field) when it is structural (headers,
+shapes, links, the node set); saved encodings that differ from the documents' (another seed, a
+sign flipped by rounding, a changed row) rebuild the graph from the tokens, as it is derived
+data; for random changes to the encodings and links, the reopened collection still scores every
+hit with exact MaxSim (the graph only chooses candidates), never a crash or a wrong score.
 """
 # internal: the snapshot's records and arrays (rewritten with valid checksums through
 # engine.persist.Journal) are not reachable through DocumentArray, which only writes good ones
@@ -17,6 +19,7 @@ import pytest
 import hybridsearch as hs
 from hybridsearch.bench.multivectors import colbert_like
 from hybridsearch.document import schema_of
+from hybridsearch.engine.muvera import Fde, FdeParams, encoder, fde_documents
 from hybridsearch.engine.persist import Journal
 from tests.models import maxsim_scores
 
@@ -139,7 +142,6 @@ DAMAGES = {
     "params-bad": lambda m, a: _fde(m)["params"].__setitem__("k_sim", 99),
     "params-other-dim": lambda m, a: _fde(m)["params"].__setitem__("dim", 9),
     "params-other-reps": lambda m, a: _fde(m)["params"].__setitem__("reps", 19),
-    "params-other-seed": lambda m, a: _fde(m)["params"].__setitem__("seed", 1),
     "params-huge": lambda m, a: _fde(m)["params"].update(reps=10**15, k_sim=10, d_proj=10**6),
     "params-extra-key": lambda m, a: _fde(m)["params"].__setitem__("extra", 1),
     "graph-meta-missing": lambda m, a: _fde(m).pop("graph"),
@@ -148,8 +150,6 @@ DAMAGES = {
     "block-short": lambda m, a: a.__setitem__("index/fde/colbert/block", a["index/fde/colbert/block"][:-1]),
     "block-float64": lambda m, a: a.__setitem__("index/fde/colbert/block",
                                                 a["index/fde/colbert/block"].astype(np.float64)),
-    "block-row-changed": lambda m, a: a["index/fde/colbert/block"].__setitem__(_first_node(a), 0.5),
-    "block-nan": lambda m, a: a["index/fde/colbert/block"].__setitem__((_first_node(a), 3), np.nan),
     "links-missing": lambda m, a: a.pop("index/fde/colbert/graph/links0"),
     "link-out-of-range": lambda m, a: a["index/fde/colbert/graph/links0"].__setitem__(
         (_first_node(a), 1), 10**6),
@@ -157,6 +157,78 @@ DAMAGES = {
         int(np.flatnonzero(a["index/fde/colbert/graph/level"] == 0)[-1]), -1),
     "node-added": lambda m, a: a["index/fde/colbert/graph/level"].__setitem__(0, 0),  # d000 holds no tokens
 }
+
+
+def _sign_flipped(meta, arrays):
+    """Every saved encoding replaced by the document's encoding with one SimHash hyperplane's
+    signs flipped: what a batch-dependent rounding of the sign test left in the block (a
+    token near the hyperplane changing partition), in every row."""
+    a = arrays["index/fde/colbert/graph/level"]
+    block = arrays["index/fde/colbert/block"]
+    flipped = Fde(FdeParams(**_fde(meta)["params"]))  # a private encoder, not the cached one
+    flipped.simhash = flipped.simhash.copy()
+    flipped.simhash[:, 0] *= -1
+    flipped.simhash64 = flipped.simhash.astype(np.float64)
+    nodes = np.flatnonzero(a >= 0)
+    by_slot = dict(zip(range(len(DOCS)), DOCS))  # slots follow the insertion order (no deletes)
+    blocks = [by_slot[s] for s in nodes.tolist()]
+    np.testing.assert_allclose(Fde(flipped.params).documents(blocks, "cosine"), block[nodes],
+                               rtol=1e-4, atol=1e-5)  # the saved rows are these documents'
+    rows = flipped.documents(blocks, "cosine")
+    assert not np.allclose(rows, block[nodes], rtol=1e-4, atol=1e-5)  # the damage is real
+    block[nodes] = rows
+
+
+# changes to a sound graph that make it not this collection's: the open builds it again from
+# the tokens (stats()["fde_graphs_built"] == 1) instead of refusing a healthy collection
+REBUILT = {
+    "encodings-sign-flipped": _sign_flipped,
+    "params-other-seed": lambda m, a: _fde(m)["params"].__setitem__("seed", 1),
+    "block-row-changed": lambda m, a: a["index/fde/colbert/block"].__setitem__(_first_node(a), 0.5),
+    "block-nan": lambda m, a: a["index/fde/colbert/block"].__setitem__((_first_node(a), 3), np.nan),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT))
+def test_encodings_that_differ_from_the_tokens_are_rebuilt(saved, tmp_path, name):
+    path = copy_of(saved, tmp_path)
+    rewrite(path, REBUILT[name])
+    with open_at(path) as da:
+        st = da.stats()
+        assert st["fde_graphs_built"] == 1 and st["fde_graph_nodes"] == {"colbert": len(HELD)}
+        ids = sorted(HELD)
+        for Q in QUERIES:
+            r = da.find(vector={"colbert": Q}, limit=10)
+            ref = maxsim_scores([HELD[i] for i in ids], Q, "cosine")
+            order = np.argsort(-ref, kind="stable")[:10]
+            assert set(r.ids) == {ids[j] for j in order}
+            np.testing.assert_allclose(r.scores, ref[order], rtol=1e-4, atol=1e-4)
+    assert_exact_scores(path)  # closed without a write: the rebuilt graph was saved
+    with open_at(path) as da:
+        assert da.stats()["fde_graphs_built"] == 0
+
+
+def test_a_document_encodes_alike_in_any_batch():
+    """Tokens lying on SimHash hyperplanes (their product with the direction is at rounding
+    level): each document's encoding alone equals its row in one batch of all, to the attach's
+    spot-check tolerance. The sign test used to round in float32, with a batch-shape-dependent
+    result, so a saved block failed the spot check of a healthy collection."""
+    params = FdeParams(64)
+    S = encoder(params).simhash.astype(np.float64)
+    rng = np.random.default_rng(0)
+    blocks = []
+    for _ in range(200):
+        t = rng.standard_normal((4, 64))
+        for r in range(4):
+            s = S[:, rng.integers(S.shape[1])]
+            t[r] -= (t[r] @ s) / (s @ s) * s
+        blocks.append(t.astype(np.float32))
+    for metric in ("ip", "cosine"):
+        together = fde_documents(blocks, params, metric)
+        for size in (1, 7, 64):
+            apart = np.concatenate([fde_documents(blocks[i:i + size], params, metric)
+                                    for i in range(0, len(blocks), size)])
+            np.testing.assert_allclose(apart, together, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(DAMAGES))

@@ -109,6 +109,7 @@ class HnswStorage(JournaledStorage):
             fg = FdeGraph(spec.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.threads)
             slots = col.tokens.slots()
             self.fde_graphs_built += bool(len(slots))
+            self.snapshot_due |= bool(len(slots))
             fg.set(slots, [col.tokens.get(s) for s in slots.tolist()])
             self.fde_graphs[name] = fg
 
@@ -172,9 +173,12 @@ class HnswStorage(JournaledStorage):
 
     def _attach_fde(self, metas, arrays: dict, where: str) -> None:
         """The snapshot's FDE graphs, mapped (attached() checks them against the restored
-        tokens). Damage is a BackendError, as anywhere in a snapshot: the checksums passed, so
-        it is a writer's bug or a file from elsewhere, and the user should hear of it rather
-        than wait for a rebuild that hides it."""
+        tokens). Structural damage is a BackendError, as anywhere in a snapshot: the checksums
+        passed, so it is a writer's bug or a file from elsewhere, and the user should hear of it
+        rather than wait for a rebuild that hides it. A sound graph saved for another metric or
+        m, or whose encodings differ from what this process's encoder gives, is left out:
+        _build_fde_graphs builds it from the tokens (stats()["fde_graphs_built"] counts it), and
+        the dense graphs' own checks speak for a changed m."""
         if not isinstance(metas, dict) or not set(metas) <= set(self.schema.multi):
             raise BackendError(f"the snapshot under {where} is damaged: its FDE graphs do not match the "
                                "multi-vector fields")
@@ -428,7 +432,8 @@ class HnswStorage(JournaledStorage):
         document's slot is reused by a later insert, so re-adding does not grow this) and
         "fde_graph_nodes" (multi-vector field -> nodes of the graph over its FDEs),
         "fde_graphs_built" (FDE graphs built over the documents' tokens when the collection
-        opened, rather than mapped from the snapshot: 0 after a reopen from a snapshot) and, in "bytes", "fde_graph" (their links and encodings)."""
+        opened, rather than mapped from the snapshot: 0 after a reopen from a snapshot, unless
+        the saved graph was for another metric or m or its encodings no longer match) and, in "bytes", "fde_graph" (their links and encodings)."""
         base = super().stats()  # takes the read lock itself: not nested, a waiting writer would block it
         with self.lock.read():
             plan = self.last_plan()

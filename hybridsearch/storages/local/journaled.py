@@ -43,6 +43,9 @@ class JournaledStorage(ColumnarStorage):
         self.writer = threading.Lock()  # one writer at a time, outside the readers' lock
         self.journal = None
         self._snapshot_bytes = 0
+        # an index built at open that the snapshot lacks (hnsw: an FDE graph rebuilt from the
+        # tokens): close() saves it even without logged writes, or every open would build it again
+        self.snapshot_due = False
         self.closed = False  # set by close() under `writer`: a write reaching the log after it is refused
 
     def _open_files(self, path, read_only: bool) -> None:
@@ -143,6 +146,7 @@ class JournaledStorage(ColumnarStorage):
             arrays.update({f"index/{k}": v for k, v in parts.items()})
         started = time.perf_counter()
         self.journal.snapshot_arrays(meta, arrays)
+        self.snapshot_due = False
         self._snapshot_bytes = self.journal.snapshot_bytes
         log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
                  self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
@@ -268,7 +272,7 @@ class JournaledStorage(ColumnarStorage):
             self.commit.drain()
         with self.writer, self.lock.write():
             if self.journal is not None:
-                if self.journal.log_bytes and not self.journal.read_only:
+                if (self.journal.log_bytes or self.snapshot_due) and not self.journal.read_only:
                     self._snapshot()
                 self.journal.close()
                 log.info("%s storage closed %s", self.name, self.journal.path)
