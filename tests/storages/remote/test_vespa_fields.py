@@ -339,6 +339,11 @@ class Node:
             best = sorted(self.docs.values(), key=lambda f: -f["hs_seq"])[:1]
             return _response([{"relevance": 0.0, "fields": {"hs_seq": f["hs_seq"]}} for f in best])
         cond = re.match(r"^select \* from page where (.*)$", yql).group(1)
+        if "ranking" not in body:  # a count or a listing in insertion order: YQL conditions only
+            cond = cond.removesuffix(" order by hs_seq asc")
+            keep = YqlEval(cond).parse() if cond != "true" else (lambda d: True)
+            docs = sorted((d for d in self.docs.values() if keep(self.tokenised(d))), key=lambda d: d["hs_seq"])
+            return _response([{"relevance": 0.0, "fields": self.rendered(d)} for d in docs[:body["hits"]]], len(docs))
         inputs_decl, defaults, functions, expr = self.package.profiles[body["ranking"]]
         inputs = {name: tensor_of(t, body[f"input.query({name})"]) for name, t in inputs_decl.items()}
         inputs.update({k: Tn.scalar(body.get(f"input.query({k})", v)) for k, v in defaults.items()})
@@ -680,7 +685,7 @@ def test_update_many_and_delete_by_condition_carry_every_kind(node):
     sent = [b for m, p, b in node.requests if m == "PUT"][-1]
     assert sent == {"fields": {"splade": {"assign": {"cells": {"3": 1.5}}}, "hs_keys_splade": {"assign": {"3": 1}},
                                "colbert": {"assign": {"blocks": {"0": [1.0, 1.0, 1.0, 1.0]}}},
-                               "hs_present": {"add": ["colbert"]}}}
+                               "hs_present": {"add": ["splade", "colbert"]}}}  # a non-empty sparse value exists
     now = [d.model_copy(update={"splade": {3: 1.5}, "colbert": np.ones((1, 4))}) if d.tag == "a" else d for d in docs]
     res = da.find(vector={"splade": {3: 1.0}}, limit=20)
     assert_topk_of(res, _model(now, "splade", {3: 1.0}), 20)
@@ -779,3 +784,68 @@ def test_offset_and_min_score_cut_a_fields_ranking(node):
     floor = float(full.scores[5])
     above = da.find(vector={"splade": q}, limit=12, min_score=floor)
     assert above.ids == [i for i, s in zip(full.ids, full.scores) if s >= floor]
+
+
+# ------------------------------------------------------------ section-10 fixes
+class Sparse2(hs.Document):
+    tag: hs.Keyword = "a"
+    text_vec: hs.Vector[4]
+    splade: hs.SparseVector = {}
+    sp: Optional[hs.SparseVector] = None
+
+
+@pytest.fixture
+def node2():
+    n = Node(Package(A.application_files(schema_of(Sparse2), "page", {"text_vec": "cosine"}, 16, 200)
+                     ["schemas/page.sd"]))
+    yield n
+    n.close()
+
+
+def _sparse_docs():
+    """Every combination of {} and a value on the required field, None / {} / a value on the
+    optional one, twice."""
+    docs = []
+    for i, (req, opt) in enumerate([(r, o) for r in ({}, {1: 1.0}) for o in (None, {}, {2: 0.5})] * 2):
+        docs.append(Sparse2(id=f"s{i}", tag="ab"[i % 2], text_vec=[1, 0, 0, i], splade=req, sp=opt))
+    return docs
+
+
+def _holds(v) -> bool:
+    """API.md section 10: a sparse value exists when it is not None and not {}."""
+    return v is not None and v != {}
+
+
+@pytest.mark.parametrize("field", ["splade", "sp"])
+@pytest.mark.parametrize("want", [True, False])
+def test_exists_on_a_sparse_field_is_false_for_empty(node2, field, want):
+    """$exists over {} / a value / None on a required and an optional sparse field: count,
+    find and delete by filter match the model, and {} and None read back as themselves."""
+    da = hs.DocumentArray(Sparse2, storage="vespa", url=node2.url, doctype="page", metric={"text_vec": "cosine"})
+    docs = _sparse_docs()
+    da.extend(docs)
+    assert [da[d.id].sp for d in docs] == [d.sp for d in docs]
+    flt = {field: {"$exists": want}}
+    expected = [d.id for d in docs if _holds(getattr(d, field)) == want]
+    assert da.count(filter=flt) == len(expected)
+    assert sorted(da.find(filter=flt, limit=50).ids) == sorted(expected)
+    both = {"$and": [flt, {"tag": "a"}]}
+    gone = [d.id for d in docs if _holds(getattr(d, field)) == want and d.tag == "a"]
+    assert da.delete(filter=both) == len(gone)
+    assert sorted(d.id for d in da) == sorted(d.id for d in docs if d.id not in gone)
+
+
+@pytest.mark.parametrize("field,value", [("splade", {}), ("splade", {3: 1.0}), ("sp", {}), ("sp", None),
+                                         ("sp", {3: 1.0})])
+def test_update_many_keeps_exists_of_a_sparse_field(node2, field, value):
+    """update_many setting {} / None / a value: $exists afterwards is the model's, and the
+    value reads back as set."""
+    da = hs.DocumentArray(Sparse2, storage="vespa", url=node2.url, doctype="page", metric={"text_vec": "cosine"})
+    docs = _sparse_docs()
+    da.extend(docs)
+    assert da.update_many({"tag": "a"}, **{field: value}) == sum(d.tag == "a" for d in docs)
+    now = [d.model_copy(update={field: value}) if d.tag == "a" else d for d in docs]
+    for want in (True, False):
+        flt = {field: {"$exists": want}}
+        assert da.count(filter=flt) == sum(_holds(getattr(d, field)) == want for d in now)
+    assert [getattr(da[d.id], field) for d in now] == [getattr(d, field) for d in now]

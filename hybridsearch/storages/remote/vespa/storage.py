@@ -523,9 +523,15 @@ class VespaStorage(RemoteStorage):
                 fields.update({k: {"assign": e} for k, e in self.codec.engine_values(name, v).items()})
             else:
                 fields[name] = {"assign": v}
-        optional = [n for n in values if self.schema.fields[n].optional]
-        added = [n for n in optional if values[n] is not None]
-        removed = [n for n in optional if values[n] is None]
+        # hs_present as VespaCodec.fields writes it: a sparse {} is removed, like None, and an
+        # optional one's {} would also add its marker (per document then: both in one field)
+        sparse = [n for n in values if self.schema.fields[n].kind is Kind.SPARSE]
+        if any(values[n] == {} and self.schema.fields[n].optional for n in sparse):
+            return None
+        listed = [n for n in values if self.schema.fields[n].optional or n in sparse]
+        added = [n for n in listed if values[n] is not None and (n not in sparse or values[n])]
+        removed = [n for n in listed if n not in added]
+        removed += [T.empty_marker(n) for n in sparse if values[n] is None]  # its {} would linger
         if added and removed:
             return None
         if added or removed:

@@ -152,7 +152,8 @@ class YqlFilter(ConditionCompiler):
 
     def _exists(self, field: str) -> str:
         spec = self._spec(field)
-        if spec is None or not spec.optional:
+        # a sparse field's {} is no value (API.md section 10): hs_present names non-empty ones only
+        if spec is None or (not spec.optional and spec.kind is not Kind.SPARSE):
             return "true"
         return f"{PRESENT_FIELD} contains {string_literal(field)}"
 
