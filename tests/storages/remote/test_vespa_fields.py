@@ -374,8 +374,10 @@ class Node:
         scored = [(self.rank(d, expr, inputs, nn, functions, terms), d) for d in docs]
         if nn is not None:  # nearestNeighbor exposes its targetHits nearest (closeness here)
             scored = sorted(scored, key=lambda p: -p[0])[:nn[0]]
-        # ties in reverse insertion order: the storage must break them itself
-        scored.sort(key=lambda p: (-p[0], -p[1]["hs_seq"]))
+        # ties in reverse insertion order unless the request sorts them by insertion: the
+        # storage must ask for that, or break them itself
+        seq = 1 if body.get("sorting") == "-[relevance] +hs_seq" else -1
+        scored.sort(key=lambda p: (-p[0], seq * p[1]["hs_seq"]))
         hits = [{"relevance": s, "fields": self.rendered(d)} for s, d in scored[:body["hits"]]]
         return _response(hits, len(scored))
 
@@ -580,15 +582,15 @@ def test_each_kind_sends_its_profile_and_query_tensor(node):
     assert bodies[0] == {"yql": 'select * from page where ({targetHits: 2, hnsw.exploreAdditionalHits: 3}'
                                 'nearestNeighbor(image_vec, q_image_vec)) and tag contains "a"',
                          "hits": 2, "ranking": "closeness_image_vec", "input.query(q_image_vec)": [1.0, 0.0, 2.0],
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
     # the sparse query's keys ascending (the checked form), every key weighted 1 for matching
     assert bodies[1] == {"yql": 'select * from page where dotProduct(hs_keys_splade, {"2": 1, "7": 1})',
                          "hits": 3 + 8, "ranking": "sparse_splade", "input.query(q_splade)": {"2": 0.25, "7": 1.5},
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
     assert bodies[2] == {"yql": 'select * from page where hs_present contains "colbert" and price < 4',
                          "hits": 2 + 8, "ranking": "maxsim_colbert",
                          "input.query(qt_colbert)": {"0": [1.0, 0.0, 0.0, 0.0], "1": [0.0, 0.5, 0.0, 0.0]},
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
 
 
 def test_writes_carry_every_kind_in_tensor_form(node):
@@ -849,3 +851,35 @@ def test_update_many_keeps_exists_of_a_sparse_field(node2, field, value):
         flt = {field: {"$exists": want}}
         assert da.count(filter=flt) == sum(_holds(getattr(d, field)) == want for d in now)
     assert [getattr(da[d.id], field) for d in now] == [getattr(d, field) for d in now]
+
+
+def _tied(n):
+    """n pages whose sparse and multi-vector scores all tie (binary weights, one token)."""
+    return [Page(id=f"t{i}", text_vec=[1, 0, 0, 0], splade={1: 1.0, 2: 1.0}, colbert=[[1, 0, 0, 0]])
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("field,q", [("splade", {1: 1.0, 2: 1.0}), ("colbert", [[1.0, 0.0, 0.0, 0.0]])])
+def test_equal_scores_are_cut_by_insertion_order(node, field, q):
+    """Many equal scores, more than one request's first read: the top-k are the earliest
+    inserted (the model: a stable sort of insertion order by score), and Vespa is asked to
+    cut ties by insertion order."""
+    da = _open(node)
+    docs = _tied(30)
+    da.extend(docs)
+    res = da.find(vector={field: q}, limit=5)
+    model = _model(docs, field, q, METRICS.get(field))
+    expected = sorted(model, key=lambda i: -model[i])[:5]  # stable: insertion order among ties
+    assert res.ids == expected == ["t0", "t1", "t2", "t3", "t4"]
+    bodies = [b for m, p, b in node.requests if p == "/search/" and b.get("ranking", "").endswith(field)]
+    assert bodies and all(b["sorting"] == "-[relevance] +hs_seq" for b in bodies)
+
+
+@pytest.mark.parametrize("field,q", [("splade", {1: 1.0, 2: 1.0}), ("colbert", [[1.0, 0.0, 0.0, 0.0]])])
+def test_ties_beyond_max_hits_are_refused_not_guessed(node, field, q):
+    """More equal scores than max_hits: no request can show which documents tie at the cut,
+    so the find raises UnsupportedError rather than returning some of them."""
+    da = _open(node, max_hits=16)
+    da.extend(_tied(40))
+    with pytest.raises(hs.errors.UnsupportedError, match="max_hits"):
+        da.find(vector={field: q}, limit=5)

@@ -582,8 +582,9 @@ class VespaStorage(RemoteStorage):
             value = [float(x) for x in np.asarray(one, dtype=np.float32).reshape(-1)]
         if where is not None:
             cond = where if cond is None else f"{cond} and {where}"
+        # equal scores are cut by insertion order (API.md), so Vespa cuts them so too
         return {"yql": Y.select(self.doctype, cond or "true"), "hits": self._hits(n), "ranking": profile,
-                f"input.query({qname})": value}
+                "sorting": f"-[relevance] +{SEQ_FIELD}", f"input.query({qname})": value}
 
     def _one(self, field: str, query):
         """The one query of a primitive's argument: (1, d) dense, or a list holding one checked
@@ -595,23 +596,29 @@ class VespaStorage(RemoteStorage):
     def _found(self, field: str, one, k: int, where: Optional[str], exact: bool, ef: Optional[int]) -> list:
         """The hits' records among which the field's top-k of `one` is. Dense: Vespa's k nearest
         (their order is the metric's up to float rounding). Sparse and multi-vector: every match
-        is ranked by the profile's expression in float precision, so k + MARGIN are read, and
-        more while the k-th ties with the last (Vespa cuts among equal scores in its own order;
-        ties here go to the earlier document)."""
+        is ranked by the profile's expression in float precision, so k + MARGIN are read (Vespa
+        cutting equal scores by insertion: `sorting`), and more while the k-th ties with the last
+        up to rounding; a tie still there at max_hits is refused (UnsupportedError), as a
+        document beyond it could belong in the top-k. Dense with exact=True reads k + MARGIN too."""
         kind = self.schema.fields[field].kind
         if kind is Kind.VECTOR:
-            body = self._field_body(field, one, k, max(ef or self.ef, k), where, exact)
+            # exact: Vespa's distances are float, so a margin keeps a neighbour rounding moved out
+            n = min(k + MARGIN, max(self.max_hits, k)) if exact else k
+            body = self._field_body(field, one, n, max(ef or self.ef, n), where, exact)
             return self._hit_records(self._search(body, "run a vector query"))
         if kind is Kind.SPARSE and len(one[0]) == 0:
             return []  # an empty query matches nothing
-        m = min(k + MARGIN, self.max_hits)
+        m = min(k + MARGIN, max(self.max_hits, k))
         while True:
             hits = self._search(self._field_body(field, one, m, 0, where, True), "run a vector query")
-            if len(hits) < m or m >= self.max_hits:
+            if len(hits) < m:
                 return self._hit_records(hits)
             kth, last = float(hits[k - 1]["relevance"]), float(hits[-1]["relevance"])
             if kth - last > 1e-5 * max(1.0, abs(kth)):
                 return self._hit_records(hits)
+            if m >= self.max_hits:
+                # a document beyond the last hit may tie (up to rounding) with the k-th
+                self._hits(m + 1)
             m = min(2 * m, self.max_hits)
 
     def _exact(self, field: str, values: list, one) -> np.ndarray:
