@@ -249,6 +249,8 @@ class Package:
 _NN = re.compile(r"^\(\{(?:approximate: false, )?targetHits: (\d+), hnsw\.exploreAdditionalHits: \d+\}"
                  r"nearestNeighbor\((\w+), (\w+)\)\)")
 _DOT = re.compile(r'^dotProduct\((\w+), \{((?:"\d+": 1(?:, )?)*)\}\)')
+_HYBRID = re.compile(r"^\(\(\{(?:approximate: false, )?targetHits: (\d+), hnsw\.exploreAdditionalHits: \d+\}"
+                     r"nearestNeighbor\((\w+), (\w+)\)\) or (.*?)\)(?: and (.*))?$")
 _HOLDS = re.compile(r'^hs_present contains "(\w+)"')
 
 
@@ -356,7 +358,15 @@ class Node:
                 terms.setdefault(f, []).append(w)
         docs = list(self.docs.values())
         nn = None
-        if m := _NN.match(cond):
+        if m := _HYBRID.match(cond):  # the hybrid profile's query: the vector's nearest or the text's matches
+            nn = (int(m.group(1)), m.group(2), m.group(3))
+            near = [d for d in docs if nn[1] in d]
+            near = sorted(near, key=lambda d: -self.rank(d, expr, inputs, nn, functions, terms))[:nn[0]]
+            text = YqlEval(m.group(4)).parse()
+            docs = [d for d in docs if any(d is x for x in near) or text(self.tokenised(d))]
+            cond = m.group(5) or ""
+            nn = None if body["ranking"] != "hybrid" else nn
+        elif m := _NN.match(cond):
             nn = (int(m.group(1)), m.group(2), m.group(3))
             cond = cond[m.end():]
             docs = [d for d in docs if m.group(2) in d]
@@ -379,6 +389,11 @@ class Node:
         seq = 1 if body.get("sorting") == "-[relevance] +hs_seq" else -1
         scored.sort(key=lambda p: (-p[0], seq * p[1]["hs_seq"]))
         hits = [{"relevance": s, "fields": self.rendered(d)} for s, d in scored[:body["hits"]]]
+        if "text_score" in functions:  # the profile's match-features
+            for h, (_, d) in zip(hits, scored):
+                h["fields"]["matchfeatures"] = {"text_score": float(Expression(
+                    "text_score", {"query": lambda n: inputs[n], "functions": functions, "matchCount": lambda f: 0.0,
+                                   "bm25": lambda f, d=d: self.bm25(d, f, terms)}).run().value())}
         return _response(hits, len(scored))
 
     def tokenised(self, doc):
@@ -408,6 +423,8 @@ class Node:
 
         def distance(field):
             q = np.array([inputs[nn[2]].cells[(str(i),)] for i in range(len(inputs[nn[2]].cells))])
+            if field not in doc:  # a document the text matched without a vector: ranked last
+                return 1e30
             x = np.array(doc[field]["values"], dtype=np.float64)
             metric = self.package.metric[field]
             if metric == "angular":
@@ -883,3 +900,35 @@ def test_ties_beyond_max_hits_are_refused_not_guessed(node, field, q):
     da.extend(_tied(40))
     with pytest.raises(hs.errors.UnsupportedError, match="max_hits"):
         da.find(vector={field: q}, limit=5)
+
+
+class Shop(hs.Document):
+    title: hs.Text = ""
+    v: Optional[hs.Vector[3]] = None
+
+
+@pytest.mark.parametrize("fusion,exact", [("sum", False), ("sum", True), ("linear", False)])
+def test_hybrid_without_an_optional_l2_vector_fuses_nan_as_zero(fusion, exact):
+    """Text + an optional l2 vector on the hybrid profile: a document the text matches without
+    a vector has the vector part NaN (fused as 0), not the l2 score of a zero vector (-|q|),
+    as fusion_reference says."""
+    from tests.contract.test_lexical import bm25_field, plain_tokens
+    node = Node(Package(A.application_files(schema_of(Shop), "page", {"v": "l2"}, 16, 200)["schemas/page.sd"]))
+    try:
+        da = hs.DocumentArray(Shop, storage="vespa", url=node.url, doctype="page", metric={"v": "l2"})
+        rng = np.random.default_rng(3)
+        words = ["usb", "cable", "red", "phone"]
+        docs = [Shop(id=f"d{i}", title=" ".join([*rng.choice(words, size=int(rng.integers(1, 4))), *["zz"] * i]),
+                     v=None if i % 3 == 0 else rng.normal(size=3)) for i in range(12)]
+        da.extend(docs)
+        q = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+        res = da.find(text="usb cable", vector=q, fusion=fusion, exact=exact, limit=12)
+        bm = bm25_field({d.id: d for d in docs}, "title", ["usb", "cable"], plain_tokens)
+        vec = {d.id: float(exact_scores(np.asarray(d.v, dtype=np.float32)[None, :], q, "l2")[0])
+               for d in docs if d.v is not None}
+        fused, parts = fusion_reference([d.id for d in docs], [("text", bm, exact, 0.0), ("vector", vec, False, math.nan)],
+                                        fusion)
+        assert any(math.isnan(parts["vector"][i]) for i in res.ids)  # the case under test is there
+        assert_fused(res, fused, parts, 12)
+    finally:
+        node.close()

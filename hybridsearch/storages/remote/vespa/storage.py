@@ -616,9 +616,8 @@ class VespaStorage(RemoteStorage):
             kth, last = float(hits[k - 1]["relevance"]), float(hits[-1]["relevance"])
             if kth - last > 1e-5 * max(1.0, abs(kth)):
                 return self._hit_records(hits)
-            if m >= self.max_hits:
-                # a document beyond the last hit may tie (up to rounding) with the k-th
-                self._hits(m + 1)
+            if m >= self.max_hits:  # a document beyond the last hit may tie (up to rounding) with the k-th
+                raise self._beyond_max_hits(f"the {k}-th best of field {field!r} ties with every hit after it")
             m = min(2 * m, self.max_hits)
 
     def _exact(self, field: str, values: list, one) -> np.ndarray:
@@ -768,7 +767,7 @@ class VespaStorage(RemoteStorage):
 
     def _pool(self, records: list, q: np.ndarray) -> ScoredPool:
         """The records with their parts: the `text_score` match feature (the profile declares it)
-        and the exact vector score (0 for cosine and ip, -|q| for l2, without a vector)."""
+        and the exact vector score (NaN without a vector: the executor fuses it as 0, as scores_of's)."""
         text = []
         for r in records:
             feats = r.get("matchfeatures")
@@ -779,6 +778,8 @@ class VespaStorage(RemoteStorage):
         found = self.candidates(records, np.zeros(len(records)), vectors=True)
         X = self.vectors(records).reshape(len(records), self.vec.dim)
         vector = exact_scores(X, q, self.metric).astype(np.float32)
+        # the zero vectors stand in for none: their score (-|q| on l2) is no part score
+        vector[[self.vec.name not in r for r in records]] = np.nan
         return ScoredPool(found.keys, found.order, found.docs, np.array(text, dtype=np.float32), vector)
 
     def _beyond_max_hits(self, why: str) -> UnsupportedError:
