@@ -147,11 +147,12 @@ def _lists(storage, plan: Plan, every_match: bool) -> list:
 def _pooled(storage, plan: Plan, pool: ScoredPool) -> Results:
     """A hybrid "sum" or "linear" find over candidates an engine scored on both parts (called
     inside the find's `reading()`)."""
-    raw = [pool.text, pool.vector]
+    raw = [pool.text, pool.vector]  # NaN: a candidate without the vector (its part score shows NaN)
+    held = [np.nan_to_num(p, nan=0.0) for p in raw]  # ... and adds 0, as on the lists' path
     if plan.fusion == "linear":
-        fused = fusion.linear_scores(raw, plan.weights)
+        fused = fusion.linear_scores(held, plan.weights)
     else:
-        fused = fusion.sum_scores(raw)
+        fused = fusion.sum_scores(held)
     chosen, scores = fusion.best(fused, plan.want, pool.order)
     docs = None if pool.docs is None else [pool.docs[i] for i in chosen.tolist()]
     ids, hit_docs = storage.hits_of(pool.keys[chosen], docs)

@@ -249,6 +249,8 @@ class Package:
 _NN = re.compile(r"^\(\{(?:approximate: false, )?targetHits: (\d+), hnsw\.exploreAdditionalHits: \d+\}"
                  r"nearestNeighbor\((\w+), (\w+)\)\)")
 _DOT = re.compile(r'^dotProduct\((\w+), \{((?:"\d+": 1(?:, )?)*)\}\)')
+_HYBRID = re.compile(r"^\(\(\{(?:approximate: false, )?targetHits: (\d+), hnsw\.exploreAdditionalHits: \d+\}"
+                     r"nearestNeighbor\((\w+), (\w+)\)\) or (.*?)\)(?: and (.*))?$")
 _HOLDS = re.compile(r'^hs_present contains "(\w+)"')
 
 
@@ -339,6 +341,11 @@ class Node:
             best = sorted(self.docs.values(), key=lambda f: -f["hs_seq"])[:1]
             return _response([{"relevance": 0.0, "fields": {"hs_seq": f["hs_seq"]}} for f in best])
         cond = re.match(r"^select \* from page where (.*)$", yql).group(1)
+        if "ranking" not in body:  # a count or a listing in insertion order: YQL conditions only
+            cond = cond.removesuffix(" order by hs_seq asc")
+            keep = YqlEval(cond).parse() if cond != "true" else (lambda d: True)
+            docs = sorted((d for d in self.docs.values() if keep(self.tokenised(d))), key=lambda d: d["hs_seq"])
+            return _response([{"relevance": 0.0, "fields": self.rendered(d)} for d in docs[:body["hits"]]], len(docs))
         inputs_decl, defaults, functions, expr = self.package.profiles[body["ranking"]]
         inputs = {name: tensor_of(t, body[f"input.query({name})"]) for name, t in inputs_decl.items()}
         inputs.update({k: Tn.scalar(body.get(f"input.query({k})", v)) for k, v in defaults.items()})
@@ -351,7 +358,15 @@ class Node:
                 terms.setdefault(f, []).append(w)
         docs = list(self.docs.values())
         nn = None
-        if m := _NN.match(cond):
+        if m := _HYBRID.match(cond):  # the hybrid profile's query: the vector's nearest or the text's matches
+            nn = (int(m.group(1)), m.group(2), m.group(3))
+            near = [d for d in docs if nn[1] in d]
+            near = sorted(near, key=lambda d: -self.rank(d, expr, inputs, nn, functions, terms))[:nn[0]]
+            text = YqlEval(m.group(4)).parse()
+            docs = [d for d in docs if any(d is x for x in near) or text(self.tokenised(d))]
+            cond = m.group(5) or ""
+            nn = None if body["ranking"] != "hybrid" else nn
+        elif m := _NN.match(cond):
             nn = (int(m.group(1)), m.group(2), m.group(3))
             cond = cond[m.end():]
             docs = [d for d in docs if m.group(2) in d]
@@ -369,9 +384,16 @@ class Node:
         scored = [(self.rank(d, expr, inputs, nn, functions, terms), d) for d in docs]
         if nn is not None:  # nearestNeighbor exposes its targetHits nearest (closeness here)
             scored = sorted(scored, key=lambda p: -p[0])[:nn[0]]
-        # ties in reverse insertion order: the storage must break them itself
-        scored.sort(key=lambda p: (-p[0], -p[1]["hs_seq"]))
+        # ties in reverse insertion order unless the request sorts them by insertion: the
+        # storage must ask for that, or break them itself
+        seq = 1 if body.get("sorting") == "-[relevance] +hs_seq" else -1
+        scored.sort(key=lambda p: (-p[0], seq * p[1]["hs_seq"]))
         hits = [{"relevance": s, "fields": self.rendered(d)} for s, d in scored[:body["hits"]]]
+        if "text_score" in functions:  # the profile's match-features
+            for h, (_, d) in zip(hits, scored):
+                h["fields"]["matchfeatures"] = {"text_score": float(Expression(
+                    "text_score", {"query": lambda n: inputs[n], "functions": functions, "matchCount": lambda f: 0.0,
+                                   "bm25": lambda f, d=d: self.bm25(d, f, terms)}).run().value())}
         return _response(hits, len(scored))
 
     def tokenised(self, doc):
@@ -401,6 +423,8 @@ class Node:
 
         def distance(field):
             q = np.array([inputs[nn[2]].cells[(str(i),)] for i in range(len(inputs[nn[2]].cells))])
+            if field not in doc:  # a document the text matched without a vector: ranked last
+                return 1e30
             x = np.array(doc[field]["values"], dtype=np.float64)
             metric = self.package.metric[field]
             if metric == "angular":
@@ -575,15 +599,15 @@ def test_each_kind_sends_its_profile_and_query_tensor(node):
     assert bodies[0] == {"yql": 'select * from page where ({targetHits: 2, hnsw.exploreAdditionalHits: 3}'
                                 'nearestNeighbor(image_vec, q_image_vec)) and tag contains "a"',
                          "hits": 2, "ranking": "closeness_image_vec", "input.query(q_image_vec)": [1.0, 0.0, 2.0],
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
     # the sparse query's keys ascending (the checked form), every key weighted 1 for matching
     assert bodies[1] == {"yql": 'select * from page where dotProduct(hs_keys_splade, {"2": 1, "7": 1})',
                          "hits": 3 + 8, "ranking": "sparse_splade", "input.query(q_splade)": {"2": 0.25, "7": 1.5},
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
     assert bodies[2] == {"yql": 'select * from page where hs_present contains "colbert" and price < 4',
                          "hits": 2 + 8, "ranking": "maxsim_colbert",
                          "input.query(qt_colbert)": {"0": [1.0, 0.0, 0.0, 0.0], "1": [0.0, 0.5, 0.0, 0.0]},
-                         "timeout": "30.0s"}
+                         "timeout": "30.0s", "sorting": "-[relevance] +hs_seq"}
 
 
 def test_writes_carry_every_kind_in_tensor_form(node):
@@ -680,7 +704,7 @@ def test_update_many_and_delete_by_condition_carry_every_kind(node):
     sent = [b for m, p, b in node.requests if m == "PUT"][-1]
     assert sent == {"fields": {"splade": {"assign": {"cells": {"3": 1.5}}}, "hs_keys_splade": {"assign": {"3": 1}},
                                "colbert": {"assign": {"blocks": {"0": [1.0, 1.0, 1.0, 1.0]}}},
-                               "hs_present": {"add": ["colbert"]}}}
+                               "hs_present": {"add": ["splade", "colbert"]}}}  # a non-empty sparse value exists
     now = [d.model_copy(update={"splade": {3: 1.5}, "colbert": np.ones((1, 4))}) if d.tag == "a" else d for d in docs]
     res = da.find(vector={"splade": {3: 1.0}}, limit=20)
     assert_topk_of(res, _model(now, "splade", {3: 1.0}), 20)
@@ -779,3 +803,132 @@ def test_offset_and_min_score_cut_a_fields_ranking(node):
     floor = float(full.scores[5])
     above = da.find(vector={"splade": q}, limit=12, min_score=floor)
     assert above.ids == [i for i, s in zip(full.ids, full.scores) if s >= floor]
+
+
+# ------------------------------------------------------------ section-10 fixes
+class Sparse2(hs.Document):
+    tag: hs.Keyword = "a"
+    text_vec: hs.Vector[4]
+    splade: hs.SparseVector = {}
+    sp: Optional[hs.SparseVector] = None
+
+
+@pytest.fixture
+def node2():
+    n = Node(Package(A.application_files(schema_of(Sparse2), "page", {"text_vec": "cosine"}, 16, 200)
+                     ["schemas/page.sd"]))
+    yield n
+    n.close()
+
+
+def _sparse_docs():
+    """Every combination of {} and a value on the required field, None / {} / a value on the
+    optional one, twice."""
+    docs = []
+    for i, (req, opt) in enumerate([(r, o) for r in ({}, {1: 1.0}) for o in (None, {}, {2: 0.5})] * 2):
+        docs.append(Sparse2(id=f"s{i}", tag="ab"[i % 2], text_vec=[1, 0, 0, i], splade=req, sp=opt))
+    return docs
+
+
+def _holds(v) -> bool:
+    """API.md section 10: a sparse value exists when it is not None and not {}."""
+    return v is not None and v != {}
+
+
+@pytest.mark.parametrize("field", ["splade", "sp"])
+@pytest.mark.parametrize("want", [True, False])
+def test_exists_on_a_sparse_field_is_false_for_empty(node2, field, want):
+    """$exists over {} / a value / None on a required and an optional sparse field: count,
+    find and delete by filter match the model, and {} and None read back as themselves."""
+    da = hs.DocumentArray(Sparse2, storage="vespa", url=node2.url, doctype="page", metric={"text_vec": "cosine"})
+    docs = _sparse_docs()
+    da.extend(docs)
+    assert [da[d.id].sp for d in docs] == [d.sp for d in docs]
+    flt = {field: {"$exists": want}}
+    expected = [d.id for d in docs if _holds(getattr(d, field)) == want]
+    assert da.count(filter=flt) == len(expected)
+    assert sorted(da.find(filter=flt, limit=50).ids) == sorted(expected)
+    both = {"$and": [flt, {"tag": "a"}]}
+    gone = [d.id for d in docs if _holds(getattr(d, field)) == want and d.tag == "a"]
+    assert da.delete(filter=both) == len(gone)
+    assert sorted(d.id for d in da) == sorted(d.id for d in docs if d.id not in gone)
+
+
+@pytest.mark.parametrize("field,value", [("splade", {}), ("splade", {3: 1.0}), ("sp", {}), ("sp", None),
+                                         ("sp", {3: 1.0})])
+def test_update_many_keeps_exists_of_a_sparse_field(node2, field, value):
+    """update_many setting {} / None / a value: $exists afterwards is the model's, and the
+    value reads back as set."""
+    da = hs.DocumentArray(Sparse2, storage="vespa", url=node2.url, doctype="page", metric={"text_vec": "cosine"})
+    docs = _sparse_docs()
+    da.extend(docs)
+    assert da.update_many({"tag": "a"}, **{field: value}) == sum(d.tag == "a" for d in docs)
+    now = [d.model_copy(update={field: value}) if d.tag == "a" else d for d in docs]
+    for want in (True, False):
+        flt = {field: {"$exists": want}}
+        assert da.count(filter=flt) == sum(_holds(getattr(d, field)) == want for d in now)
+    assert [getattr(da[d.id], field) for d in now] == [getattr(d, field) for d in now]
+
+
+def _tied(n):
+    """n pages whose sparse and multi-vector scores all tie (binary weights, one token)."""
+    return [Page(id=f"t{i}", text_vec=[1, 0, 0, 0], splade={1: 1.0, 2: 1.0}, colbert=[[1, 0, 0, 0]])
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("field,q", [("splade", {1: 1.0, 2: 1.0}), ("colbert", [[1.0, 0.0, 0.0, 0.0]])])
+def test_equal_scores_are_cut_by_insertion_order(node, field, q):
+    """Many equal scores, more than one request's first read: the top-k are the earliest
+    inserted (the model: a stable sort of insertion order by score), and Vespa is asked to
+    cut ties by insertion order."""
+    da = _open(node)
+    docs = _tied(30)
+    da.extend(docs)
+    res = da.find(vector={field: q}, limit=5)
+    model = _model(docs, field, q, METRICS.get(field))
+    expected = sorted(model, key=lambda i: -model[i])[:5]  # stable: insertion order among ties
+    assert res.ids == expected == ["t0", "t1", "t2", "t3", "t4"]
+    bodies = [b for m, p, b in node.requests if p == "/search/" and b.get("ranking", "").endswith(field)]
+    assert bodies and all(b["sorting"] == "-[relevance] +hs_seq" for b in bodies)
+
+
+@pytest.mark.parametrize("field,q", [("splade", {1: 1.0, 2: 1.0}), ("colbert", [[1.0, 0.0, 0.0, 0.0]])])
+def test_ties_beyond_max_hits_are_refused_not_guessed(node, field, q):
+    """More equal scores than max_hits: no request can show which documents tie at the cut,
+    so the find raises UnsupportedError rather than returning some of them."""
+    da = _open(node, max_hits=16)
+    da.extend(_tied(40))
+    with pytest.raises(hs.errors.UnsupportedError, match="max_hits"):
+        da.find(vector={field: q}, limit=5)
+
+
+class Shop(hs.Document):
+    title: hs.Text = ""
+    v: Optional[hs.Vector[3]] = None
+
+
+@pytest.mark.parametrize("fusion,exact", [("sum", False), ("sum", True), ("linear", False)])
+def test_hybrid_without_an_optional_l2_vector_fuses_nan_as_zero(fusion, exact):
+    """Text + an optional l2 vector on the hybrid profile: a document the text matches without
+    a vector has the vector part NaN (fused as 0), not the l2 score of a zero vector (-|q|),
+    as fusion_reference says."""
+    from tests.contract.test_lexical import bm25_field, plain_tokens
+    node = Node(Package(A.application_files(schema_of(Shop), "page", {"v": "l2"}, 16, 200)["schemas/page.sd"]))
+    try:
+        da = hs.DocumentArray(Shop, storage="vespa", url=node.url, doctype="page", metric={"v": "l2"})
+        rng = np.random.default_rng(3)
+        words = ["usb", "cable", "red", "phone"]
+        docs = [Shop(id=f"d{i}", title=" ".join([*rng.choice(words, size=int(rng.integers(1, 4))), *["zz"] * i]),
+                     v=None if i % 3 == 0 else rng.normal(size=3)) for i in range(12)]
+        da.extend(docs)
+        q = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+        res = da.find(text="usb cable", vector=q, fusion=fusion, exact=exact, limit=12)
+        bm = bm25_field({d.id: d for d in docs}, "title", ["usb", "cable"], plain_tokens)
+        vec = {d.id: float(exact_scores(np.asarray(d.v, dtype=np.float32)[None, :], q, "l2")[0])
+               for d in docs if d.v is not None}
+        fused, parts = fusion_reference([d.id for d in docs], [("text", bm, exact, 0.0), ("vector", vec, False, math.nan)],
+                                        fusion)
+        assert any(math.isnan(parts["vector"][i]) for i in res.ids)  # the case under test is there
+        assert_fused(res, fused, parts, 12)
+    finally:
+        node.close()

@@ -95,6 +95,10 @@ class Selection(ConditionCompiler):
 
     def _exists(self, field: str) -> str:
         spec = self.schema.fields.get(field)
+        if spec is not None and spec.kind is Kind.SPARSE:
+            # {} is no value (API.md section 10) yet leaves no null to test: only hs_present
+            # tells, an array this compiler does not select on (the query path reads it)
+            raise NotSelectable(f"$exists on the sparse field {field!r} reads hs_present")
         return f"{self._ref(field)} != null" if spec is not None and spec.optional else "true"
 
     def _compare(self, field: str, op: str, v) -> str:

@@ -523,9 +523,15 @@ class VespaStorage(RemoteStorage):
                 fields.update({k: {"assign": e} for k, e in self.codec.engine_values(name, v).items()})
             else:
                 fields[name] = {"assign": v}
-        optional = [n for n in values if self.schema.fields[n].optional]
-        added = [n for n in optional if values[n] is not None]
-        removed = [n for n in optional if values[n] is None]
+        # hs_present as VespaCodec.fields writes it: a sparse {} is removed, like None, and an
+        # optional one's {} would also add its marker (per document then: both in one field)
+        sparse = [n for n in values if self.schema.fields[n].kind is Kind.SPARSE]
+        if any(values[n] == {} and self.schema.fields[n].optional for n in sparse):
+            return None
+        listed = [n for n in values if self.schema.fields[n].optional or n in sparse]
+        added = [n for n in listed if values[n] is not None and (n not in sparse or values[n])]
+        removed = [n for n in listed if n not in added]
+        removed += [T.empty_marker(n) for n in sparse if values[n] is None]  # its {} would linger
         if added and removed:
             return None
         if added or removed:
@@ -576,8 +582,9 @@ class VespaStorage(RemoteStorage):
             value = [float(x) for x in np.asarray(one, dtype=np.float32).reshape(-1)]
         if where is not None:
             cond = where if cond is None else f"{cond} and {where}"
+        # equal scores are cut by insertion order (API.md), so Vespa cuts them so too
         return {"yql": Y.select(self.doctype, cond or "true"), "hits": self._hits(n), "ranking": profile,
-                f"input.query({qname})": value}
+                "sorting": f"-[relevance] +{SEQ_FIELD}", f"input.query({qname})": value}
 
     def _one(self, field: str, query):
         """The one query of a primitive's argument: (1, d) dense, or a list holding one checked
@@ -589,23 +596,28 @@ class VespaStorage(RemoteStorage):
     def _found(self, field: str, one, k: int, where: Optional[str], exact: bool, ef: Optional[int]) -> list:
         """The hits' records among which the field's top-k of `one` is. Dense: Vespa's k nearest
         (their order is the metric's up to float rounding). Sparse and multi-vector: every match
-        is ranked by the profile's expression in float precision, so k + MARGIN are read, and
-        more while the k-th ties with the last (Vespa cuts among equal scores in its own order;
-        ties here go to the earlier document)."""
+        is ranked by the profile's expression in float precision, so k + MARGIN are read (Vespa
+        cutting equal scores by insertion: `sorting`), and more while the k-th ties with the last
+        up to rounding; a tie still there at max_hits is refused (UnsupportedError), as a
+        document beyond it could belong in the top-k. Dense with exact=True reads k + MARGIN too."""
         kind = self.schema.fields[field].kind
         if kind is Kind.VECTOR:
-            body = self._field_body(field, one, k, max(ef or self.ef, k), where, exact)
+            # exact: Vespa's distances are float, so a margin keeps a neighbour rounding moved out
+            n = min(k + MARGIN, max(self.max_hits, k)) if exact else k
+            body = self._field_body(field, one, n, max(ef or self.ef, n), where, exact)
             return self._hit_records(self._search(body, "run a vector query"))
         if kind is Kind.SPARSE and len(one[0]) == 0:
             return []  # an empty query matches nothing
-        m = min(k + MARGIN, self.max_hits)
+        m = min(k + MARGIN, max(self.max_hits, k))
         while True:
             hits = self._search(self._field_body(field, one, m, 0, where, True), "run a vector query")
-            if len(hits) < m or m >= self.max_hits:
+            if len(hits) < m:
                 return self._hit_records(hits)
             kth, last = float(hits[k - 1]["relevance"]), float(hits[-1]["relevance"])
             if kth - last > 1e-5 * max(1.0, abs(kth)):
                 return self._hit_records(hits)
+            if m >= self.max_hits:  # a document beyond the last hit may tie (up to rounding) with the k-th
+                raise self._beyond_max_hits(f"the {k}-th best of field {field!r} ties with every hit after it")
             m = min(2 * m, self.max_hits)
 
     def _exact(self, field: str, values: list, one) -> np.ndarray:
@@ -755,7 +767,7 @@ class VespaStorage(RemoteStorage):
 
     def _pool(self, records: list, q: np.ndarray) -> ScoredPool:
         """The records with their parts: the `text_score` match feature (the profile declares it)
-        and the exact vector score (0 for cosine and ip, -|q| for l2, without a vector)."""
+        and the exact vector score (NaN without a vector: the executor fuses it as 0, as scores_of's)."""
         text = []
         for r in records:
             feats = r.get("matchfeatures")
@@ -766,6 +778,8 @@ class VespaStorage(RemoteStorage):
         found = self.candidates(records, np.zeros(len(records)), vectors=True)
         X = self.vectors(records).reshape(len(records), self.vec.dim)
         vector = exact_scores(X, q, self.metric).astype(np.float32)
+        # the zero vectors stand in for none: their score (-|q| on l2) is no part score
+        vector[[self.vec.name not in r for r in records]] = np.nan
         return ScoredPool(found.keys, found.order, found.docs, np.array(text, dtype=np.float32), vector)
 
     def _beyond_max_hits(self, why: str) -> UnsupportedError:

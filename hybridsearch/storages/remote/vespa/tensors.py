@@ -20,6 +20,12 @@ from hybridsearch.storages.remote.base import PRESENT_FIELD, FieldCodec
 from hybridsearch.storages.remote.vespa.app import keys_field
 
 
+def empty_marker(name: str) -> str:
+    """The `hs_present` entry of an optional sparse field holding {} (Vespa stores no empty
+    tensor, and hs_present names only non-empty sparse values): no field name contains ':'."""
+    return f"{name}:empty"
+
+
 def encode_dense(v) -> dict:
     return {"values": [float(x) for x in v]}
 
@@ -122,6 +128,19 @@ class VespaCodec(FieldCodec):
             v = getattr(doc, name)
             if v is not None:
                 out.update(self.engine_values(name, v))
+        present = out[PRESENT_FIELD]
+        for name, spec in self.kinds.items():
+            if spec.kind is not Kind.SPARSE:
+                continue
+            # {} is no value for $exists (API.md section 10): hs_present names a non-empty one,
+            # required or not; an optional field's {} leaves a marker so it reads back as {}
+            v = getattr(doc, name)
+            if v and name not in present:
+                present.append(name)
+            elif not v and name in present:
+                present.remove(name)
+            if v == {} and spec.optional:
+                present.append(empty_marker(name))
         return out
 
     def update(self, old: dict, values: dict) -> dict:
@@ -138,7 +157,7 @@ class VespaCodec(FieldCodec):
         raw = fields.get(name)
         if spec.kind is Kind.SPARSE:
             if raw is None:
-                held = not spec.optional or name in (fields.get(PRESENT_FIELD) or [])
+                held = not spec.optional or empty_marker(name) in (fields.get(PRESENT_FIELD) or [])
                 return {} if held else None
             return decode_sparse(raw)
         if raw is None:

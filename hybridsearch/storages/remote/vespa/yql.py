@@ -13,7 +13,8 @@ grouping expressions of facets.
 
 Semantics kept: a comparison is false where the field has no value and a negation
 matches documents without one (Vespa's `!` over an attribute search does exactly
-that); `$exists` reads the `hs_present` array (required fields always exist). A bool
+that); `$exists` reads the `hs_present` array (required fields always exist, except that a
+sparse field's {} is no value, so sparse fields always ask hs_present). A bool
 attribute is one bit per document, so a document without the value reads as false:
 `= false` on an optional bool also asks `hs_present`.
 Vespa has no range comparison on strings: `$gt`/`$lt`... on a keyword field raise
@@ -152,7 +153,8 @@ class YqlFilter(ConditionCompiler):
 
     def _exists(self, field: str) -> str:
         spec = self._spec(field)
-        if spec is None or not spec.optional:
+        # a sparse field's {} is no value (API.md section 10): hs_present names non-empty ones only
+        if spec is None or (not spec.optional and spec.kind is not Kind.SPARSE):
             return "true"
         return f"{PRESENT_FIELD} contains {string_literal(field)}"
 
