@@ -786,9 +786,7 @@ class ElasticsearchStorage(SearchEngineStorage):
         from elasticsearch import ApiError
         if isinstance(e, ApiError):
             body = e.body if isinstance(e.body, dict) else {}
-            err = body.get("error", {})
-            reason = err.get("reason") if isinstance(err, dict) else err
-            return e.meta.status, f"{e.message}: {reason or body or ''}"
+            return e.meta.status, f"{e.message}: {A.error_reason(body)}"
         if isinstance(e, elastic_transport.TransportError):
             return None, f"{type(e).__name__}: {e.message}"
         return None
