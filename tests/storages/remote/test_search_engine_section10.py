@@ -89,3 +89,36 @@ def test_a_sparse_update_losing_every_race_is_a_backend_error(make_da, monkeypat
         a.update("d0", splade={5: 1.0})
     assert 1 < len(done) < 100
     assert (b["d0"].tag, b["d0"].splade) == (f"t{len(done) - 1}", {1: 1.0})
+
+
+class Late(hs.Document):
+    tag: hs.Keyword = "a"
+    title: str = ""
+    colbert: hs.MultiVector[4] = None
+
+
+def test_a_multi_vector_batch_scans_the_index_once_and_reads_the_field_only(make_da, monkeypatch):
+    """find_batched over a multi-vector field scans the matching documents once for the whole
+    batch (not once per query), reading only the field and the bookkeeping fields; the answers
+    are still MaxSim's exact top-k with whole documents."""
+    from tests.models import maxsim_scores
+    da = make_da(Late, metric="ip")
+    rng = np.random.default_rng(3)
+    blocks = {f"d{i}": rng.standard_normal((1 + i % 3, 4)).astype(np.float32) for i in range(40)}
+    da.extend([{"id": i, "tag": "ab"[n % 2], "title": f"title {i}", "colbert": b}
+               for n, (i, b) in enumerate(blocks.items())])
+    storage, sources = da._storage, []
+    scan = storage._scan
+
+    def counted(query, limit, source):
+        sources.append(source)
+        return scan(query, limit, source)
+    monkeypatch.setattr(storage, "_scan", counted)
+    Qs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(5)]
+    results = da.find_batched({"colbert": Qs}, limit=4, filter={"tag": "a"}, threads=1)
+    assert len(sources) == 1
+    assert sources[0] is not True and "title" not in sources[0]
+    ids = [i for n, i in enumerate(blocks) if n % 2 == 0]
+    for Q, res in zip(Qs, results):
+        assert_topk_of(res, dict(zip(ids, maxsim_scores([blocks[i] for i in ids], Q, "ip"))), 4)
+        assert [d.title for d in res.docs] == [f"title {i}" for i in res.ids]

@@ -592,6 +592,8 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                        ef: Optional[int], field: Optional[str] = None) -> list:
         field = self._field(field)
         flt = self._filter_clause(node)
+        if self.kinds[field] == "multi":
+            return self._multi_answers(queries, limit, flt, field)
         if self.kinds[field] != "dense":
             return [self._answer(self._field_top(q, limit, flt, field), field, q, limit) for q in queries]
         if self._scans_exactly(flt, limit, exact, ef, field):

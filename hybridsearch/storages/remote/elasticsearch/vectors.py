@@ -98,6 +98,21 @@ class VectorLists:
         docs = [self.codec.document(r) for r in ranked]
         return [d.id for d in docs], scores, docs
 
+    def _multi_answers(self, queries, limit: int, flt: Optional[dict], field: str) -> list:
+        """search_vectors of a multi-vector field: one scan of the matching documents for the
+        whole batch, reading only the field and the insertion number, then the hits' documents
+        whole by id (a batch's hits are far fewer than the documents a scan reads)."""
+        records = self._records(self._scan(self._with_vector(flt, field), None, [field, SEQ_FIELD]))
+        ranked = [self._ranked(records, field, q, limit) for q in queries]
+        full = self._mget(list(dict.fromkeys(r[Q.ID_FIELD] for rs, _ in ranked for r in rs)))
+        out = []
+        for rs, scores in ranked:
+            # a hit deleted by another client since the scan is left out, as a find after it would
+            keep = [n for n, r in enumerate(rs) if r[Q.ID_FIELD] in full]
+            docs = [self.codec.document(full[rs[n][Q.ID_FIELD]], rs[n][Q.ID_FIELD]) for n in keep]
+            out.append(([d.id for d in docs], scores[keep], docs))
+        return out
+
     def _scan_field(self, flt: Optional[dict], field: str) -> list:
         """Every document holding `field` and matching `flt`, as records (insertion order)."""
         return self._records(self._scan(self._with_vector(flt, field), None, True))
