@@ -95,3 +95,24 @@ def test_a_query_with_more_keys_than_the_engine_takes_clauses(make_da):
         assert_topk_of(da.find(vector={"splade": q}, limit=k), dot_model(docs, q), k)
     allowed = {i for i, d in docs.items() if d.tag == "b"}
     assert_topk_of(da.find(vector={"splade": q}, limit=10, filter={"tag": "b"}), dot_model(docs, q, allowed), 10)
+
+
+@pytest.mark.parametrize("ranged", [False, True])
+def test_a_query_of_as_many_keys_as_clauses_with_a_filter(make_da, ranged):
+    """A sparse query of exactly 1,024 keys (OpenSearch's default clause limit) with a filter:
+    the filter's clauses count towards the engine's limit too, yet the list equals the model."""
+    da = make_da(Doc2)
+    rng = np.random.default_rng(7)
+    da.extend([{"id": f"d{i}", "tag": "ab"[i % 3 == 0], "n": i % 5,
+                "splade": {int(k): float(rng.choice([0.5, 1.0, 2.0])) for k in rng.choice(3000, 15, replace=False)}}
+               for i in range(40)])
+    docs = {d.id: d for d in da}
+    flt = {"$and": [{"tag": "a"}, {"n": {"$gte": 3}}]} if ranged else {"tag": "a"}
+    allowed = {i for i, d in docs.items() if d.tag == "a" and (not ranged or d.n >= 3)}
+    q = {int(k): float(rng.choice([0.5, 1.0])) for k in rng.choice(3000, 1024, replace=False)}
+    for k in (3, 30):
+        assert_topk_of(da.find(vector={"splade": q}, limit=k, filter=flt), dot_model(docs, q, allowed), k)
+
+
+class Doc2(Doc):
+    n: int = 0

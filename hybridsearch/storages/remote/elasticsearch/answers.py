@@ -116,3 +116,21 @@ def failure_reason(failures: list) -> str:
     if isinstance(cause, dict):
         cause = f"{cause.get('type', '')} {cause.get('reason', '')}".strip()
     return f"{len(failures)} failures, the first on document {first.get('id')!r}: {cause}"
+
+
+# what the reason of an error says when its query has more clauses than the engine takes
+# (Lucene's max clause count, indices.query.bool.max_clause_count): "too_many_clauses" /
+# "too_many_nested_clauses" counting the tree, "failed to create query" building one bool
+TOO_MANY_CLAUSES = "maxClauseCount"
+
+
+def error_reason(body: dict) -> str:
+    """The reason of an error body, with its root causes' type and reason when they say more (a
+    search failing on every shard only says "all shards failed" at the top)."""
+    err = body.get("error", {})
+    if not isinstance(err, dict):
+        return str(err or body or "")
+    reason = err.get("reason") or ""
+    causes = [c for c in err.get("root_cause") or [] if isinstance(c, dict)]
+    extra = "; ".join(f"{c.get('type', '')} {c.get('reason', '')}".strip() for c in causes[:2])
+    return f"{reason} ({extra})" if extra and extra not in reason else (reason or str(body or ""))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from hybridsearch.errors import ConfigError
+from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch.answers import failover_retries
 from hybridsearch.storages.remote.elasticsearch.storage import SearchEngineStorage
 
@@ -101,7 +102,5 @@ class OpenSearchStorage(SearchEngineStorage):
         if isinstance(e, TransportError):
             status = e.status_code if isinstance(e.status_code, int) else None
             info = e.info if isinstance(e.info, dict) else {}
-            err = info.get("error", {})
-            reason = err.get("reason") if isinstance(err, dict) else err
-            return status, f"{e.error}: {reason or ''}"
+            return status, f"{e.error}: {A.error_reason(info)}"
         return None

@@ -80,6 +80,7 @@ PAGE = 5000             # documents per page when listing (engines cap one page 
 MSEARCH = 100           # searches per _msearch request
 FACET_TERMS = 10000     # facets(limit=) up to this ask a terms aggregation; larger ones page every value
 FACET_PAGE = 1000       # values per composite-aggregation page (well below search.max_buckets)
+UPDATE_TRIES = 5        # reads and conditional writes of one update before another client's writes win
 
 
 class _NoByQuery(Exception):
@@ -203,15 +204,18 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                              "docvalue_fields": [SEQ_FIELD]}, "read the insertion sequence")
         return int(hits[0]["fields"][SEQ_FIELD][0]) if hits else 0
 
-    def _mget(self, ids: list, source=True) -> dict:
-        """id -> _source of the ids that exist (one request per chunk)."""
+    def _mget(self, ids: list, source=True, versions: bool = False) -> dict:
+        """id -> _source of the ids that exist (one request per chunk); `versions`: id ->
+        (_source, {"if_seq_no", "if_primary_term"} of the version read)."""
         out = {}
         for a in range(0, len(ids), PAGE):
             res = self.call("read documents", self.client.mget, index=self.index,
                             body={"ids": ids[a:a + PAGE]}, _source=source)
             for d in res["docs"]:
                 if d.get("found"):
-                    out[d["_id"]] = d.get("_source", {})
+                    src = d.get("_source", {})
+                    out[d["_id"]] = (src, {"if_seq_no": d["_seq_no"], "if_primary_term": d["_primary_term"]}
+                                     ) if versions else src
         return out
 
     def _docs(self, hits: list) -> list:
@@ -299,19 +303,36 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                                        f"({bad[:3]}); {state}"))
 
     def update_fields(self, id: str, values: dict) -> None:
-        src = self._mget([id]).get(id)
-        if src is None:
-            raise KeyError(id)
-        if not values:
-            return
-        self._size = {}
+        # the write is built from the document as read, so it is sent on condition that nobody
+        # wrote the document since (if_seq_no / if_primary_term): another client's write in
+        # between is answered 409 and the update starts again from the new version, not lost
+        for _ in range(UPDATE_TRIES):
+            found = self._mget([id], versions=True).get(id)
+            if found is None:
+                raise KeyError(id)
+            if not values:
+                return
+            self._size = {}
+            src, version = found
+            try:
+                self._write_fields(id, src, values, version)
+                return
+            except BackendError as e:
+                if getattr(e, "status", None) != 409:
+                    raise
+        raise BackendError(self.redact(f"{self.engine} at {self.where()} failed to update document {id!r}: "
+                                       f"another client wrote it between each of {UPDATE_TRIES} reads and "
+                                       f"the write; nothing was changed, try again"))
+
+    def _write_fields(self, id: str, src: dict, values: dict, version: dict) -> None:
+        """Writes `values` over document `id` as read (`src`), if it is still at `version`."""
         if self.codec.whole(values):  # a partial update would merge a sparse value into the old one
             doc = self.codec.document(src, id).model_copy(update=values)
             self.call("update a document", self.client.index, index=self.index, id=id,
-                      body=self.codec.fields(doc, int(src[SEQ_FIELD])), refresh=self.refresh)
+                      body=self.codec.fields(doc, int(src[SEQ_FIELD])), refresh=self.refresh, **version)
             return
         self.call("update a document", self.client.update, index=self.index, id=id,
-                  body={"doc": self.codec.update(src, values)}, refresh=self.refresh)
+                  body={"doc": self.codec.update(src, values)}, refresh=self.refresh, **version)
 
     # ---------------------------------------------------------------- reads
     def count(self) -> int:
@@ -571,6 +592,8 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                        ef: Optional[int], field: Optional[str] = None) -> list:
         field = self._field(field)
         flt = self._filter_clause(node)
+        if self.kinds[field] == "multi":
+            return self._multi_answers(queries, limit, flt, field)
         if self.kinds[field] != "dense":
             return [self._answer(self._field_top(q, limit, flt, field), field, q, limit) for q in queries]
         if self._scans_exactly(flt, limit, exact, ef, field):
@@ -786,9 +809,7 @@ class ElasticsearchStorage(SearchEngineStorage):
         from elasticsearch import ApiError
         if isinstance(e, ApiError):
             body = e.body if isinstance(e.body, dict) else {}
-            err = body.get("error", {})
-            reason = err.get("reason") if isinstance(err, dict) else err
-            return e.meta.status, f"{e.message}: {reason or body or ''}"
+            return e.meta.status, f"{e.message}: {A.error_reason(body)}"
         if isinstance(e, elastic_transport.TransportError):
             return None, f"{type(e).__name__}: {e.message}"
         return None

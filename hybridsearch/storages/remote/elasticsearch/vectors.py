@@ -18,17 +18,40 @@ from typing import Optional
 
 import numpy as np
 
+from hybridsearch.errors import BackendError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.storages.fieldscores import field_scores
 from hybridsearch.storages.remote.base import PRESENT_FIELD, SEQ_FIELD
+from hybridsearch.storages.remote.elasticsearch import answers as A
 from hybridsearch.storages.remote.elasticsearch import fields as V
 from hybridsearch.storages.remote.elasticsearch import query as Q
 
 MAX_CANDIDATES = 10000  # num_candidates / k ceiling of both engines
 PAGE = 5000             # above this many sparse candidates, every match is scanned instead
-# a sparse query is one clause per key, and the engines refuse more clauses than
-# indices.query.bool.max_clause_count (1,024 on OpenSearch): a longer query scans the documents
-MAX_SPARSE_KEYS = 1024
+# a sparse query is one clause per key, and the engines refuse a query whose tree holds more
+# leaf clauses than indices.query.bool.max_clause_count (1,024 on OpenSearch; since Lucene 9 the
+# filter's clauses count too): a longer query scans the documents. The margin covers what the
+# count below may miss of the engine's own rewriting; a refusal all the same scans too.
+MAX_CLAUSES = 1024
+CLAUSE_MARGIN = 8
+
+
+def clause_count(query) -> int:
+    """An upper estimate of the leaf clauses Lucene counts in a filter query (query.py's shapes):
+    a bool's children summed, a range twice (a point range and its doc-values twin), any other
+    query once."""
+    if not query:
+        return 0
+    (kind, body), = query.items()
+    if kind == "bool":
+        return sum(clause_count(c) for key in ("must", "should", "filter", "must_not")
+                   for c in body.get(key) or [])
+    return 2 if kind == "range" else 1
+
+
+def too_many_clauses(err: BackendError) -> bool:
+    """Whether the engine refused a query for holding more clauses than it takes."""
+    return A.TOO_MANY_CLAUSES in str(err)
 
 
 class VectorLists:
@@ -75,6 +98,21 @@ class VectorLists:
         docs = [self.codec.document(r) for r in ranked]
         return [d.id for d in docs], scores, docs
 
+    def _multi_answers(self, queries, limit: int, flt: Optional[dict], field: str) -> list:
+        """search_vectors of a multi-vector field: one scan of the matching documents for the
+        whole batch, reading only the field and the insertion number, then the hits' documents
+        whole by id (a batch's hits are far fewer than the documents a scan reads)."""
+        records = self._records(self._scan(self._with_vector(flt, field), None, [field, SEQ_FIELD]))
+        ranked = [self._ranked(records, field, q, limit) for q in queries]
+        full = self._mget(list(dict.fromkeys(r[Q.ID_FIELD] for rs, _ in ranked for r in rs)))
+        out = []
+        for rs, scores in ranked:
+            # a hit deleted by another client since the scan is left out, as a find after it would
+            keep = [n for n, r in enumerate(rs) if r[Q.ID_FIELD] in full]
+            docs = [self.codec.document(full[rs[n][Q.ID_FIELD]], rs[n][Q.ID_FIELD]) for n in keep]
+            out.append(([d.id for d in docs], scores[keep], docs))
+        return out
+
     def _scan_field(self, flt: Optional[dict], field: str) -> list:
         """Every document holding `field` and matching `flt`, as records (insertion order)."""
         return self._records(self._scan(self._with_vector(flt, field), None, True))
@@ -88,16 +126,29 @@ class VectorLists:
         a multi-vector field scans every matching document; a sparse field takes the engine's
         best m by its rank-feature dot product, m growing until the exact k-th of them beats any
         document left out (whose engine score is at most the m-th's, and its exact score at most
-        that over 1 - SPARSE_SLACK), or every match. A query of more than MAX_SPARSE_KEYS keys
-        scans the documents holding the field instead."""
+        that over 1 - SPARSE_SLACK), or every match. A query whose keys and filter make more
+        clauses than the engine takes scans the documents holding the field instead."""
         if self.kinds[field] == "multi":
             return self._scan_field(flt, field)
         if len(query[0]) == 0:
             return []  # an empty query shares no key with any document
-        if len(query[0]) > MAX_SPARSE_KEYS:  # one engine clause per key: scanned here instead
-            keys = set(query[0].tolist())
-            return [r for r in self._scan_field(flt, field) if keys.intersection(map(int, r[field]))]
+        if len(query[0]) + clause_count(flt) > MAX_CLAUSES - CLAUSE_MARGIN:
+            return self._sparse_scan(query, flt, field)  # one engine clause per key: scanned here
         clause = {"bool": {"must": [self._sparse_query(field, query)], "filter": [flt] if flt else []}}
+        try:
+            return self._sparse_top(clause, query, k, field)
+        except BackendError as e:
+            if not too_many_clauses(e):
+                raise
+            return self._sparse_scan(query, flt, field)
+
+    def _sparse_scan(self, query, flt: Optional[dict], field: str) -> list:
+        """The records holding `field`, matching `flt` and sharing a key with sparse `query`."""
+        keys = set(query[0].tolist())
+        return [r for r in self._scan_field(flt, field) if keys.intersection(map(int, r[field]))]
+
+    def _sparse_top(self, clause: dict, query, k: int, field: str) -> list:
+        """_field_top of a sparse field by the engine's query `clause` (its docstring)."""
         m = max(4 * k, 100)
         while m < PAGE:
             hits = self._search({"size": m, "query": clause, "_source": True}, "run a sparse vector query")
