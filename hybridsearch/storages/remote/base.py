@@ -49,7 +49,7 @@ import numpy as np
 from hybridsearch.document import Kind, Schema
 from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
-from hybridsearch.storages.base import Storage, exact_scores, rank_exactly
+from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.locking import Section, held
 from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
 
@@ -456,23 +456,31 @@ class RemoteStorage(Storage):
         """id -> engine fields, with the vector, of the ids that exist (one or few requests)."""
         raise NotImplementedError
 
+    def _field(self, field: Optional[str]) -> str:
+        """The dense / sparse / multi-vector field a call names (None: the schema's one)."""
+        raise NotImplementedError
+
+    def field_scores(self, field: str, records: list, query) -> np.ndarray:
+        """Exact scores (API.md's conventions) of `query` against field `field` of each record
+        (engine fields; None: the document is gone), NaN where a record holds no value."""
+        raise NotImplementedError
+
     def bm25_of(self, text, ids: list) -> dict:
         """id -> best-field BM25 of `text` of those of `ids` that the text query matches (the
         lexical query restricted to the ids: its scores are those of the unrestricted one)."""
         raise UnsupportedError(f"storage {self.name!r} does not score given documents by text")
 
-    def scores_of(self, keys: np.ndarray, part: str, query) -> np.ndarray:
+    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
+        """A part's scores of the given documents: a vector part from field `field`'s stored
+        values the find's lists brought (the others read by id), NaN where a document holds no
+        value of the field (the executor fuses that as 0)."""
         ids = keys.tolist()
         cache = self.cache()
         if part == "vector":
-            self.need_vector()
             missing = [i for i in ids if i not in cache.with_vectors]
             if missing:
                 cache.keep(self.records_of(missing), True)
-            zero = np.zeros(self.vec.dim, dtype=np.float32)  # no vector, or deleted since: the zero vector
-            X = np.array([self.codec.vector(cache.records[i]) if i in cache.records and self.vec.name in
-                          cache.records[i] else zero for i in ids], dtype=np.float32).reshape(len(ids), self.vec.dim)
-            return exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), self.metric).astype(np.float32)
+            return self.field_scores(self._field(field), [cache.records.get(i) for i in ids], query).astype(np.float32)
         self.need_texts()
         known, complete = self._bm25_known(query)
         missing = [] if complete else [i for i in ids if i not in known]

@@ -704,21 +704,9 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                 else self._knn_search(q, *self._knn_args(k, ef), flt, field))
         return self._vector_candidates(q, k, flt, hits, field)
 
-    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
-        """The text part as RemoteStorage scores it; a vector part from the stored values the
-        find's lists brought (the others read by id): NaN where a document holds no value of the
-        field (the executor fuses that as 0)."""
-        if part != "vector":
-            return super().scores_of(keys, part, query)
-        field = self._field(field)
-        ids = keys.tolist()
-        cache = self.cache()
-        missing = [i for i in ids if i not in cache.with_vectors]
-        if missing:
-            cache.keep(self.records_of(missing), True)
-        records = [cache.records.get(i, {}) for i in ids]
+    def field_scores(self, field: str, records: list, query) -> np.ndarray:
         q = query if self.kinds[field] == "dense" else query[0]
-        return self._exact_scores(field, records, q).astype(np.float32)
+        return self._exact_scores(field, [r if r is not None else {} for r in records], q)
 
     def hybrid_lists(self, text, k: int, every_match: bool, query, node: Optional[Node], exact: bool,
                      ef: Optional[int], field: Optional[str] = None) -> tuple:

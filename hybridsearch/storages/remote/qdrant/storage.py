@@ -735,20 +735,8 @@ class QdrantStorage(RemoteStorage):
         ranked, scores = self._ranked(recs, field, query, k)
         return self.candidates(ranked, scores, docs=False, vectors=True)
 
-    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
-        """The text part as RemoteStorage scores it; a vector part from the stored values the
-        find's lists brought (the others read by id): NaN where a document holds no value of the
-        field (the executor fuses that as 0)."""
-        if part != "vector":
-            return super().scores_of(keys, part, query)
-        field = self._field(field)
-        ids = keys.tolist()
-        cache = self.cache()
-        missing = [i for i in ids if i not in cache.with_vectors]
-        if missing:
-            cache.keep(self.records_of(missing), True)
-        values = [cache.records[i].get(field) if i in cache.records else None for i in ids]
-        return self._exact(field, values, query).astype(np.float32)
+    def field_scores(self, field: str, records: list, query) -> np.ndarray:
+        return self._exact(field, [r.get(field) if r is not None else None for r in records], query)
 
     @reads
     def stats(self) -> dict:

@@ -709,20 +709,9 @@ class VespaStorage(RemoteStorage):
         ranked, scores = self._ranked(self._found(field, one, k, self._where(node), exact, ef), field, one, k)
         return self.candidates(ranked, scores, docs=True, vectors=True)
 
-    def scores_of(self, keys: np.ndarray, part: str, query, field: Optional[str] = None) -> np.ndarray:
-        """The text part as RemoteStorage scores it; a vector part exactly from the stored values
-        the find's lists brought (the others read by id): NaN where a document holds no value of
-        the field (the executor fuses that as 0)."""
-        if part != "vector":
-            return super().scores_of(keys, part, query)
-        field = self._field(field)
-        ids = keys.tolist()
-        cache = self.cache()
-        missing = [i for i in ids if i not in cache.with_vectors]
-        if missing:
-            cache.keep(self.records_of(missing), True)
-        values = [self.codec.value(field, cache.records[i]) if i in cache.records else None for i in ids]
-        return self._exact(field, values, self._one(field, query)).astype(np.float32)
+    def field_scores(self, field: str, records: list, query) -> np.ndarray:
+        values = [self.codec.value(field, r) if r is not None else None for r in records]
+        return self._exact(field, values, self._one(field, query))
 
     def scored_pool(self, plan) -> ScoredPool:
         """Hybrid "sum" and "linear" on Vespa's `hybrid` rank profile, each candidate's parts its
