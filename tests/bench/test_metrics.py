@@ -118,8 +118,9 @@ def test_round_robin_times_every_function_and_isolates_a_broken_one():
     assert r["broken"] == {"error": "ValueError: nope"}
     assert r["slow"]["out"] == [2, 4, 6] and r["fast"]["out"] == [1, 2, 3]
     assert calls == [("slow", 0)] + [("slow", x) for x in (1, 2, 3)] * 2  # warm-up once, then 2 passes
-    assert 100 < r["slow"]["qps"] < 500 and r["fast"]["qps"] > r["slow"]["qps"]  # ~2 ms per call
-    assert r["slow"]["p50_ms"] == pytest.approx(2.0, abs=1.5) and r["slow"]["p99_ms"] >= r["slow"]["p50_ms"]
+    # sleep(0.002) bounds each call from below only (a loaded machine stretches it): >= 2 ms per call
+    assert r["slow"]["qps"] <= 500 and r["fast"]["qps"] > r["slow"]["qps"]
+    assert r["slow"]["p50_ms"] >= 2.0 and r["slow"]["p99_ms"] >= r["slow"]["p50_ms"]
     with pytest.raises(RuntimeError, match="nope"):
         T.timed(broken, [1])
 

@@ -704,10 +704,6 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                 else self._knn_search(q, *self._knn_args(k, ef), flt, field))
         return self._vector_candidates(q, k, flt, hits, field)
 
-    def field_scores(self, field: str, records: list, query) -> np.ndarray:
-        q = query if self.kinds[field] == "dense" else query[0]
-        return self._exact_scores(field, [r if r is not None else {} for r in records], q)
-
     def hybrid_lists(self, text, k: int, every_match: bool, query, node: Optional[Node], exact: bool,
                      ef: Optional[int], field: Optional[str] = None) -> tuple:
         """The lexical top-k and a dense field's knn list in one _msearch (the other cases one by one)."""

@@ -92,6 +92,11 @@ class VectorLists:
         return field_scores(kind, self.metrics.get(field, "cosine"),
                             [V.value_of(r, field, kind) for r in records], query)
 
+    def field_scores(self, field: str, records: list, query) -> np.ndarray:
+        """RemoteStorage.field_scores: a gone document (None) holds no value."""
+        q = query if self.kinds[field] == "dense" else query[0]
+        return self._exact_scores(field, [r if r is not None else {} for r in records], q)
+
     def _answer(self, records: list, field: str, query, limit: int) -> tuple:
         """(ids, scores, docs) of search_vectors from candidate records."""
         ranked, scores = self._ranked(records, field, query, limit)

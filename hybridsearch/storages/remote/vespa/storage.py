@@ -465,7 +465,7 @@ class VespaStorage(RemoteStorage):
             if lists is None:
                 return super().facets(field, node, text, limit, ranges)
             groups = next(iter(lists.values()), [])
-            pairs = sorted(((_group_value(kind, g), int(g.get("fields", {}).get("count()", 0))) for g in groups),
+            pairs = sorted(((T.group_value(kind, g), int(g.get("fields", {}).get("count()", 0))) for g in groups),
                            key=lambda p: (-p[1], p[0]))
             # complete when Vespa had no more groups, or the count at the cut is above every
             # count left out (the (n)th, the smallest returned, bounds them)
@@ -788,14 +788,3 @@ class VespaStorage(RemoteStorage):
 
     def close(self) -> None:
         self.session.close()
-
-
-def _group_value(kind, group: dict):
-    """A value group's value as the field's type: Vespa renders it as a string ("12",
-    "Books", "true"; a bool may come as 1 / 0)."""
-    v = group.get("value")
-    if kind is Kind.BOOL:
-        return v is True or str(v).lower() in ("true", "1")
-    if kind is Kind.INT:
-        return int(v)
-    return v

@@ -175,3 +175,14 @@ class VespaCodec(FieldCodec):
             else:
                 converted[name] = v
         return super().document(converted, id)
+
+
+def group_value(kind, group: dict):
+    """A value group's value as the field's type: Vespa renders it as a string ("12",
+    "Books", "true"; a bool may come as 1 / 0)."""
+    v = group.get("value")
+    if kind is Kind.BOOL:
+        return v is True or str(v).lower() in ("true", "1")
+    if kind is Kind.INT:
+        return int(v)
+    return v
