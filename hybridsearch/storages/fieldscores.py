@@ -26,7 +26,7 @@ def maxsim(block, Q: np.ndarray, metric: str) -> float:
     NaN for no value (None)."""
     if block is None:
         return float("nan")
-    B = np.asarray(block, dtype=np.float64)
+    B = np.asarray(block, dtype=np.float32).astype(np.float64)  # the rows as written (float32)
     return float(sum(exact_scores(B, q, metric).max() for q in np.asarray(Q, dtype=np.float64)))
 
 

@@ -57,8 +57,8 @@ from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import And, Compare, Exists, Node
 from hybridsearch.query.text import TextQuery
 from hybridsearch.storages import contents
-from hybridsearch.storages.base import Storage, exact_scores
-from hybridsearch.storages.fieldscores import maxsim, sparse_dot
+from hybridsearch.storages.base import Storage
+from hybridsearch.storages.fieldscores import field_scores
 from hybridsearch.storages.locking import Section, reads, sections_inside, writes
 from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, ROLLED_BACK, SEQ_FIELD, FieldCodec, RemoteStorage, public_url,
                                               uuid_of)
@@ -586,19 +586,7 @@ class QdrantStorage(RemoteStorage):
         """API.md's score of each value of `field` (None: the document has none, NaN) for `query`
         (as `_found` takes it), float64."""
         kind = self.kinds[field]
-        out = np.full(len(values), np.nan)
-        # an empty sparse vector holds nothing to match, as no value (API.md section 10)
-        have = [i for i, v in enumerate(values) if v is not None and (kind != "sparse" or v)]
-        if not have:
-            return out
-        if kind == "dense":
-            X = np.array([values[i] for i in have], dtype=np.float32)
-            out[have] = exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), self.metrics[field])
-        elif kind == "sparse":
-            out[have] = [sparse_dot(query[0], values[i]) for i in have]
-        else:
-            out[have] = [maxsim(values[i], query[0], self.metrics[field]) for i in have]
-        return out
+        return field_scores(kind, self.metrics.get(field, "ip"), values, query if kind == "dense" else query[0])
 
     def _ranked(self, recs: list, field: str, query, k: int) -> tuple:
         """(engine fields, scores float32) of the records holding `field`, best first by API.md's

@@ -47,7 +47,7 @@ from hybridsearch.document import Kind
 from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import And, Exists, MatchAll, Node
 from hybridsearch.storages.base import exact_scores
-from hybridsearch.storages.fieldscores import maxsim, sparse_dot
+from hybridsearch.storages.fieldscores import field_scores
 from hybridsearch.storages.config import integer, one_of, option, path_or_none
 from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig,
                                                RemoteStorage, http_url, split_userinfo)
@@ -624,19 +624,8 @@ class VespaStorage(RemoteStorage):
         """API.md's score of each value of `field` (None: the document has none, NaN) for `one`,
         float64: the metric's similarity, the exact dot product, MaxSim."""
         kind = self.schema.fields[field].kind
-        out = np.full(len(values), np.nan)
-        # an empty sparse vector holds nothing to match, as no value (API.md section 10)
-        have = [i for i, v in enumerate(values) if v is not None and (kind is not Kind.SPARSE or v)]
-        if not have:
-            return out
-        if kind is Kind.VECTOR:
-            X = np.array([values[i] for i in have], dtype=np.float32)
-            out[have] = exact_scores(X, one, self.metrics[field])
-        elif kind is Kind.SPARSE:
-            out[have] = [sparse_dot(one, values[i]) for i in have]
-        else:
-            out[have] = [maxsim(values[i], one, self.metrics[field]) for i in have]
-        return out
+        name = "dense" if kind is Kind.VECTOR else "sparse" if kind is Kind.SPARSE else "multi"
+        return field_scores(name, self.metrics.get(field, "ip"), values, one)
 
     def _ranked(self, records: list, field: str, one, k: int) -> tuple:
         """(records, scores float32) of the records holding a value of `field`, best first by

@@ -52,8 +52,7 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.query.text import TextQuery
-from hybridsearch.storages.base import exact_scores
-from hybridsearch.storages.fieldscores import maxsim
+from hybridsearch.storages.fieldscores import field_scores
 from hybridsearch.storages.remote.base import ID_FIELD, SEQ_FIELD, FieldCodec, RemoteStorage, userinfo_secrets
 from hybridsearch.storages.remote.weaviate import config as C
 from hybridsearch.storages.remote.weaviate import filters as F
@@ -453,18 +452,8 @@ class WeaviateStorage(RemoteStorage):
     def _exact(self, field: str, values: list, query) -> np.ndarray:
         """API.md's score of each value of `field` (None: the document has none, NaN) for `query`
         (as `_found` takes it), float64: the similarity of a dense value, MaxSim of a block."""
-        out = np.full(len(values), np.nan)
-        have = [i for i, v in enumerate(values) if v is not None]
-        if not have:
-            return out
-        metric = self.metrics[field]
-        if self.kinds[field] == "dense":
-            X = np.array([values[i] for i in have], dtype=np.float32)
-            out[have] = exact_scores(X, np.asarray(query, dtype=np.float32).reshape(-1), metric)
-        else:
-            # the stored rows as float32 (what was written), then scored in float64
-            out[have] = [maxsim(np.asarray(values[i], dtype=np.float32), query[0], metric) for i in have]
-        return out
+        kind = self.kinds[field]
+        return field_scores(kind, self.metrics.get(field, "ip"), values, query if kind == "dense" else query[0])
 
     def _rank_field(self, records: list, field: str, query, k: int) -> tuple:
         """(records, scores float32) of the records holding `field`, best first by API.md's exact
