@@ -6,16 +6,12 @@ nodes are exactly the documents, and finds through it score like the exhaustive 
 
 Public API only."""
 import random
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 
 import hybridsearch as hs
 from tests.contract.test_crash import acks
-from tests.contract.test_vector_kinds_crash import ROOT, Doc, _values, call, model_states, state
+from tests.contract.test_vector_kinds_crash import Doc, _values, call, kill_writer, model_states, state
 
 FIRST = 5  # calls 1..4 are written and closed (a snapshot with the FDE graph) before the child runs
 
@@ -54,18 +50,7 @@ def test_kill_9_during_writes_after_a_snapshot_with_the_fde_graph(tmp_path):
     with open_da(path) as da:
         for k in range(1, FIRST):
             apply(da, k)
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, path], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    for line in iter(proc.stdout.readline, b""):
-        if line.strip() == b"ready":
-            break
-    else:
-        raise AssertionError(f"the writer did not start: {proc.communicate()[1][-3000:]}")
-    time.sleep(rng.uniform(0.1, 1.0))
-    proc.send_signal(signal.SIGKILL)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, err[-3000:].decode()
-    acked = acks(out)
+    acked = acks(kill_writer([_CHILD, path], rng))
     n = acked[-1] if acked else FIRST - 1
     assert acked == list(range(FIRST, n + 1))
     states = model_states(n + 1)

@@ -94,12 +94,10 @@ def state(da) -> dict:
     return out
 
 
-@pytest.mark.parametrize("storage", KILLED)
-def test_kill_9_during_writes_of_vector_kinds_keeps_every_acknowledged_call(storage, tmp_path):
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    path = tmp_path / ("c.db" if storage == "sqlite" else "c")
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, storage, str(path)], cwd=ROOT,
+def kill_writer(child_args: list, rng) -> bytes:
+    """Runs `python -c *child_args` (a writer printing "ready", then one line per acknowledged
+    call), kills it with SIGKILL at a random moment once ready, and gives its stdout."""
+    proc = subprocess.Popen([sys.executable, "-c", *child_args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     for line in iter(proc.stdout.readline, b""):
         if line.strip() == b"ready":
@@ -110,7 +108,15 @@ def test_kill_9_during_writes_of_vector_kinds_keeps_every_acknowledged_call(stor
     proc.send_signal(signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, err[-3000:].decode()
-    acked = acks(out)
+    return out
+
+
+@pytest.mark.parametrize("storage", KILLED)
+def test_kill_9_during_writes_of_vector_kinds_keeps_every_acknowledged_call(storage, tmp_path):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    path = tmp_path / ("c.db" if storage == "sqlite" else "c")
+    acked = acks(kill_writer([_CHILD, storage, str(path)], rng))
     n = acked[-1] if acked else 0
     assert acked == list(range(1, n + 1))
     states = model_states(n + 1)
