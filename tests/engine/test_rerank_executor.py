@@ -64,6 +64,9 @@ def test_every_find_mode_reranks_through_the_executor(monkeypatch):
     plain = da.find(vector=q, limit=5)
     res = da.find(vector=q, limit=5, rerank=flip, rerank_top=5, rerank_query="x")  # the fast path's arguments
     assert res.ids == plain.ids[::-1]
+    fused = da.find(vector=q, limit=5, rerank=hs.RRFReranker())  # only rerank=: the fast path's call otherwise
+    assert fused.ids == plain.ids and "rerank" in fused.part_scores
+    np.testing.assert_allclose(fused.scores, [1 / (60 + r) for r in range(1, 6)], rtol=1e-6)
     da.find(text="red", limit=3, rerank=flip)
     da.find(text="red", vector=q, limit=3, rerank=hs.RRFReranker())
-    assert calls == [5, 50, 50]
+    assert calls == [5, 50, 50, 50]
