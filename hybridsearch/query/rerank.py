@@ -97,7 +97,7 @@ class CrossEncoderReranker:
         if fields is not None and (isinstance(fields, str) or not all(isinstance(f, str) for f in fields)):
             raise ConfigError(f"CrossEncoderReranker fields must be a list of field names, got {fields!r}")
         self._make = lambda: CrossEncoder(model, **model_options)
-        self._model = None
+        self._model: Any = None
         self.model_name = model
         self.fields = None if fields is None else tuple(fields)
         self.batch_size = check_size(batch_size, "batch_size", 1)
@@ -170,7 +170,7 @@ def rerank(res: Results, spec: Rerank) -> Results:
     return res.reordered(keep[chosen], best, PART)
 
 
-def _call(reranker: Any, query: str, docs: list) -> Any:
+def _call(reranker: Any, query: Optional[str], docs: list) -> Any:
     if not docs:
         return []
     try:
