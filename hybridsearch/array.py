@@ -26,6 +26,7 @@ from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
+from hybridsearch.query.rerank import check_rerank, rerank as rerank_results
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
@@ -353,20 +354,25 @@ class DocumentArray(Generic[T]):
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
-             min_score: Optional[float] = None, operator: str = "or") -> Results[T]:
-        """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
+             min_score: Optional[float] = None, operator: str = "or", rerank: Any = None,
+             rerank_top: Optional[int] = None, rerank_query: Optional[str] = None) -> Results[T]:
+        """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7, 8 and 11.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
         with `weights` mixes min-max normalised parts; `text_fields` weights the text fields;
         `min_score` keeps the hits scoring at least that (then `total` is None). `text` may use
         the query syntax ("phrases", +required, -excluded, prefix*; docs/usage.md) and
-        `operator="and"` makes every clause without a sign required."""
+        `operator="and"` makes every clause without a sign required. `rerank` re-scores the top
+        `rerank_top` hits (default max(limit + offset, 50)) with a reranker: a callable
+        (query, documents) -> scores or hs.RRFReranker / hs.LinearReranker /
+        hs.CrossEncoderReranker; min_score, limit and offset then apply to the reranked ranking."""
         # the common call -- a vector alone, limit / ef / exact at most set, every other option
         # its default (by identity: cheap, and a default is valid) -- in one native call; None
         # from the storage sends it down the general path, which checks the query and refuses it
         if (vector is not None and text is None and filter is None and sort is None and min_score is None
                 and weights is None and text_fields is None and offset is _OFFSET and fusion is _FUSION
                 and candidates is _CANDIDATES and rrf_k is _RRF_K and operator is _OPERATOR
+                and rerank is None and rerank_top is None and rerank_query is None
                 and type(limit) is int and limit > 0 and (ef is None or type(ef) is int and 0 < ef <= EF_MAX)
                 and (exact is False or exact is True) and not self._closed):
             hits = self._storage.find_vector(vector, limit, ef, exact)
@@ -387,6 +393,10 @@ class DocumentArray(Generic[T]):
         check_weights(weights, fusion, known, known)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
+        if rerank is not None and (only_filter or sort is not None):
+            raise ConfigError("rerank applies to text, vector and hybrid finds without sort: a filter-only or "
+                              "sorted find has no ranking to re-score")
+        check_rerank(None, rerank_top if rerank is None else None, rerank_query if rerank is None else None, 0, None)
         if sort is not None:
             if vector is not None:
                 raise ConfigError("sort applies to filter-only and text finds: a vector query has no finite "
@@ -402,15 +412,18 @@ class DocumentArray(Generic[T]):
         if any(len(lst.query) != 1 for lst in lists):
             raise SchemaError("find(vector=...) takes one vector per field; use find_batched for several")
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
+        reranking = check_rerank(rerank, rerank_top, rerank_query, kk or 0, text)
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             return execute(storage, Plan(FILTER, node=node, want=kk, offset=offset))
         if not lists:  # text alone, one list: nothing to weigh against another
-            return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset, min_score=min_score))
+            return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset, min_score=min_score,
+                                         rerank=reranking))
         if text is None and len(lists) == 1:
             return execute(storage, Plan(VECTOR, lists, None, node, kk, offset, exact=exact, ef=ef,
-                                         min_score=min_score))
-        plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score)
+                                         min_score=min_score, rerank=reranking))
+        plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score,
+                    rerank=reranking)
         if fusion == "linear":
             self._requires(storage, "linear")
             # the lists of this find, no others: a weight for a list it does not run would be lost
@@ -479,10 +492,13 @@ class DocumentArray(Generic[T]):
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *, offset: int = 0,
                      min_score: Optional[float] = None, exact: bool = False, ef: Optional[int] = None,
-                     threads: Optional[int] = None) -> list[Results[T]]:
+                     threads: Optional[int] = None, rerank: Any = None, rerank_top: Optional[int] = None,
+                     rerank_query: Optional[list] = None) -> list[Results[T]]:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released).
         `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10).
-        `offset` and `min_score` cut each row's ranking as find's do."""
+        `offset` and `min_score` cut each row's ranking as find's do; `rerank` re-scores each
+        row's top hits as find's does (`rerank_query`: one query text per row, for a reranker
+        that reads the query)."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
@@ -496,9 +512,12 @@ class DocumentArray(Generic[T]):
                                    "call find(vector={...}) per query")
         Q, field = lists[0].query, lists[0].kwargs
         n = len(Q)
+        reranks = self._batched_reranks(rerank, rerank_top, rerank_query, n, min(k + offset, SIZE_CAP))
         if n == 0 or k == 0:
             return [Results.empty() for _ in range(n)]
         k = min(k + offset, SIZE_CAP)  # the longer ranking each page is cut from
+        if reranks is not None:  # each row's retrieval ranking is its reranker's top hits
+            want, k = k, reranks[0].top
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
         if workers == 1:
             parts = [storage.search_vectors(Q, k, node, exact, ef, **field)]
@@ -507,8 +526,23 @@ class DocumentArray(Generic[T]):
             with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef, **field),
                                       zip(bounds[:-1], bounds[1:])))
+        if reranks is not None:  # the retrieval part kept beside the reranker's (as find's)
+            rows = [Results(ids, scores, storage.get, docs, None, {lists[0].label: scores})
+                    for part in parts for ids, scores, docs in part]
+            return [rerank_results(res, spec).above(min_score)[:want].page(offset) for res, spec in zip(rows, reranks)]
         return [Results(ids, scores, storage.get, docs).above(min_score).page(offset)
                 for part in parts for ids, scores, docs in part]
+
+    @staticmethod
+    def _batched_reranks(rerank: Any, top: Any, queries: Any, n: int, want: int) -> Optional[list]:
+        """find_batched's rerank arguments, checked: one query.rerank.Rerank per row, or None."""
+        if rerank is None or queries is None:
+            spec = check_rerank(rerank, top, queries, want, None)
+            return None if spec is None else [spec] * n
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)) or len(queries) != n:
+            raise ConfigError(f"find_batched rerank_query must be a list of {n} query texts (one per row), "
+                              f"got {queries!r:.80}")
+        return [check_rerank(rerank, top, q, want, None) for q in queries]
 
 
 # find()'s own defaults, which its fast path compares by identity

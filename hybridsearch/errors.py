@@ -25,6 +25,11 @@ class BackendError(HybridSearchError, RuntimeError):
     """A storage failed: an unreachable or erroring engine, or a corrupt file."""
 
 
+class RerankError(HybridSearchError, RuntimeError):
+    """A reranker (find(rerank=...)) failed, or returned scores that cannot rank the hits: not
+    one finite number per document."""
+
+
 def missing_extra(what: str, package: str, extra: str) -> UnsupportedError:
     """The error of an optional feature whose package is not installed, naming the pip line."""
     return UnsupportedError(f'{what} needs {package} (not installed here): pip install "hybridsearch[{extra}]"')

@@ -122,6 +122,18 @@ class Results(Sequence, Generic[T]):
         docs = self._docs[:n] if self._docs is not None else None
         return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None, self._cut_parts(slice(0, n)))
 
+    def reordered(self, positions: np.ndarray, scores: np.ndarray, part: str) -> "Results":
+        """The hits at `positions` (in that order) with new `scores`, kept as the part `part`
+        beside the other part scores (a reranking, query/rerank.py)."""
+        at = np.asarray(positions, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float32)
+        docs = [self._docs[i] for i in at.tolist()] if self._docs is not None else None
+        parts = self._parts
+        if not callable(parts):
+            parts = {name: a[at] for name, a in parts.items()}
+            parts[part] = scores
+        return Results([self._ids[i] for i in at.tolist()], scores, self._fetch, docs, self._lazy_total(), parts)
+
     @classmethod
     def of_hits(cls, ids: list, scores: np.ndarray, fetch: Callable[[list], list], parts: dict) -> "Results":
         """Results of a list of ids it may keep, a 1-d float32 array of scores and the part
