@@ -4,14 +4,19 @@ The public names of API.md, nothing else.
 """
 from hybridsearch import storages  # a callable package: hs.storages() lists the usable storages
 from hybridsearch.array import DocumentArray
+from hybridsearch.embedding import (EmbeddingFunction, FastEmbedEmbedding, OpenAIEmbedding,
+                                    SentenceTransformerEmbedding, WordLlamaEmbedding, embedded)
 from hybridsearch.document import Analyzer, Document, Keyword, MultiVector, SparseVector, Text, Vector
-from hybridsearch.errors import BackendError, ConfigError, FilterError, HybridSearchError, SchemaError, UnsupportedError
+from hybridsearch.errors import (BackendError, ConfigError, EmbeddingError, FilterError, HybridSearchError, SchemaError,
+                                 UnsupportedError)
 from hybridsearch.results import Hit, Results
 
 __all__ = [
     "Analyzer", "BackendError", "ConfigError", "Document", "DocumentArray", "FilterError", "Hit",
     "HybridSearchError", "Keyword", "MultiVector", "Results", "SchemaError", "SparseVector", "Text",
     "UnsupportedError", "Vector",
+    "EmbeddingError", "EmbeddingFunction", "FastEmbedEmbedding", "OpenAIEmbedding", "SentenceTransformerEmbedding",
+    "WordLlamaEmbedding", "embedded",
     "backends", "storages",
 ]
 

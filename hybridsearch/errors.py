@@ -25,6 +25,11 @@ class BackendError(HybridSearchError, RuntimeError):
     """A storage failed: an unreachable or erroring engine, or a corrupt file."""
 
 
+class EmbeddingError(HybridSearchError, RuntimeError):
+    """An embedding function failed or returned vectors of the wrong shape, NaN or inf; nothing
+    was written (API.md section 11)."""
+
+
 def missing_extra(what: str, package: str, extra: str) -> UnsupportedError:
     """The error of an optional feature whose package is not installed, naming the pip line."""
     return UnsupportedError(f'{what} needs {package} (not installed here): pip install "hybridsearch[{extra}]"')
