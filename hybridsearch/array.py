@@ -406,7 +406,7 @@ class DocumentArray(Generic[T]):
         `operator="and"` makes every clause without a sign required. `vector="auto"` embeds
         `text` for every hs.embedded field (API.md section 11): hybrid when the schema has text
         fields, the vectors alone when it has none."""
-        if isinstance(vector, str) and vector == "auto":  # API.md section 11: the text, embedded per field
+        if type(vector) is str and vector == "auto":  # API.md section 11: the text, embedded per field
             self._open_storage()
             vector = embedding.query_vectors(self._schema, text)
             if not self._schema.texts:
