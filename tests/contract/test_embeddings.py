@@ -260,3 +260,59 @@ def test_reopen_checks_the_identity(name, tmp_path):
         assert len(da) == 5  # the same function opens it, the data intact
         np.testing.assert_array_equal(stored(da, "d1"), reference(f"{texts_of(2)[1]['title']}\n{texts_of(2)[1]['body']}",
                                                                       DIM, "bag-v1"))
+
+
+class SparseFake(hs.EmbeddingFunction):
+    name, model, dimension, kind, batch_size = "sparse-fake", "crc", 0, "sparse", 3
+
+    def embed_documents(self, texts):
+        return [sparse_reference(t) for t in texts]
+
+
+def sparse_reference(text):
+    """The plain model: each word's hashed key, weight = its count."""
+    out = {}
+    for w in text.split():
+        k = int(hashlib.sha256(w.encode()).hexdigest(), 16) % 5000
+        out[k] = out.get(k, 0.0) + 1.0
+    return dict(sorted(out.items()))
+
+
+class MultiFake(hs.EmbeddingFunction):
+    name, model, dimension, kind, batch_size = "multi-fake", "words", 4, "multi", 3
+
+    def embed_documents(self, texts):
+        return [multi_reference(t) for t in texts]
+
+
+def multi_reference(text):
+    """The plain model: one token row per word (its first 4 bytes of sha256, scaled)."""
+    return np.array([[1 + b / 64 for b in hashlib.sha256(w.encode()).digest()[:4]] for w in text.split()],
+                    dtype=np.float32)
+
+
+def test_sparse_and_multi_vector_functions(make_da):
+    class Both(hs.Document):
+        title: hs.Text = ""
+        sp: hs.SparseVector = hs.embedded("title", fn=SparseFake())
+        mv: Optional[hs.MultiVector[4]] = hs.embedded("title", fn=MultiFake())
+
+    da = make_da(Both)
+    docs = texts_of(8)
+    da.extend([{"id": d["id"], "title": d["title"]} for d in docs])
+    for d in docs:
+        got = da[d["id"]]
+        assert got.sp == sparse_reference(d["title"])
+        np.testing.assert_array_equal(np.asarray(got.mv), multi_reference(d["title"]))
+    for q in ("red cable", "lamp desk phone"):
+        got = da.find(text=q, vector="auto", limit=4, exact=True)
+        want = da.find(text=q, vector={"sp": sparse_reference(q), "mv": multi_reference(q)}, limit=4, exact=True)
+        assert got.ids == want.ids and set(got.part_scores) == {"text", "sp", "mv"}
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+
+
+def test_a_wrong_kind_of_function_is_refused():
+    with pytest.raises(hs.SchemaError, match="makes sparse vectors, the field holds dense"):
+        class Wrong(hs.Document):
+            title: hs.Text = ""
+            emb: hs.Vector[DIM] = hs.embedded("title", fn=SparseFake())
