@@ -138,6 +138,8 @@ class DocumentArray(Generic[T]):
     def _without_pending(self, data: dict) -> dict:
         """The document's values without the hs.embedded fields it leaves None: those are computed
         when written (embedding.fill_documents), not refused as a missing vector."""
+        if not self._schema.embedded:  # the common schema: no call per document beyond this test
+            return data
         pending = [name for name in self._schema.embedded if name in data and data[name] is None]
         return {k: v for k, v in data.items() if k not in pending} if pending else data
 
