@@ -316,3 +316,20 @@ def test_a_wrong_kind_of_function_is_refused():
         class Wrong(hs.Document):
             title: hs.Text = ""
             emb: hs.Vector[DIM] = hs.embedded("title", fn=SparseFake())
+
+
+def test_optional_field_without_text_stays_none_and_frames(make_da):
+    pd = pytest.importorskip("pandas", reason='needs the pandas extra: pip install "hybridsearch[pandas]"')
+    fn = Fake(dimension=8, batch_size=2)
+
+    class Maybe(hs.Document):
+        title: hs.Text = ""
+        emb: Optional[hs.Vector[8]] = hs.embedded("title", fn=fn)
+
+    da = make_da(Maybe)
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "title": ["red lamp", "", "usb desk"]})
+    da.extend_columns(frame)
+    assert fn.calls == [["red lamp", "usb desk"]]  # "b" has no text: not embedded, kept None
+    assert da["b"].emb is None
+    np.testing.assert_array_equal(np.asarray(da["c"].emb), reference("usb desk", 8, fn.model))
+    assert da.find(text="red lamp", vector="auto", limit=3, exact=True).ids[0] == "a"
