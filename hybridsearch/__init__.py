@@ -4,9 +4,11 @@ The public names of API.md, nothing else.
 """
 from hybridsearch import storages  # a callable package: hs.storages() lists the usable storages
 from hybridsearch.array import DocumentArray
+from hybridsearch.embedding import (EmbeddingFunction, FastEmbedEmbedding, OpenAIEmbedding,
+                                    SentenceTransformerEmbedding, WordLlamaEmbedding, embedded)
 from hybridsearch.document import Analyzer, Document, Keyword, MultiVector, SparseVector, Text, Vector
-from hybridsearch.errors import (BackendError, ConfigError, FilterError, HybridSearchError, RerankError, SchemaError,
-                                 UnsupportedError)
+from hybridsearch.errors import (BackendError, ConfigError, EmbeddingError, FilterError, HybridSearchError, RerankError,
+                                 SchemaError, UnsupportedError)
 from hybridsearch.query.rerank import CrossEncoderReranker, LinearReranker, RRFReranker
 from hybridsearch.results import Hit, Results
 
@@ -15,6 +17,8 @@ __all__ = [
     "HybridSearchError", "Keyword", "MultiVector", "Results", "SchemaError", "SparseVector", "Text",
     "UnsupportedError", "Vector",
     "CrossEncoderReranker", "LinearReranker", "RRFReranker", "RerankError",
+    "EmbeddingError", "EmbeddingFunction", "FastEmbedEmbedding", "OpenAIEmbedding", "SentenceTransformerEmbedding",
+    "WordLlamaEmbedding", "embedded",
     "backends", "storages",
 ]
 

@@ -18,8 +18,10 @@ from hybridsearch.engine.exact import sum_squares
 from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
 from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
+from hybridsearch.embedding import compute as embedding
+from hybridsearch.embedding.identity import check_identity, record_identity
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
-from hybridsearch.frames import to_arrow, to_pandas
+from hybridsearch.frames import as_column_dict, to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
@@ -54,11 +56,17 @@ class DocumentArray(Generic[T]):
         cls = storage_class(storage)
         config = cls.Config.parse(storage, options)
         self._read_only = getattr(config, "read_only", False)
+        check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
             self._storage = cls(self._schema, config)
         except ImportError as e:  # a client some storages import only when they connect
             raise missing_package(storage, e) from None
         self._closed = False
+        try:
+            record_identity(self._schema, config)
+        except BaseException:
+            self.close()
+            raise
 
     # ------------------------------------------------------------ plumbing
     @property
@@ -121,12 +129,20 @@ class DocumentArray(Generic[T]):
     def _validate(self, doc: Any) -> Document:
         if isinstance(doc, self._model):
             # a copy, so later changes to the caller's object do not reach the store unseen
-            return self._model.model_validate(doc.model_dump())
+            return self._model.model_validate(self._without_pending(doc.model_dump()))
         if isinstance(doc, dict):
-            return self._model.model_validate(doc)
+            return self._model.model_validate(self._without_pending(doc))
         if isinstance(doc, Document):
             raise SchemaError(f"expected a {self._model.__name__} or a dict, got a {type(doc).__name__}")
         raise SchemaError(f"expected a {self._model.__name__} or a dict, got {type(doc).__name__} {doc!r}")
+
+    def _without_pending(self, data: dict) -> dict:
+        """The document's values without the hs.embedded fields it leaves None: those are computed
+        when written (embedding.fill_documents), not refused as a missing vector."""
+        if not self._schema.embedded:  # the common schema: no call per document beyond this test
+            return data
+        pending = [name for name in self._schema.embedded if name in data and data[name] is None]
+        return {k: v for k, v in data.items() if k not in pending} if pending else data
 
     def _check_storable(self, docs: list) -> None:
         """Unindexed values must read back exactly on every storage (document.check_storable)."""
@@ -159,6 +175,8 @@ class DocumentArray(Generic[T]):
         if len(last) != len(validated):
             validated = [validated[i] for i in last.values()]
         self._check_storable(validated)
+        if self._schema.embedded:  # hs.embedded fields missing from documents: computed now, before any write
+            validated = embedding.fill_documents(self._schema, validated)
         storage.upsert(build_batch(self._schema, validated))
 
     def _validate_with_progress(self, docs: Iterable[Any]) -> list:
@@ -188,6 +206,8 @@ class DocumentArray(Generic[T]):
         and the first bad row, nothing written; no document object is created. A missing "id"
         column gives every row a new random id; a missing column takes the field's default."""
         storage = self._writable_storage()
+        if self._schema.embedded:  # hs.embedded columns missing (or rows holding None): computed first
+            columns = embedding.fill_columns(self._schema, as_column_dict(columns, self._schema.name))
         batch = batch_from_columns(self._schema, columns)
         if len(batch):
             storage.upsert(batch)
@@ -239,9 +259,12 @@ class DocumentArray(Generic[T]):
     def __setitem__(self, id: str, doc: Any) -> None:
         self._check_id(id)
         validated = self._validate(doc)
-        validated = validated.model_copy(update={"id": id})
-        self._check_storable([validated])
-        self._writable_storage().upsert(build_batch(self._schema, [validated]))
+        validated = [validated.model_copy(update={"id": id})]
+        self._check_storable(validated)
+        storage = self._writable_storage()
+        if self._schema.embedded:
+            validated = embedding.fill_documents(self._schema, validated)
+        storage.upsert(build_batch(self._schema, validated))
 
     def update(self, id: str, **fields: Any) -> None:
         """Partial update of the named fields only; KeyError if absent, SchemaError if a value is bad."""
@@ -250,7 +273,23 @@ class DocumentArray(Generic[T]):
         if "id" in fields:
             raise SchemaError("update() cannot change a document's id; delete and re-add it")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        if self._schema.embedded:
+            values = self._reembed(storage, id, values)
         storage.update_fields(id, values)
+
+    def _reembed(self, storage, id: str, values: dict) -> dict:
+        """update()'s values plus the hs.embedded fields whose source text it changes (unless it
+        sets them too): computed from the document as it will read after the update."""
+        stale = [name for name, m in self._schema.embedded.items()
+                 if name not in values and any(s in values for s in m.sources)]
+        if not stale:
+            return values
+        doc = storage.get([id])[0]
+        if doc is None:
+            raise KeyError(id)
+        merged = doc.model_copy(update={**values, **{name: None for name in stale}})
+        filled = embedding.fill_documents(self._schema, [merged])[0]
+        return {**values, **{name: getattr(filled, name) for name in stale}}
 
     def __delitem__(self, id: str) -> None:
         if self._writable_storage().delete([self._check_id(id)]) == 0:
@@ -279,6 +318,12 @@ class DocumentArray(Generic[T]):
         if "id" in fields:
             raise SchemaError("update_many() cannot change ids; delete and re-add the documents")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        stale = [name for name, m in self._schema.embedded.items()
+                 if name not in fields and any(s in fields for s in m.sources)]
+        if stale:
+            raise UnsupportedError(f"update_many() cannot recompute {', '.join(stale)} (embedded from the fields it "
+                                   "changes) yet: update the documents with extend() or update(), or set the "
+                                   "vector field too")
         return storage.update_where(node, values)
 
     # -------------------------------------------------------------- search
@@ -365,7 +410,14 @@ class DocumentArray(Generic[T]):
         `operator="and"` makes every clause without a sign required. `rerank` re-scores the top
         `rerank_top` hits (default max(limit + offset, 50)) with a reranker: a callable
         (query, documents) -> scores or hs.RRFReranker / hs.LinearReranker /
-        hs.CrossEncoderReranker; min_score, limit and offset then apply to the reranked ranking."""
+        hs.CrossEncoderReranker; min_score, limit and offset then apply to the reranked ranking. `vector="auto"` embeds
+        `text` for every hs.embedded field (API.md section 12): hybrid when the schema has text
+        fields, the vectors alone when it has none."""
+        if type(vector) is str and vector == "auto":  # API.md section 12: the text, embedded per field
+            self._open_storage()
+            vector = embedding.query_vectors(self._schema, text)
+            if not self._schema.texts:
+                text = None  # nothing to match the words against: the embedded vectors alone
         # the common call -- a vector alone, limit / ef / exact at most set, every other option
         # its default (by identity: cheap, and a default is valid) -- in one native call; None
         # from the storage sends it down the general path, which checks the query and refuses it

@@ -30,6 +30,11 @@ class RerankError(HybridSearchError, RuntimeError):
     one finite number per document."""
 
 
+class EmbeddingError(HybridSearchError, RuntimeError):
+    """An embedding function failed or returned vectors of the wrong shape, NaN or inf; nothing
+    was written (API.md section 12)."""
+
+
 def missing_extra(what: str, package: str, extra: str) -> UnsupportedError:
     """The error of an optional feature whose package is not installed, naming the pip line."""
     return UnsupportedError(f'{what} needs {package} (not installed here): pip install "hybridsearch[{extra}]"')
