@@ -1,11 +1,10 @@
 """The docs run on a plain install: a page or example whose optional library is missing is skipped,
 naming the extra that installs it; where the library is installed the same error still fails.
 
-A missing library is simulated in the child process by a sitecustomize.py that makes the import
-system refuse the module (as on an install without the extra): every library is installed here.
+A missing library is simulated in the child process (tests/hidden_modules.py): every library is
+installed here.
 """
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,39 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.hidden_modules import env_without
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-
-HIDE = """
-import sys
-
-HIDDEN = {hidden!r}
-
-class _Hide:
-    # refuses the hidden top-level modules, as an install without them does
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in HIDDEN:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-
-sys.meta_path.insert(0, _Hide())
-"""
-
-
-def _env(tmp_path: Path, hidden: tuple) -> dict:
-    hide = tmp_path / "hide"
-    hide.mkdir(exist_ok=True)
-    (hide / "sitecustomize.py").write_text(HIDE.format(hidden=set(hidden)))
-    path = os.pathsep.join([str(hide), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    return dict(os.environ, PYTHONPATH=path, HS_START_ENGINES="0", PYTHONHASHSEED="0")
-
 
 def _run_page(page: Path, tmp_path: Path, hidden: tuple = ()) -> dict:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     result = tmp_path / "result.json"
     out = subprocess.run([sys.executable, str(HERE / "run_blocks.py"), str(page), page.name, str(result)],
-                         cwd=work, env=_env(tmp_path, hidden), capture_output=True, text=True, timeout=300)
+                         cwd=work, env=env_without(tmp_path, hidden), capture_output=True, text=True, timeout=300)
     got = json.loads(result.read_text()) if result.exists() else {"status": "crashed"}
     got["stderr"] = out.stderr[-2000:]
     return got
@@ -85,12 +62,12 @@ def test_an_example_whose_library_is_missing_is_skipped(tmp_path):
     script.write_text("import hybridsearch as hs\n"
                       "class P(hs.Document):\n    v: hs.Vector[2]\n"
                       "hs.DocumentArray(P, storage='hnswlib')\n")
-    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, ("hnswlib",)),
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env_without(tmp_path, ("hnswlib",)),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     # the parent process has hnswlib: the reason is read as the child saw it, with the module hidden
     why = subprocess.run([sys.executable, "-c", "import sys; from tests.docs.extras import skip_reason_of_output as s;"
-                          " print(s(sys.stdin.read()))"], input=out.stderr, env=_env(tmp_path, ("hnswlib",)),
+                          " print(s(sys.stdin.read()))"], input=out.stderr, env=env_without(tmp_path, ("hnswlib",)),
                          capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     assert 'hybridsearch[hnswlib]' in why, (why, out.stderr[-1000:])
     assert skip_reason_of_output(out.stderr) is None  # here hnswlib is installed: a failure
