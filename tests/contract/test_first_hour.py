@@ -3,8 +3,10 @@
 Missing optional libraries are simulated in a child process (tests/hidden_modules.py); the
 child speaks the public API only.
 """
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,24 @@ def test_no_or_an_unknown_command_prints_the_commands_and_exits_2(tmp_path):
 def test_a_command_has_its_own_help(tmp_path):
     out = _cli(tmp_path, "bench", "--help", hidden=())
     assert out.returncode == 0 and "--quick" in out.stdout, out.stderr
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _extras() -> set:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
+
+
+def test_install_page_lists_every_extra_of_pyproject():
+    text = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([\w-]+)` \|", text, flags=re.M))
+    assert listed == _extras(), f"missing: {_extras() - listed}, not an extra: {listed - _extras()}"
+
+
+def test_readme_keeps_its_two_commands_first():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert lines[2:6] == ["```bash", 'pip install -e ".[bench]" && hybridsearch bench --quick --out bench-out',
+                          'pip install -e ".[test]" && python -m pytest -q tests', "```"]
