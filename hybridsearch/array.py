@@ -18,11 +18,12 @@ from hybridsearch.engine.exact import sum_squares
 from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
 from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
-from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
+from hybridsearch.errors import ClosedError, ConfigError, IdError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
+from hybridsearch.query.hints import looks_like_text, looks_like_vector, unknown_argument
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
@@ -96,7 +97,8 @@ class DocumentArray(Generic[T]):
 
     def _open_storage(self):
         if self._closed:
-            raise ConfigError("this DocumentArray is closed")
+            raise ClosedError(f"this DocumentArray ({self._model.__name__}, storage {self._storage.name!r}) is "
+                              "closed: open a new one to use the collection again")
         return self._storage
 
     def _writable_storage(self):
@@ -136,7 +138,8 @@ class DocumentArray(Generic[T]):
     @staticmethod
     def _check_id(id: Any) -> str:
         if not isinstance(id, str):
-            raise TypeError(f"document ids are strings, got {type(id).__name__} {id!r}")
+            raise IdError(f"document ids are strings, got {type(id).__name__} {id!r}"
+                              + (f"; did you mean {str(id)!r}?" if isinstance(id, (int, np.integer)) else ""))
         return id
 
     # ---------------------------------------------------------------- CRUD
@@ -265,6 +268,9 @@ class DocumentArray(Generic[T]):
             return storage.delete_where(parse_filter(filter, self._schema))
         if isinstance(ids, str):  # one id, not its characters
             ids = [ids]
+        elif not isinstance(ids, Iterable) or isinstance(ids, (bytes, dict)):
+            raise SchemaError(f"delete() takes an id (a string), an iterable of ids or filter=, "
+                              f"got {type(ids).__name__} {ids!r}")
         ids = [self._check_id(i) for i in ids]
         return storage.delete(list(dict.fromkeys(ids)))
 
@@ -353,14 +359,17 @@ class DocumentArray(Generic[T]):
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
-             min_score: Optional[float] = None, operator: str = "or") -> Results[T]:
+             min_score: Optional[float] = None, operator: str = "or", **unknown: Any) -> Results[T]:
         """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
         with `weights` mixes min-max normalised parts; `text_fields` weights the text fields;
         `min_score` keeps the hits scoring at least that (then `total` is None). `text` may use
         the query syntax ("phrases", +required, -excluded, prefix*; docs/usage.md) and
-        `operator="and"` makes every clause without a sign required."""
+        `operator="and"` makes every clause without a sign required. A name find does not take
+        raises ConfigError naming the nearest one ("did you mean text=?")."""
+        if unknown:
+            raise unknown_argument("find", unknown, DocumentArray.find)
         # the common call -- a vector alone, limit / ef / exact at most set, every other option
         # its default (by identity: cheap, and a default is valid) -- in one native call; None
         # from the storage sends it down the general path, which checks the query and refuses it
@@ -373,6 +382,9 @@ class DocumentArray(Generic[T]):
             if hits is not None:
                 return Results.of_hits(hits[0], hits[1], self._storage.get, {"vector": hits[1]})
         storage = self._open_storage()
+        if vector is not None and text is None and looks_like_text(vector):
+            raise SchemaError(f"find(vector=...) takes numbers, got the string {vector!r}: "
+                              f"did you mean find(text={vector!r})?")
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         tq = self._text_query(storage, text, text_fields, operator)
@@ -423,7 +435,8 @@ class DocumentArray(Generic[T]):
         query_options) gets plain words only: a phrase, a sign or a prefix raises UnsupportedError
         there rather than run as other words."""
         if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+            raise ConfigError(f"text must be a string, got {type(text).__name__}"
+                              + ("; did you mean vector=...?" if looks_like_vector(text) else ""))
         operator = check_operator(operator)
         if text is None:
             if text_fields is not None or operator != "or":
