@@ -30,6 +30,7 @@ from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet,
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
+from hybridsearch.storages.open_mode import check_mode
 from hybridsearch.storages.registry import missing_package, storage_class, storage_config
 from hybridsearch.vector_rules import field_queries
 
@@ -43,17 +44,21 @@ class DocumentArray(Generic[T]):
     """A collection of documents of one schema in one storage.
 
     `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
-    storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`; see API.md. Generic in the
+    storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`. `mode="create"`
+    refuses a path= that holds a collection, `mode="open"` one that does not ("either", the
+    default, takes both); see API.md. Generic in the
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, **options: Any) -> None:
+    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, mode: str = "either",
+                 **options: Any) -> None:
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = storage_class(storage)
         config = storage_config(storage, cls, config, options)
+        check_mode(mode, storage, config)
         self._read_only = getattr(config, "read_only", False)
         try:
             self._storage = cls(self._schema, config)
