@@ -83,3 +83,19 @@ def test_configs_load_their_library_only_when_named():
             "try:\n    hs.NoSuchConfig\nexcept AttributeError:\n    print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_type_checkers_see_the_config_classes(tmp_path):
+    """What an editor completes: hs.HnswConfig(...) is its class for mypy, not Any."""
+    api = pytest.importorskip("mypy.api")  # in the test extras
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text("import hybridsearch as hs\n"
+                       "reveal_type(hs.HnswConfig(m=32))\n"
+                       "reveal_type(hs.SqliteConfig(path='x.db'))\n"
+                       "reveal_type(hs.QdrantConfig())\n")
+    out, err, _ = api.run([str(snippet), "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy"),
+                           "--follow-imports=silent", "--ignore-missing-imports"])
+    revealed = [line for line in out.splitlines() if "Revealed type" in line]
+    assert len(revealed) == 3, out + err
+    for line, name in zip(revealed, ("HnswConfig", "SqliteConfig", "QdrantConfig")):
+        assert line.endswith(f'.{name}"'), line
