@@ -20,11 +20,12 @@ from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
 from hybridsearch.embedding import compute as embedding
 from hybridsearch.embedding.identity import check_identity, record_identity
-from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
+from hybridsearch.errors import ClosedError, ConfigError, IdError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import as_column_dict, to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
+from hybridsearch.query.hints import looks_like_text, looks_like_vector, unknown_argument
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
@@ -32,7 +33,8 @@ from hybridsearch.query.rerank import check_rerank, rerank as rerank_results
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
-from hybridsearch.storages.registry import missing_package, storage_class
+from hybridsearch.storages.open_mode import check_mode
+from hybridsearch.storages.registry import missing_package, storage_class, storage_config
 from hybridsearch.vector_rules import field_queries
 
 
@@ -44,17 +46,22 @@ _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicke
 class DocumentArray(Generic[T]):
     """A collection of documents of one schema in one storage.
 
-    `hs.DocumentArray(Product, storage="memory", metric="cosine")`; see API.md. Generic in the
+    `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
+    storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`. `mode="create"`
+    refuses a path= that holds a collection, `mode="open"` one that does not ("either", the
+    default, takes both); see API.md. Generic in the
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type[T], storage: str = "memory", **options: Any) -> None:
+    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, mode: str = "either",
+                 **options: Any) -> None:
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = storage_class(storage)
-        config = cls.Config.parse(storage, options)
+        config = storage_config(storage, cls, config, options)
+        check_mode(mode, storage, config)
         self._read_only = getattr(config, "read_only", False)
         check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
@@ -105,7 +112,8 @@ class DocumentArray(Generic[T]):
 
     def _open_storage(self):
         if self._closed:
-            raise ConfigError("this DocumentArray is closed")
+            raise ClosedError(f"this DocumentArray ({self._model.__name__}, storage {self._storage.name!r}) is "
+                              "closed: open a new one to use the collection again")
         return self._storage
 
     def _writable_storage(self):
@@ -153,7 +161,8 @@ class DocumentArray(Generic[T]):
     @staticmethod
     def _check_id(id: Any) -> str:
         if not isinstance(id, str):
-            raise TypeError(f"document ids are strings, got {type(id).__name__} {id!r}")
+            raise IdError(f"document ids are strings, got {type(id).__name__} {id!r}"
+                              + (f"; did you mean {str(id)!r}?" if isinstance(id, (int, np.integer)) else ""))
         return id
 
     # ---------------------------------------------------------------- CRUD
@@ -305,6 +314,9 @@ class DocumentArray(Generic[T]):
             return storage.delete_where(parse_filter(filter, self._schema))
         if isinstance(ids, str):  # one id, not its characters
             ids = [ids]
+        elif not isinstance(ids, Iterable) or isinstance(ids, (bytes, dict)):
+            raise SchemaError(f"delete() takes an id (a string), an iterable of ids or filter=, "
+                              f"got {type(ids).__name__} {ids!r}")
         ids = [self._check_id(i) for i in ids]
         return storage.delete(list(dict.fromkeys(ids)))
 
@@ -400,7 +412,7 @@ class DocumentArray(Generic[T]):
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
              min_score: Optional[float] = None, operator: str = "or", rerank: Any = None,
-             rerank_top: Optional[int] = None, rerank_query: Optional[str] = None) -> Results[T]:
+             rerank_top: Optional[int] = None, rerank_query: Optional[str] = None, **unknown: Any) -> Results[T]:
         """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7, 8 and 11.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
@@ -412,7 +424,10 @@ class DocumentArray(Generic[T]):
         (query, documents) -> scores or hs.RRFReranker / hs.LinearReranker /
         hs.CrossEncoderReranker; min_score, limit and offset then apply to the reranked ranking. `vector="auto"` embeds
         `text` for every hs.embedded field (API.md section 12): hybrid when the schema has text
-        fields, the vectors alone when it has none."""
+        fields, the vectors alone when it has none. A name find does not take raises ConfigError
+        naming the nearest one ("did you mean text=?")."""
+        if unknown:
+            raise unknown_argument("find", unknown, DocumentArray.find)
         if type(vector) is str and vector == "auto":  # API.md section 12: the text, embedded per field
             self._open_storage()
             vector = embedding.query_vectors(self._schema, text)
@@ -431,6 +446,9 @@ class DocumentArray(Generic[T]):
             if hits is not None:
                 return Results.of_hits(hits[0], hits[1], self._storage.get, {"vector": hits[1]})
         storage = self._open_storage()
+        if vector is not None and text is None and looks_like_text(vector):
+            raise SchemaError(f"find(vector=...) takes numbers, got the string {vector!r}: "
+                              f"did you mean find(text={vector!r})?")
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         tq = self._text_query(storage, text, text_fields, operator)
@@ -488,7 +506,8 @@ class DocumentArray(Generic[T]):
         query_options) gets plain words only: a phrase, a sign or a prefix raises UnsupportedError
         there rather than run as other words."""
         if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+            raise ConfigError(f"text must be a string, got {type(text).__name__}"
+                              + ("; did you mean vector=...?" if looks_like_vector(text) else ""))
         operator = check_operator(operator)
         if text is None:
             if text_fields is not None or operator != "or":

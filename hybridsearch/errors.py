@@ -9,12 +9,22 @@ class SchemaError(HybridSearchError, ValueError):
     """A document or value does not fit the schema (wrong type, dimension, NaN, missing field)."""
 
 
+class IdError(SchemaError, TypeError):
+    """A document id that is not a string. Also a TypeError, as it was before ids had their
+    SchemaError, so code catching TypeError still does."""
+
+
 class FilterError(HybridSearchError, ValueError):
     """A filter names an unknown field or operator, or compares a field to a value of the wrong type."""
 
 
 class ConfigError(HybridSearchError, ValueError):
     """An unknown storage or option, or an option value out of range."""
+
+
+class ClosedError(ConfigError):
+    """The DocumentArray was closed: every call after close() raises it (a ConfigError, as before
+    it had a type of its own, so code catching ConfigError still does)."""
 
 
 class UnsupportedError(HybridSearchError, NotImplementedError):
