@@ -18,18 +18,23 @@ from hybridsearch.engine.exact import sum_squares
 from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
 from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
-from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError, missing_extra
-from hybridsearch.frames import to_arrow, to_pandas
+from hybridsearch.embedding import compute as embedding
+from hybridsearch.embedding.identity import check_identity, record_identity
+from hybridsearch.errors import ClosedError, ConfigError, IdError, SchemaError, UnsupportedError, missing_extra
+from hybridsearch.frames import as_column_dict, to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
+from hybridsearch.query.hints import looks_like_text, looks_like_vector, unknown_argument
 from hybridsearch.query.options import (EF_MAX, SIZE_CAP, check_ef, check_facet, facet_bounds,  # noqa: F401
                                         check_exact, check_fusion, check_min_score, check_operator, check_size,
                                         check_sort, check_text_fields, check_weights)
+from hybridsearch.query.rerank import check_rerank, rerank as rerank_results
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
-from hybridsearch.storages.registry import missing_package, storage_class
+from hybridsearch.storages.open_mode import check_mode
+from hybridsearch.storages.registry import missing_package, storage_class, storage_config
 from hybridsearch.vector_rules import field_queries
 
 
@@ -41,23 +46,34 @@ _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicke
 class DocumentArray(Generic[T]):
     """A collection of documents of one schema in one storage.
 
-    `hs.DocumentArray(Product, storage="memory", metric="cosine")`; see API.md. Generic in the
+    `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
+    storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`. `mode="create"`
+    refuses a path= that holds a collection, `mode="open"` one that does not ("either", the
+    default, takes both); see API.md. Generic in the
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type[T], storage: str = "memory", **options: Any) -> None:
+    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, mode: str = "either",
+                 **options: Any) -> None:
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = storage_class(storage)
-        config = cls.Config.parse(storage, options)
+        config = storage_config(storage, cls, config, options)
+        check_mode(mode, storage, config)
         self._read_only = getattr(config, "read_only", False)
+        check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
             self._storage = cls(self._schema, config)
         except ImportError as e:  # a client some storages import only when they connect
             raise missing_package(storage, e) from None
         self._closed = False
+        try:
+            record_identity(self._schema, config)
+        except BaseException:
+            self.close()
+            raise
 
     # ------------------------------------------------------------ plumbing
     @property
@@ -96,7 +112,8 @@ class DocumentArray(Generic[T]):
 
     def _open_storage(self):
         if self._closed:
-            raise ConfigError("this DocumentArray is closed")
+            raise ClosedError(f"this DocumentArray ({self._model.__name__}, storage {self._storage.name!r}) is "
+                              "closed: open a new one to use the collection again")
         return self._storage
 
     def _writable_storage(self):
@@ -120,12 +137,20 @@ class DocumentArray(Generic[T]):
     def _validate(self, doc: Any) -> Document:
         if isinstance(doc, self._model):
             # a copy, so later changes to the caller's object do not reach the store unseen
-            return self._model.model_validate(doc.model_dump())
+            return self._model.model_validate(self._without_pending(doc.model_dump()))
         if isinstance(doc, dict):
-            return self._model.model_validate(doc)
+            return self._model.model_validate(self._without_pending(doc))
         if isinstance(doc, Document):
             raise SchemaError(f"expected a {self._model.__name__} or a dict, got a {type(doc).__name__}")
         raise SchemaError(f"expected a {self._model.__name__} or a dict, got {type(doc).__name__} {doc!r}")
+
+    def _without_pending(self, data: dict) -> dict:
+        """The document's values without the hs.embedded fields it leaves None: those are computed
+        when written (embedding.fill_documents), not refused as a missing vector."""
+        if not self._schema.embedded:  # the common schema: no call per document beyond this test
+            return data
+        pending = [name for name in self._schema.embedded if name in data and data[name] is None]
+        return {k: v for k, v in data.items() if k not in pending} if pending else data
 
     def _check_storable(self, docs: list) -> None:
         """Unindexed values must read back exactly on every storage (document.check_storable)."""
@@ -136,7 +161,8 @@ class DocumentArray(Generic[T]):
     @staticmethod
     def _check_id(id: Any) -> str:
         if not isinstance(id, str):
-            raise TypeError(f"document ids are strings, got {type(id).__name__} {id!r}")
+            raise IdError(f"document ids are strings, got {type(id).__name__} {id!r}"
+                              + (f"; did you mean {str(id)!r}?" if isinstance(id, (int, np.integer)) else ""))
         return id
 
     # ---------------------------------------------------------------- CRUD
@@ -158,6 +184,8 @@ class DocumentArray(Generic[T]):
         if len(last) != len(validated):
             validated = [validated[i] for i in last.values()]
         self._check_storable(validated)
+        if self._schema.embedded:  # hs.embedded fields missing from documents: computed now, before any write
+            validated = embedding.fill_documents(self._schema, validated)
         storage.upsert(build_batch(self._schema, validated))
 
     def _validate_with_progress(self, docs: Iterable[Any]) -> list:
@@ -187,6 +215,8 @@ class DocumentArray(Generic[T]):
         and the first bad row, nothing written; no document object is created. A missing "id"
         column gives every row a new random id; a missing column takes the field's default."""
         storage = self._writable_storage()
+        if self._schema.embedded:  # hs.embedded columns missing (or rows holding None): computed first
+            columns = embedding.fill_columns(self._schema, as_column_dict(columns, self._schema.name))
         batch = batch_from_columns(self._schema, columns)
         if len(batch):
             storage.upsert(batch)
@@ -238,9 +268,12 @@ class DocumentArray(Generic[T]):
     def __setitem__(self, id: str, doc: Any) -> None:
         self._check_id(id)
         validated = self._validate(doc)
-        validated = validated.model_copy(update={"id": id})
-        self._check_storable([validated])
-        self._writable_storage().upsert(build_batch(self._schema, [validated]))
+        validated = [validated.model_copy(update={"id": id})]
+        self._check_storable(validated)
+        storage = self._writable_storage()
+        if self._schema.embedded:
+            validated = embedding.fill_documents(self._schema, validated)
+        storage.upsert(build_batch(self._schema, validated))
 
     def update(self, id: str, **fields: Any) -> None:
         """Partial update of the named fields only; KeyError if absent, SchemaError if a value is bad."""
@@ -249,7 +282,23 @@ class DocumentArray(Generic[T]):
         if "id" in fields:
             raise SchemaError("update() cannot change a document's id; delete and re-add it")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        if self._schema.embedded:
+            values = self._reembed(storage, id, values)
         storage.update_fields(id, values)
+
+    def _reembed(self, storage, id: str, values: dict) -> dict:
+        """update()'s values plus the hs.embedded fields whose source text it changes (unless it
+        sets them too): computed from the document as it will read after the update."""
+        stale = [name for name, m in self._schema.embedded.items()
+                 if name not in values and any(s in values for s in m.sources)]
+        if not stale:
+            return values
+        doc = storage.get([id])[0]
+        if doc is None:
+            raise KeyError(id)
+        merged = doc.model_copy(update={**values, **{name: None for name in stale}})
+        filled = embedding.fill_documents(self._schema, [merged])[0]
+        return {**values, **{name: getattr(filled, name) for name in stale}}
 
     def __delitem__(self, id: str) -> None:
         if self._writable_storage().delete([self._check_id(id)]) == 0:
@@ -265,6 +314,9 @@ class DocumentArray(Generic[T]):
             return storage.delete_where(parse_filter(filter, self._schema))
         if isinstance(ids, str):  # one id, not its characters
             ids = [ids]
+        elif not isinstance(ids, Iterable) or isinstance(ids, (bytes, dict)):
+            raise SchemaError(f"delete() takes an id (a string), an iterable of ids or filter=, "
+                              f"got {type(ids).__name__} {ids!r}")
         ids = [self._check_id(i) for i in ids]
         return storage.delete(list(dict.fromkeys(ids)))
 
@@ -278,6 +330,12 @@ class DocumentArray(Generic[T]):
         if "id" in fields:
             raise SchemaError("update_many() cannot change ids; delete and re-add the documents")
         values = {name: validate_value(self._schema, name, v) for name, v in fields.items()}
+        stale = [name for name, m in self._schema.embedded.items()
+                 if name not in fields and any(s in fields for s in m.sources)]
+        if stale:
+            raise UnsupportedError(f"update_many() cannot recompute {', '.join(stale)} (embedded from the fields it "
+                                   "changes) yet: update the documents with extend() or update(), or set the "
+                                   "vector field too")
         return storage.update_where(node, values)
 
     # -------------------------------------------------------------- search
@@ -353,26 +411,44 @@ class DocumentArray(Generic[T]):
              limit: Optional[int] = 10, offset: int = 0, sort: Optional[list] = None, exact: bool = False,
              ef: Optional[int] = None, fusion: str = "sum", candidates: int = 100, rrf_k: int = 60,
              weights: Optional[dict] = None, text_fields: Optional[dict] = None,
-             min_score: Optional[float] = None, operator: str = "or") -> Results[T]:
-        """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7 and 8.
+             min_score: Optional[float] = None, operator: str = "or", rerank: Any = None,
+             rerank_top: Optional[int] = None, rerank_query: Optional[str] = None, **unknown: Any) -> Results[T]:
+        """Find by vector, text, both (hybrid) or condition; see API.md sections 4, 7, 8 and 11.
         `offset` skips that many hits: the page is exactly that slice of the longer ranking.
         `sort` orders a filter-only or text find by fields instead of by score. `fusion="linear"`
         with `weights` mixes min-max normalised parts; `text_fields` weights the text fields;
         `min_score` keeps the hits scoring at least that (then `total` is None). `text` may use
         the query syntax ("phrases", +required, -excluded, prefix*; docs/usage.md) and
-        `operator="and"` makes every clause without a sign required."""
+        `operator="and"` makes every clause without a sign required. `rerank` re-scores the top
+        `rerank_top` hits (default max(limit + offset, 50)) with a reranker: a callable
+        (query, documents) -> scores or hs.RRFReranker / hs.LinearReranker /
+        hs.CrossEncoderReranker; min_score, limit and offset then apply to the reranked ranking. `vector="auto"` embeds
+        `text` for every hs.embedded field (API.md section 12): hybrid when the schema has text
+        fields, the vectors alone when it has none. A name find does not take raises ConfigError
+        naming the nearest one ("did you mean text=?")."""
+        if unknown:
+            raise unknown_argument("find", unknown, DocumentArray.find)
+        if type(vector) is str and vector == "auto":  # API.md section 12: the text, embedded per field
+            self._open_storage()
+            vector = embedding.query_vectors(self._schema, text)
+            if not self._schema.texts:
+                text = None  # nothing to match the words against: the embedded vectors alone
         # the common call -- a vector alone, limit / ef / exact at most set, every other option
         # its default (by identity: cheap, and a default is valid) -- in one native call; None
         # from the storage sends it down the general path, which checks the query and refuses it
         if (vector is not None and text is None and filter is None and sort is None and min_score is None
                 and weights is None and text_fields is None and offset is _OFFSET and fusion is _FUSION
                 and candidates is _CANDIDATES and rrf_k is _RRF_K and operator is _OPERATOR
+                and rerank is None and rerank_top is None and rerank_query is None
                 and type(limit) is int and limit > 0 and (ef is None or type(ef) is int and 0 < ef <= EF_MAX)
                 and (exact is False or exact is True) and not self._closed):
             hits = self._storage.find_vector(vector, limit, ef, exact)
             if hits is not None:
                 return Results.of_hits(hits[0], hits[1], self._storage.get, {"vector": hits[1]})
         storage = self._open_storage()
+        if vector is not None and text is None and looks_like_text(vector):
+            raise SchemaError(f"find(vector=...) takes numbers, got the string {vector!r}: "
+                              f"did you mean find(text={vector!r})?")
         node = parse_filter(filter, self._schema) if filter is not None else None
         only_filter = vector is None and text is None
         tq = self._text_query(storage, text, text_fields, operator)
@@ -387,6 +463,10 @@ class DocumentArray(Generic[T]):
         check_weights(weights, fusion, known, known)
         if min_score is not None and (only_filter or sort is not None):
             raise ConfigError("min_score applies to text, vector and hybrid finds without sort")
+        if rerank is not None and (only_filter or sort is not None):
+            raise ConfigError("rerank applies to text, vector and hybrid finds without sort: a filter-only or "
+                              "sorted find has no ranking to re-score")
+        check_rerank(None, rerank_top if rerank is None else None, rerank_query if rerank is None else None, 0, None)
         if sort is not None:
             if vector is not None:
                 raise ConfigError("sort applies to filter-only and text finds: a vector query has no finite "
@@ -402,15 +482,18 @@ class DocumentArray(Generic[T]):
         if any(len(lst.query) != 1 for lst in lists):
             raise SchemaError("find(vector=...) takes one vector per field; use find_batched for several")
         kk = None if k is None else min(k + offset, SIZE_CAP)  # the longer ranking the page is cut from
+        reranking = check_rerank(rerank, rerank_top, rerank_query, kk or 0, text)
         if only_filter:
             node = node if node is not None else parse_filter({}, self._schema)
             return execute(storage, Plan(FILTER, node=node, want=kk, offset=offset))
         if not lists:  # text alone, one list: nothing to weigh against another
-            return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset, min_score=min_score))
+            return execute(storage, Plan(TEXT, text=tq, node=node, want=kk, offset=offset, min_score=min_score,
+                                         rerank=reranking))
         if text is None and len(lists) == 1:
             return execute(storage, Plan(VECTOR, lists, None, node, kk, offset, exact=exact, ef=ef,
-                                         min_score=min_score))
-        plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score)
+                                         min_score=min_score, rerank=reranking))
+        plan = Plan(HYBRID, lists, tq, node, kk, offset, candidates, fusion, rrf_k, None, exact, ef, min_score,
+                    rerank=reranking)
         if fusion == "linear":
             self._requires(storage, "linear")
             # the lists of this find, no others: a weight for a list it does not run would be lost
@@ -423,7 +506,8 @@ class DocumentArray(Generic[T]):
         query_options) gets plain words only: a phrase, a sign or a prefix raises UnsupportedError
         there rather than run as other words."""
         if text is not None and not isinstance(text, str):
-            raise ConfigError(f"text must be a string, got {type(text).__name__}")
+            raise ConfigError(f"text must be a string, got {type(text).__name__}"
+                              + ("; did you mean vector=...?" if looks_like_vector(text) else ""))
         operator = check_operator(operator)
         if text is None:
             if text_fields is not None or operator != "or":
@@ -479,10 +563,13 @@ class DocumentArray(Generic[T]):
 
     def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *, offset: int = 0,
                      min_score: Optional[float] = None, exact: bool = False, ef: Optional[int] = None,
-                     threads: Optional[int] = None) -> list[Results[T]]:
+                     threads: Optional[int] = None, rerank: Any = None, rerank_top: Optional[int] = None,
+                     rerank_query: Optional[list] = None) -> list[Results[T]]:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released).
         `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10).
-        `offset` and `min_score` cut each row's ranking as find's do."""
+        `offset` and `min_score` cut each row's ranking as find's do; `rerank` re-scores each
+        row's top hits as find's does (`rerank_query`: one query text per row, for a reranker
+        that reads the query)."""
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
@@ -496,9 +583,12 @@ class DocumentArray(Generic[T]):
                                    "call find(vector={...}) per query")
         Q, field = lists[0].query, lists[0].kwargs
         n = len(Q)
+        reranks = self._batched_reranks(rerank, rerank_top, rerank_query, n, min(k + offset, SIZE_CAP))
         if n == 0 or k == 0:
             return [Results.empty() for _ in range(n)]
         k = min(k + offset, SIZE_CAP)  # the longer ranking each page is cut from
+        if reranks is not None:  # each row's retrieval ranking is its reranker's top hits
+            want, k = k, reranks[0].top
         workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
         if workers == 1:
             parts = [storage.search_vectors(Q, k, node, exact, ef, **field)]
@@ -507,8 +597,23 @@ class DocumentArray(Generic[T]):
             with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(lambda b: storage.search_vectors(Q[b[0]:b[1]], k, node, exact, ef, **field),
                                       zip(bounds[:-1], bounds[1:])))
+        if reranks is not None:  # the retrieval part kept beside the reranker's (as find's)
+            rows = [Results(ids, scores, storage.get, docs, None, {lists[0].label: scores})
+                    for part in parts for ids, scores, docs in part]
+            return [rerank_results(res, spec).above(min_score)[:want].page(offset) for res, spec in zip(rows, reranks)]
         return [Results(ids, scores, storage.get, docs).above(min_score).page(offset)
                 for part in parts for ids, scores, docs in part]
+
+    @staticmethod
+    def _batched_reranks(rerank: Any, top: Any, queries: Any, n: int, want: int) -> Optional[list]:
+        """find_batched's rerank arguments, checked: one query.rerank.Rerank per row, or None."""
+        if rerank is None or queries is None:
+            spec = check_rerank(rerank, top, queries, want, None)
+            return None if spec is None else [spec] * n
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)) or len(queries) != n:
+            raise ConfigError(f"find_batched rerank_query must be a list of {n} query texts (one per row), "
+                              f"got {queries!r:.80}")
+        return [check_rerank(rerank, top, q, want, None) for q in queries]
 
 
 # find()'s own defaults, which its fast path compares by identity

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
+from hybridsearch.embedding.base import Embedded
 from hybridsearch.errors import SchemaError
 from hybridsearch.vector_rules import check_sparse, token_block
 
@@ -258,6 +259,8 @@ class Schema:
     multi: dict[str, FieldSpec] = field(default_factory=dict)  # hs.MultiVector[d] fields
     texts: list[FieldSpec] = field(default_factory=list)
     adapters: dict = field(default_factory=dict, repr=False)  # per-field validators for update()
+    # vector fields declared with hs.embedded(...): name -> Embedded (sources, fn); API.md section 11
+    embedded: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -334,9 +337,39 @@ def _introspect(model: type) -> Schema:
             schema.multi[name] = spec
         elif spec.kind is Kind.TEXT:
             schema.texts.append(spec)
+        marker = next((m for m in metadata if isinstance(m, Embedded)), None)
+        if marker is not None:
+            schema.embedded[name] = marker
     if len(schema.vectors) == 1:
         schema.vector = next(iter(schema.vectors.values()))
+    for name, marker in schema.embedded.items():
+        _check_embedded(schema, name, marker)
     return schema
+
+
+_EMBEDDED_KINDS = {Kind.VECTOR: "dense", Kind.SPARSE: "sparse", Kind.MULTI: "multi"}
+
+
+def _check_embedded(schema: Schema, name: str, marker: Embedded) -> None:
+    """SchemaError unless an hs.embedded field is a vector field fitting its function, fed by string fields."""
+    spec = schema.fields[name]
+    kind = _EMBEDDED_KINDS.get(spec.kind)
+    where = f"{schema.name}.{name}"
+    if kind is None:
+        raise SchemaError(f"{where}: hs.embedded() declares a vector field (hs.Vector[d], hs.SparseVector, "
+                          f"hs.MultiVector[d]), not a {spec.kind.value} field")
+    fn = marker.fn
+    if getattr(fn, "kind", "dense") != kind:
+        raise SchemaError(f"{where}: {fn!r} makes {getattr(fn, 'kind', 'dense')} vectors, the field holds {kind} ones")
+    if kind != "sparse" and fn.dimension != spec.dim:
+        raise SchemaError(f"{where}: {fn!r} makes {fn.dimension}-dimensional vectors, the field holds {spec.dim}")
+    for source in marker.sources:
+        src = schema.fields.get(source)
+        if src is None:
+            raise SchemaError(f"{where}: hs.embedded() names {source!r}, which is not a field of {schema.name}")
+        if src.kind not in (Kind.TEXT, Kind.KEYWORD):
+            raise SchemaError(f"{where}: hs.embedded() embeds text fields (hs.Text, hs.Keyword); "
+                              f"{source!r} is a {src.kind.value} field")
 
 
 def _check_scalar(spec: FieldSpec, value: Any) -> None:

@@ -5,6 +5,8 @@ from typing import Any, Callable, Generic, NamedTuple, Optional, Sequence, TypeV
 
 import numpy as np
 
+from hybridsearch.errors import HybridSearchError
+
 
 class Hit(NamedTuple):
     """One result: the document id, its score (higher is better) and the document."""
@@ -122,6 +124,83 @@ class Results(Sequence, Generic[T]):
         docs = self._docs[:n] if self._docs is not None else None
         return Results(self._ids[:n], self._scores[:n], self._fetch, docs, None, self._cut_parts(slice(0, n)))
 
+    def reordered(self, positions: np.ndarray, scores: np.ndarray, part: str) -> "Results":
+        """The hits at `positions` (in that order) with new `scores`, kept as the part `part`
+        beside the other part scores (a reranking, query/rerank.py)."""
+        at = np.asarray(positions, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float32)
+        docs = [self._docs[i] for i in at.tolist()] if self._docs is not None else None
+        parts = self._parts
+        if not callable(parts):
+            parts = {name: a[at] for name, a in parts.items()}
+            parts[part] = scores
+        return Results([self._ids[i] for i in at.tolist()], scores, self._fetch, docs, self._lazy_total(), parts)
+
+    # ------------------------------------------------------------ out as rows and frames
+    def _rows(self) -> tuple:
+        """(schema or None, columns): "id", the documents' fields (None for a hit deleted since
+        the search), "_score" and "_score_<list>" per part_scores list. Field names cannot start
+        with "_" (pydantic keeps those private), so the score columns never meet a field."""
+        docs = self.docs
+        model = next((type(d) for d in docs if d is not None), None)
+        schema = model.__hs_schema__ if model is not None else None
+        columns: dict = {"id": list(self._ids)}
+        if schema is not None:
+            for name in schema.fields:
+                if name != "id":
+                    columns[name] = [None if d is None else getattr(d, name) for d in docs]
+        columns["_score"] = self._scores.astype(np.float64)
+        try:
+            parts = self.part_scores
+        except HybridSearchError:  # a storage that cannot give them: the rows go without
+            parts = {}
+        for name, part in parts.items():
+            columns[f"_score_{name}"] = np.asarray(part, dtype=np.float64)
+        return schema, columns
+
+    def to_list(self) -> list[dict]:
+        """The hits as dicts, best first: "id", every field of the document (None where the
+        document was deleted since the search), "_score" and one "_score_<list>" per list of
+        part_scores ("_score_text", "_score_vector", ...; NaN where that list did not score the hit)."""
+        _, columns = self._rows()
+        names = list(columns)
+        out = []
+        for i in range(len(self._ids)):
+            row = {n: columns[n][i] for n in names}
+            for n in names:
+                if n.startswith("_score"):
+                    row[n] = float(row[n])
+            out.append(row)
+        return out
+
+    def to_pandas(self):
+        """to_list() as a pandas DataFrame, one row per hit (needs pandas: pip install
+        "hybridsearch[pandas]"); a vector cell holds a numpy row. Without hits the frame has the
+        id and score columns only (the document fields come from the hits)."""
+        from hybridsearch.frames import to_pandas
+        _, columns = self._rows()
+        return to_pandas(columns)
+
+    def to_arrow(self):
+        """to_list() as a pyarrow Table (needs pyarrow: pip install "hybridsearch[arrow]"), the
+        document fields typed as DocumentArray.to_arrow() types them, the scores float64."""
+        from hybridsearch.frames import to_arrow
+        schema, columns = self._rows()
+        fields = {n: c for n, c in columns.items() if n != "id" and not n.startswith("_score")}
+        if schema is None:
+            try:
+                import pyarrow as pa
+            except ImportError:
+                from hybridsearch.errors import missing_extra
+                raise missing_extra("to_arrow", "pyarrow", "arrow") from None
+            return pa.table({n: pa.array(c, pa.string() if n == "id" else pa.float64())
+                             for n, c in columns.items()})
+        table = to_arrow({"id": columns["id"], **fields}, schema)
+        for n, c in columns.items():
+            if n.startswith("_score"):
+                table = table.append_column(n, _float_column(c))
+        return table
+
     @classmethod
     def of_hits(cls, ids: list, scores: np.ndarray, fetch: Callable[[list], list], parts: dict) -> "Results":
         """Results of a list of ids it may keep, a 1-d float32 array of scores and the part
@@ -135,3 +214,8 @@ class Results(Sequence, Generic[T]):
         """No hits; `parts` names the lists of the find (each an empty part_scores array)."""
         return cls([], np.empty(0, dtype=np.float32), docs=[], total=total,
                    parts={name: np.empty(0, dtype=np.float32) for name in parts})
+
+
+def _float_column(values):
+    import pyarrow as pa
+    return pa.array(np.asarray(values, dtype=np.float64), pa.float64())

@@ -213,3 +213,42 @@ def maxsim_scores(blocks, Q: np.ndarray, metric: str) -> np.ndarray:
     Q of the best exact_scores(block, q) (NaN for a block that is None)."""
     return np.array([np.nan if b is None else sum(exact_scores(b, q, metric).max() for q in Q)
                      for b in blocks])
+
+
+def rerank_model(retrieval: list, scores: list, limit: int, offset: int = 0, min_score=None) -> list:
+    """find(rerank=...) as API.md section 11 defines it, over the retrieval ranking's top hits
+    `retrieval` (any items, best first) and the reranker's score of each: ordered by score
+    descending, ties in retrieval order, then min_score, then the page [offset, offset + limit).
+    Returns (item, score) pairs."""
+    ranked = sorted(zip(range(len(retrieval)), retrieval, scores), key=lambda t: (-t[2], t[0]))
+    kept = [(item, s) for _, item, s in ranked if min_score is None or s >= min_score]
+    return kept[offset:offset + limit]
+
+
+def rrf_rerank_scores(parts: dict, k: int = 60) -> list:
+    """hs.RRFReranker's score of each of n hits (parts: list name -> n raw scores, NaN where the
+    hit is not on that list): per list, the hits it scored ranked by score descending (ties in
+    retrieval order), summing 1 / (k + rank) from rank 1."""
+    n = len(next(iter(parts.values()))) if parts else 0
+    out = [0.0] * n
+    for values in parts.values():
+        scored = sorted((i for i in range(n) if not math.isnan(values[i])), key=lambda i: (-values[i], i))
+        for rank, i in enumerate(scored, start=1):
+            out[i] += 1.0 / (k + rank)
+    return out
+
+
+def linear_rerank_scores(parts: dict, weights: dict = None) -> list:
+    """hs.LinearReranker's score of each of n hits: each part (NaN as 0) min-max normalised over
+    the hits (a constant part: 1 where nonzero, else 0), weighted (every list equally by default)."""
+    names = list(parts)
+    weights = weights if weights is not None else {name: 1.0 / len(names) for name in names}
+    n = len(parts[names[0]]) if names else 0
+    out = [0.0] * n
+    for name in names:
+        raw = [0.0 if math.isnan(v) else float(v) for v in parts[name]]
+        lo, hi = min(raw), max(raw)
+        for i, x in enumerate(raw):
+            normed = (1.0 if x != 0 else 0.0) if hi == lo else (x - lo) / (hi - lo)
+            out[i] += weights.get(name, 0.0) * normed
+    return out

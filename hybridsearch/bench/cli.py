@@ -234,12 +234,34 @@ def sweep_report(path: str, out: Path) -> None:
 BENCH_NEEDS = ("rich", "matplotlib", "threadpoolctl")
 
 
+# the commands `hybridsearch --help` lists: (usage, what it does)
+COMMANDS = (
+    ("bench [--quick] [--out DIR] [--storages A,B] [--anchors ...]",
+     "run the benchmark harness: results.json, report.md and PNG plots in DIR (--quick: a few minutes on 2 cores)"),
+    ("bench sweep-report BENCH.json [--out DIR]",
+     "turn a pytest-benchmark JSON of the HNSW sweep into a recall-vs-QPS table and plot"),
+)
+
+
+def usage() -> str:
+    """The top-level help: every command with one line on what it does."""
+    lines = ["usage: hybridsearch COMMAND [options]   (also: python -m hybridsearch COMMAND)", "", "commands:"]
+    for u, what in COMMANDS:
+        lines += [f"  hybridsearch {u}", f"      {what}"]
+    lines += ["", "`hybridsearch bench --help` lists the options of a command."]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
-    """The command line: `bench [options]` or `bench sweep-report JSON --out DIR`."""
+    """The command line: `bench [options]` or `bench sweep-report JSON --out DIR`; --help lists them."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"], ["help"]):
+        print(usage())
+        return 0
     if not argv or argv[0] != "bench":
-        print("usage: hybridsearch bench [--quick] --out DIR | hybridsearch bench sweep-report BENCH.json --out DIR",
-              file=sys.stderr)
+        if argv:
+            print(f"hybridsearch: unknown command {argv[0]!r}", file=sys.stderr)
+        print(usage(), file=sys.stderr)
         return 2
     argv = argv[1:]
     if argv and argv[0] == "sweep-report":

@@ -12,12 +12,14 @@ per list.
 """
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 
 from hybridsearch.query import fusion
 from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan
+from hybridsearch.query.rerank import PART, rerank
 from hybridsearch.results import Results
 
 _NAN = np.float32("nan")
@@ -25,6 +27,8 @@ _NAN = np.float32("nan")
 
 def execute(storage, plan: Plan) -> Results:
     """The Results of `plan` on `storage` (its page, min_score applied, part_scores aligned)."""
+    if plan.rerank is not None:
+        return _reranked(storage, plan)
     mode = plan.mode
     if mode == VECTOR:
         return _vector(storage, plan)
@@ -37,6 +41,17 @@ def execute(storage, plan: Plan) -> Results:
     if mode == HYBRID:
         return _hybrid(storage, plan)
     raise ValueError(f"unknown plan mode {mode!r}")  # a bug here, never a user's input
+
+
+def _reranked(storage, plan: Plan) -> Results:
+    """A find with a reranker (API.md section 11): the retrieval ranking's top `rerank.top` hits,
+    re-scored and reordered (query/rerank.py); then min_score, limit and offset cut that ranking."""
+    if plan.want == 0:
+        return Results.empty(_total(storage, plan), plan.labels + (PART,))
+    # the retrieval ranking itself: no page, no min_score (they apply to the reranked one)
+    retrieval = dataclasses.replace(plan, want=plan.rerank.top, offset=0, min_score=None, rerank=None)
+    res = rerank(execute(storage, retrieval), plan.rerank)
+    return res.above(plan.min_score)[:plan.want].page(plan.offset)
 
 
 def _vector(storage, plan: Plan) -> Results:

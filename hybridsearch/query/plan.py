@@ -57,6 +57,8 @@ class Plan:
       first edition); ef: the search-time beam, None for the storage's.
     - min_score: keep the hits scoring at least this (None: all); sort: [(field, "asc"|"desc")]
       of a sorted find, else None.
+    - rerank: a query.rerank.Rerank (the top hits re-scored, then min_score and the page apply
+      to the reranked ranking) or None.
     """
 
     mode: str
@@ -73,6 +75,7 @@ class Plan:
     ef: Optional[int] = None
     min_score: Optional[float] = None
     sort: Optional[list] = None
+    rerank: Any = None
 
     @property
     def vector(self) -> Optional[np.ndarray]:

@@ -1,6 +1,7 @@
 """Storage registry: names -> Storage classes, imported lazily; hs.storages() lists the usable ones."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import sys
@@ -20,6 +21,12 @@ REGISTRY = {
     "weaviate": "hybridsearch.storages.remote.weaviate.storage:WeaviateStorage",
     "qdrant": "hybridsearch.storages.remote.qdrant.storage:QdrantStorage",
 }
+
+# the public names of the storages' config dataclasses (hs.HnswConfig, ...): loaded on first use,
+# since a wrapped storage's module imports its library (and annlite and hnswlib exclude each other)
+CONFIG_NAMES = {"MemoryConfig": "memory", "HnswConfig": "hnsw", "SqliteConfig": "sqlite", "HnswlibConfig": "hnswlib",
+                "AnnliteConfig": "annlite", "ElasticsearchConfig": "elasticsearch", "OpenSearchConfig": "opensearch",
+                "VespaConfig": "vespa", "WeaviateConfig": "weaviate", "QdrantConfig": "qdrant"}
 
 # third-party packages a storage imports: `available()` looks for them without importing
 # them, because importing is not free and some cannot share a process (below)
@@ -73,3 +80,30 @@ def available() -> list:
         if all(importlib.util.find_spec(pkg) is not None for pkg in REQUIRES.get(name, ())):
             out.append(name)
     return out
+
+
+def storage_config(name: str, cls, config, options: dict):
+    """The checked config of storage `name` from `config=` (one of its config dataclasses, or
+    None) and the keyword options: an option given both ways must agree; every value is checked
+    as if it were given as a keyword (a dataclass built by hand has not been checked)."""
+    if config is None:
+        return cls.Config.parse(name, options)
+    if type(config) is not cls.Config:
+        mine = next((k for k, v in CONFIG_NAMES.items() if v == name), cls.Config.__name__)
+        raise ConfigError(f"config= for storage {name!r} takes a hs.{mine}, got {type(config).__name__}")
+    given = config.as_dict()
+    # an option the config leaves at its default may be set by keyword; one it sets must agree
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    clash = sorted(k for k, v in options.items()
+                   if k in given and not _same(given[k], defaults[k]) and not _same(given[k], v))
+    if clash:
+        shown = ", ".join(f"{k} (config has {given[k]!r}, keyword {options[k]!r})" for k in clash)
+        raise ConfigError(f"storage {name!r}: config= and keyword options disagree on {shown}; give each once")
+    return cls.Config.parse(name, {**given, **options})
+
+
+def _same(a, b) -> bool:
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # noqa: BLE001 -- values that do not compare (arrays) are not the same
+        return False

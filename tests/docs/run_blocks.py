@@ -8,7 +8,8 @@ The blocks run as a script made of them would: in a fresh module registered as
 f"{__name__}:MyStorage", works), with the temporary directory first on sys.path.
 Tracebacks name FILE and its own line numbers. A block marked node=X for a node given
 as NODE=REASON stops the run: that block and the rest of the file are skipped, and
-RESULT_JSON says why. Exit status 0: every block ran (or the rest was skipped).
+RESULT_JSON says why. So does a block that fails because an optional library is not
+installed (extras.py: only where it really is missing), naming the extra that installs it. Exit status 0: every block ran (or the rest was skipped).
 """
 import json
 import os
@@ -18,6 +19,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blocks import python_blocks  # noqa: E402
+from extras import skip_reason  # noqa: E402
 
 
 def main() -> int:
@@ -38,7 +40,11 @@ def main() -> int:
         code = compile("\n" * (block.line - 1) + block.code, os.path.abspath(path), "exec")
         try:
             exec(code, module.__dict__)
-        except BaseException:
+        except BaseException as e:
+            why = skip_reason(e)
+            if why is not None:  # an optional library really missing: the page cannot run here
+                result.update(status="skipped", line=block.line, reason=f"{shown}:{block.line} and after: {why}")
+                break
             sys.stdout.flush()
             print(f"\n{shown}: the block at line {block.line} failed:", file=sys.stderr)
             traceback.print_exc()

@@ -11,6 +11,9 @@ As sqlite-utils' tests/test_docs.py does for its docs, so they cannot drift from
   nodes are found, or started, as for the rest of the suite (tests/engines.py); with
   HS_START_ENGINES=0 and no node answering, that block and the rest of its file are skipped
   with a reason naming the node. Vespa is never started: set HS_VESPA_URL;
+- a page or example that fails because an optional library is not installed is skipped with the
+  name of the extra that installs it (tests/docs/extras.py), only where that library really is
+  missing: where it is installed the same error fails;
 - examples/*.py run as scripts;
 - the Options table of each docs/storages/<name>.md page equals the one generated from the
   storage's config dataclass (tests/docs/option_tables.py --write regenerates them);
@@ -28,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs import option_tables
+from tests.docs.extras import skip_reason_of_output
 from tests.docs.blocks import python_blocks
 from tests.engines import STORAGE_KIND, engine
 
@@ -118,6 +122,9 @@ def test_markdown_blocks_run(path, tmp_path):
 @pytest.mark.parametrize("path", EXAMPLES, ids=[_rel(p) for p in EXAMPLES])
 def test_examples_run(path, tmp_path):
     out = _run([sys.executable, str(path)], tmp_path, _env({}))
+    why = skip_reason_of_output(out.stderr) if out.returncode != 0 else None
+    if why is not None:
+        pytest.skip(f"{_rel(path)}: {why}")
     assert out.returncode == 0, f"{_rel(path)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-8000:]}"
 
 

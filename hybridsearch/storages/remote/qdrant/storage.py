@@ -183,8 +183,9 @@ class QdrantStorage(RemoteStorage):
                 intent.clear_tmp(self.path)
                 self.q = EdgeEngine(self.path, schema, self.layout, config.m, config.ef_construct)
                 self._redo()
-        except ImportError as e:  # qdrant-client is needed only with url=
-            raise missing_extra("storage 'qdrant' with url=", e.name or str(e), "qdrant") from None
+        except ImportError as e:  # qdrant-edge serves path= / no url=, qdrant-client serves url=
+            what = "storage 'qdrant' with url=" if config.url is not None else "storage 'qdrant' (embedded, no url=)"
+            raise missing_extra(what, e.name or str(e), "qdrant") from None
         except BaseException as e:  # a panic of qdrant-edge on damaged files is a BaseException
             if not isinstance(e, Exception) and not _is_panic(e):
                 raise
