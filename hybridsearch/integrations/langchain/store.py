@@ -284,14 +284,20 @@ class HybridSearchVectorStore(VectorStore):
         output) or hs.SchemaError (a vector given by the caller)."""
         error = EmbeddingError if of_model else hs.SchemaError
         source = f"the embedding model {type(self._embedding).__name__}" if of_model else "the embedding given"
+        want = getattr(self, "_dimension", None)  # unknown only while the constructor probes it
         try:
-            block = np.asarray(raw, dtype=np.float64)
+            rows = [np.asarray(v, dtype=np.float64) for v in raw]
         except (TypeError, ValueError):
-            raise error(f"{source} returned something that is not a list of equal-length number vectors") from None
-        want = getattr(self, "_dimension", None)
-        if block.ndim != 2 or (n is not None and block.shape[0] != n) or (want and block.shape[1] != want):
-            raise error(f"{source} gave vectors of shape {block.shape}; the store needs "
-                        f"({n if n is not None else 'n'}, {want or 'd'}): nothing was written")
+            raise error(f"{source} returned something that is not a list of number vectors: nothing was written") from None
+        if n is not None and len(rows) != n:
+            raise error(f"{source} returned {len(rows)} vectors for {n} texts: nothing was written")
+        for i, v in enumerate(rows):
+            if v.ndim != 1 or not v.size or (want and v.size != want):
+                raise error(f"{source} gave vector {i} of shape {v.shape} (a wrong shape); the store's vectors have "
+                            f"{want or 'one fixed'} dimensions: nothing was written")
+        if len({v.size for v in rows}) > 1:
+            raise error(f"{source} gave vectors of different lengths: nothing was written")
+        block = np.array(rows).reshape(len(rows), -1)
         if not np.isfinite(block).all():
             raise error(f"{source} gave NaN or inf: nothing was written")
         return block.astype(np.float32)
