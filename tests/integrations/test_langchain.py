@@ -405,3 +405,21 @@ def test_import_without_langchain_names_the_extra(tmp_path):
         "    print(e)\n"))
     assert proc.returncode == 0, proc.stderr
     assert 'pip install "hybridsearch[langchain]"' in proc.stdout
+
+
+def test_docs_page_without_langchain_is_skipped_naming_the_extra(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.hidden_modules import env_without
+    root = Path(__file__).resolve().parents[2]
+    work, result = tmp_path / "work", tmp_path / "result.json"
+    work.mkdir()
+    subprocess.run([sys.executable, str(root / "tests" / "docs" / "run_blocks.py"),
+                    str(root / "docs" / "integrations" / "langchain.md"), "langchain.md", str(result)],
+                   cwd=work, env=env_without(tmp_path, ("langchain_core",)), capture_output=True, timeout=300)
+    got = json.loads(result.read_text())
+    assert got["status"] == "skipped", got
+    assert "hybridsearch[langchain]" in got["reason"] and "langchain_core" in got["reason"], got
