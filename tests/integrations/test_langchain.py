@@ -423,3 +423,15 @@ def test_docs_page_without_langchain_is_skipped_naming_the_extra(tmp_path):
     got = json.loads(result.read_text())
     assert got["status"] == "skipped", got
     assert "hybridsearch[langchain]" in got["reason"] and "langchain_core" in got["reason"], got
+
+
+def test_metadata_is_not_shared_with_the_caller(store_options):
+    store = HybridSearchVectorStore(DeterministicFakeEmbedding(size=DIM), **store_options())
+    given = {"tags": ["a"], "nested": {"n": 1}}
+    store.add_texts(["x"], [given], ids=["x"])
+    given["tags"].append("changed after add")
+    got = store.get_by_ids(["x"])[0]
+    got.metadata["nested"]["n"] = 2
+    got.metadata["tags"].append("changed after read")
+    assert store.get_by_ids(["x"])[0].metadata == {"tags": ["a"], "nested": {"n": 1}}
+    store.close()

@@ -1,7 +1,6 @@
 """HybridSearchVectorStore: LangChain's VectorStore over a hybridsearch DocumentArray."""
 from __future__ import annotations
 
-import copy
 import math
 import uuid
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -120,7 +119,7 @@ class HybridSearchVectorStore(VectorStore):
                 if isinstance(metadata, dict):
                     column_value(key, kind, metadata.get(key))
         vectors = self._embed(texts, batch_size=batch_size) if texts else []
-        rows = [row(self._da.schema, self._fields, i, t, v, copy.deepcopy(m))
+        rows = [row(self._da.schema, self._fields, i, t, v, m)
                 for i, t, v, m in zip(ids, texts, vectors, metadatas)]
         if rows:
             self._da.extend(rows)
@@ -313,5 +312,6 @@ def _mode(mode: Any) -> str:
 
 
 def _document(doc: Any) -> LCDocument:
-    """A stored row as a LangChain Document (its metadata a copy: editing it changes nothing stored)."""
-    return LCDocument(id=doc.id, page_content=doc.text, metadata=copy.deepcopy(doc.metadata or {}))
+    """A stored row as a LangChain Document (the storage reads its metadata back anew: editing it
+    changes nothing stored)."""
+    return LCDocument(id=doc.id, page_content=doc.text, metadata=doc.metadata or {})
