@@ -435,3 +435,17 @@ def test_metadata_is_not_shared_with_the_caller(store_options):
     got.metadata["tags"].append("changed after read")
     assert store.get_by_ids(["x"])[0].metadata == {"tags": ["a"], "nested": {"n": 1}}
     store.close()
+
+
+async def test_async_relevance_scores_follow_the_sync_rules(store_options):
+    docs = corpus(10)
+    store = HybridSearchVectorStore(DeterministicFakeEmbedding(size=DIM), **store_options())
+    await store.aadd_documents(docs)
+    assert await store.asimilarity_search_with_relevance_scores("tiger", k=3) == \
+        store.similarity_search_with_relevance_scores("tiger", k=3)
+    with pytest.raises(hs.UnsupportedError, match="lexical"):
+        await store.asimilarity_search_with_relevance_scores("tiger", k=3, mode="lexical")
+    got = await store.asimilarity_search("tiger apple", k=3, mode="lexical", filter={"title": {"$like": "Track 0%"}})
+    assert [d.id for d in got] == [d.id for d in store.similarity_search("tiger apple", k=3, mode="lexical",
+                                                                         filter={"title": {"$like": "Track 0%"}})]
+    store.close()

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
@@ -196,6 +197,10 @@ class HybridSearchVectorStore(VectorStore):
             return scored
         relevance = self._select_relevance_score_fn()
         return [(doc, relevance(score)) for doc, score in scored]
+
+    async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list:
+        # the sync rules (which modes have relevance scores) in a thread, as LangChain's defaults run
+        return await run_in_executor(None, self._similarity_search_with_relevance_scores, query, k, **kwargs)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Our vector scores (higher is better) -> LangChain relevance in [0, 1]: cosine and ip
