@@ -449,3 +449,20 @@ async def test_async_relevance_scores_follow_the_sync_rules(store_options):
     assert [d.id for d in got] == [d.id for d in store.similarity_search("tiger apple", k=3, mode="lexical",
                                                                          filter={"title": {"$like": "Track 0%"}})]
     store.close()
+
+
+def test_argument_mistakes_are_config_errors_and_write_nothing():
+    store = HybridSearchVectorStore(DeterministicFakeEmbedding(size=DIM))
+    with pytest.raises(hs.ConfigError, match="2 texts, 1 metadatas"):
+        store.add_texts(["a", "b"], [{}])
+    with pytest.raises(hs.ConfigError, match="ids"):
+        store.add_texts(["a", "b"], ids=["only-one"])
+    with pytest.raises(hs.ConfigError, match="unknown arguments"):
+        store.add_texts(["a"], upsert=False)
+    with pytest.raises(hs.ConfigError, match="not both"):
+        store.delete(["a"], filter={"genre": "x"})
+    assert store.get_by_ids(["a", "b", "only-one"]) == [] and len(store.collection) == 0
+    with pytest.raises(hs.ConfigError, match="embedding= .* or dimension="):
+        HybridSearchVectorStore(None)
+    with pytest.raises(hs.ConfigError, match="unknown|storage"):
+        HybridSearchVectorStore(DeterministicFakeEmbedding(size=DIM), storage="nosuch")

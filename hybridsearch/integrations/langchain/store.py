@@ -60,7 +60,8 @@ class HybridSearchVectorStore(VectorStore):
                                   "not both")
             found, fields = adopt(collection)
             if metadata_fields is not None and check_metadata_fields(metadata_fields) != fields:
-                raise ConfigError(f"metadata_fields {metadata_fields!r} differ from the collection's columns {fields!r}")
+                raise ConfigError(f"metadata_fields {metadata_fields!r} differ from the collection's columns "
+                                  f"{fields!r}")
             if dimension is not None and check_dimension(dimension) != found:
                 raise ConfigError(f"dimension={dimension} but the collection's embedding has {found} dimensions")
             self._fields, self._da, self._owned = fields, collection, False
@@ -107,7 +108,8 @@ class HybridSearchVectorStore(VectorStore):
         Atomic: an embedding error or a bad value raises a typed error and writes nothing."""
         batch_size = kwargs.pop("batch_size", None)
         if kwargs:
-            raise ConfigError(f"add_texts got unknown arguments {sorted(kwargs)}; it takes metadatas=, ids=, batch_size=")
+            raise ConfigError(f"add_texts got unknown arguments {sorted(kwargs)}; it takes metadatas=, ids=, "
+                              "batch_size=")
         texts = list(texts)
         metadatas = [{} for _ in texts] if metadatas is None else list(metadatas)
         ids = [None] * len(texts) if ids is None else list(ids)
@@ -292,7 +294,8 @@ class HybridSearchVectorStore(VectorStore):
         try:
             rows = [np.asarray(v, dtype=np.float64) for v in raw]
         except (TypeError, ValueError):
-            raise error(f"{source} returned something that is not a list of number vectors: nothing was written") from None
+            raise error(f"{source} returned something that is not a list of number vectors: "
+                        "nothing was written") from None
         if n is not None and len(rows) != n:
             raise error(f"{source} returned {len(rows)} vectors for {n} texts: nothing was written")
         for i, v in enumerate(rows):
