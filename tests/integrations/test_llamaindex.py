@@ -334,6 +334,52 @@ def test_filters_equal_simple_vector_store(storage, tmp_path, data):
         close_all(opened)
 
 
+FIXED_METADATA = [{"color": "r", "size": 1, "weight": 0.5, "tag": "x", "n": 0, "tags": ["a"]},
+                  {"color": "", "size": -2, "weight": 2.0, "tag": "xy", "tags": []},
+                  {"color": "rg", "size": 3, "n": 4, "tags": ["a", "b"]},
+                  {"size": 0, "weight": -1.5, "tag": "y", "n": 2},
+                  {"color": "g", "weight": 0.0, "tags": ["c"]}, {}]
+LEAF_VALUES = {"color": ["r", "rg", ""], "size": [1, 0, -2], "weight": [0.5, -1.5], "tag": ["x", "y"], "n": [0, 4]}
+
+
+def every_leaf():
+    """Each operator on each key with a few values: the single filters LlamaIndex users write."""
+    for key, values in LEAF_VALUES.items():
+        for value in values:
+            for op in SCALAR_OPS:
+                if op not in (F.IN, F.NIN):  # those take lists (below)
+                    yield MetadataFilter(key=key, value=value, operator=op)
+            if isinstance(value, str):
+                for op in (F.TEXT_MATCH, F.TEXT_MATCH_INSENSITIVE, F.CONTAINS):
+                    yield MetadataFilter(key=key, value=value, operator=op)
+        listed = [float(v) for v in values] if key == "weight" else values
+        for op in (F.IN, F.NIN):
+            yield MetadataFilter(key=key, value=listed[:1], operator=op)
+            yield MetadataFilter(key=key, value=listed, operator=op)
+            yield MetadataFilter(key=key, value=[], operator=op)
+    for op, value in ((F.CONTAINS, "a"), (F.ANY, ["a", "c"]), (F.ALL, ["a", "b"]), (F.IS_EMPTY, None)):
+        yield MetadataFilter(key="tags", value=value, operator=op)
+
+
+@pytest.mark.parametrize("storage", EXACT)
+@pytest.mark.parametrize("declared", [True, False])
+def test_every_operator_equals_simple_vector_store(storage, tmp_path, declared):
+    nodes = [TextNode(id_=f"n{i}", text="t", embedding=[1.0, float(i)], metadata=m)
+             for i, m in enumerate(FIXED_METADATA)]
+    ref = SimpleVectorStore()
+    ref.add(nodes)
+    opened: list = []
+    try:
+        store = open_store(storage, tmp_path, opened, metadata_fields=DECLARED if declared else None)
+        store.add(nodes)
+        for leaf_ in every_leaf():
+            flt = MetadataFilters(filters=[leaf_])
+            expect = ref.query(VectorStoreQuery(query_embedding=[1.0, 0.0], similarity_top_k=10, filters=flt)).ids
+            assert sorted(n.node_id for n in store.get_nodes(filters=flt)) == sorted(expect), leaf_
+    finally:
+        close_all(opened)
+
+
 def model(flt, md: dict) -> bool:
     """LlamaIndex's filter semantics written plainly, nested MetadataFilters included."""
     if isinstance(flt, MetadataFilters):
