@@ -361,7 +361,7 @@ def every_leaf():
         yield MetadataFilter(key="tags", value=value, operator=op)
 
 
-@pytest.mark.parametrize("storage", EXACT)
+@pytest.mark.parametrize("storage", EMBEDDED + ["elasticsearch"])
 @pytest.mark.parametrize("declared", [True, False])
 def test_every_operator_equals_simple_vector_store(storage, tmp_path, declared):
     nodes = [TextNode(id_=f"n{i}", text="t", embedding=[1.0, float(i)], metadata=m)
