@@ -573,3 +573,32 @@ def test_query_kwargs_from_retrievers_are_accepted(rng):
     res = store.query(VectorStoreQuery(query_embedding=[1.0, 0, 0, 0], similarity_top_k=2), mmr_threshold=None)
     assert len(res.ids) == 2
 
+
+
+def test_flat_metadata_refuses_nested_values_writing_nothing(rng):
+    store = HybridSearchVectorStore("memory", flat_metadata=True)
+    store.add([node(0, "flat", [1, 0, 0, 0], a=1)])
+    with pytest.raises(hs.SchemaError, match="n2"):
+        store.add([node(1, "flat", [0, 1, 0, 0], a=2), node(2, "nested", [0, 0, 1, 0], a={"b": 1})])
+    assert [n.node_id for n in store.get_nodes()] == ["n0"]
+
+
+def test_delete_nodes_without_arguments_as_simple_vector_store(rng):
+    nodes = corpus(rng, n=4)
+    ref, store = SimpleVectorStore(), HybridSearchVectorStore("memory")
+    for s in (ref, store):
+        s.add(nodes)
+        s.delete_nodes(node_ids=[])
+    assert len(store.get_nodes()) == len(ref.data.embedding_dict) == 4
+    for s in (ref, store):
+        s.delete_nodes()
+    assert store.get_nodes() == [] and ref.data.embedding_dict == {}
+
+
+def test_other_node_types_round_trip(rng):
+    from llama_index.core.schema import IndexNode
+    store = HybridSearchVectorStore("memory")
+    n = IndexNode(id_="i", text="points elsewhere", index_id="other-index", embedding=[1.0, 2.0], metadata={"k": [1]})
+    store.add([n])
+    got = store.get_nodes()[0]
+    assert type(got) is IndexNode and got.index_id == "other-index" and got.text == n.text and got.metadata == n.metadata
