@@ -151,7 +151,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         path = self._options.get("path")
         if path is not None and not os.path.exists(path):
             return None
-        if path is None and self.storage in _VOLATILE and not any(p in self._options for p in _PLACES):
+        places = {p: v for p, v in self._options.items() if p in _PLACES and v != ":memory:"}  # qdrant-client's RAM
+        if path is None and self.storage in _VOLATILE and not places:
             return None
         raise ConfigError(f"this {self.storage} store may hold nodes already: pass embed_dim= to open it "
                           "(the dimension of its embeddings)")
