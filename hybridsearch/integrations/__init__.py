@@ -1,2 +1,2 @@
-"""Framework stores: hybridsearch collections behind the store interfaces of RAG frameworks
-(LangChain, Haystack, LlamaIndex), each an optional extra imported only when its module is."""
+"""Framework stores over any hybridsearch storage (API.md section 13), one module per framework,
+each an optional extra: importing hybridsearch never imports a framework."""
