@@ -33,7 +33,7 @@ from hybridsearch.query.rerank import check_rerank, rerank as rerank_results
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
-from hybridsearch.storages.open_mode import check_mode
+from hybridsearch.storages.open_mode import check_mode, requested
 from hybridsearch.storages.registry import missing_package, storage_class, storage_config
 from hybridsearch.vector_rules import field_queries
 
@@ -48,8 +48,8 @@ class DocumentArray(Generic[T]):
 
     `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
     storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`. `mode="create"`
-    refuses a path= that holds a collection, `mode="open"` one that does not ("either", the
-    default, takes both); see API.md. Generic in the
+    refuses a path= (or a remote index / collection) that holds a collection, `mode="open"` one
+    that does not ("either", the default, takes both); see API.md section 2. Generic in the
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
@@ -61,11 +61,12 @@ class DocumentArray(Generic[T]):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = storage_class(storage)
         config = storage_config(storage, cls, config, options)
-        check_mode(mode, storage, config)
+        check_mode(mode, storage, config, cls)
         self._read_only = getattr(config, "read_only", False)
         check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
-            self._storage = cls(self._schema, config)
+            with requested(mode):  # a remote storage settles the mode once its engine says what exists
+                self._storage = cls(self._schema, config)
         except ImportError as e:  # a client some storages import only when they connect
             raise missing_package(storage, e) from None
         self._closed = False

@@ -51,6 +51,7 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.locking import Section, held
+from hybridsearch.storages.open_mode import settle
 from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
 
 ID_FIELD = "hs_id"            # the id as a keyword (engines allow no range query on their own ids)
@@ -316,6 +317,11 @@ class RemoteStorage(Storage):
     def where(self) -> str:
         """The address's first entry, the node(s), without credentials."""
         return next(iter(self.shown().values()))
+
+    def settle_mode(self, exists, what: str) -> None:
+        """The mode= of the DocumentArray opening this storage against whether its index /
+        collection (`what`) exists (storages/open_mode.settle); called before anything is created."""
+        settle(bool(exists), f"{self.engine} {what}")
 
     def call(self, what: str, fn, *args, **kwargs):
         """fn(*args, **kwargs), resent with exponential backoff while the engine answers 429 / 503;

@@ -138,6 +138,8 @@ class VespaStorage(RemoteStorage):
 
     name = "vespa"
     engine = "Vespa"
+    remote_modes_why = ("its document type is deployed with the application package (`vespa deploy`) before any open, "
+                        "so nothing exists or is created per collection; mode='either' (the default) opens it")
     Config = VespaConfig
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
     named_vectors = True
