@@ -9,7 +9,7 @@ import dataclasses
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -35,15 +35,15 @@ from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
 from hybridsearch.storages.open_mode import check_mode, requested
 from hybridsearch.storages.registry import missing_package, storage_class, storage_config
+from hybridsearch.typed_init import T, TypedInit
 from hybridsearch.vector_rules import field_queries
 
 
-T = TypeVar("T", bound=Document)
 
 _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
 
 
-class DocumentArray(Generic[T]):
+class DocumentArray(TypedInit[T]):
     """A collection of documents of one schema in one storage.
 
     `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
@@ -53,8 +53,8 @@ class DocumentArray(Generic[T]):
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, mode: str = "either",
-                 **options: Any) -> None:
+    def _open(self, schema: type[T], storage: str, config: Any, mode: str, options: dict) -> None:
+        """The constructor's work; its signature, one overload per storage, is typed_init.TypedInit's."""
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
