@@ -9,7 +9,7 @@ import dataclasses
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -33,39 +33,40 @@ from hybridsearch.query.rerank import check_rerank, rerank as rerank_results
 from hybridsearch.query.plan import FILTER, HYBRID, SORTED, TEXT, VECTOR, Plan, VectorList
 from hybridsearch.query.text import TextQuery, parse_text, uses_syntax
 from hybridsearch.results import Results
-from hybridsearch.storages.open_mode import check_mode
+from hybridsearch.storages.open_mode import check_mode, requested
 from hybridsearch.storages.registry import missing_package, storage_class, storage_config
+from hybridsearch.typed_init import T, TypedInit
 from hybridsearch.vector_rules import field_queries
 
 
-T = TypeVar("T", bound=Document)
 
 _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
 
 
-class DocumentArray(Generic[T]):
+class DocumentArray(TypedInit[T]):
     """A collection of documents of one schema in one storage.
 
     `hs.DocumentArray(Product, storage="memory", metric="cosine")`, or the options as the
     storage's config dataclass: `storage="hnsw", config=hs.HnswConfig(m=32)`. `mode="create"`
-    refuses a path= that holds a collection, `mode="open"` one that does not ("either", the
-    default, takes both); see API.md. Generic in the
+    refuses a path= (or a remote index / collection) that holds a collection, `mode="open"` one
+    that does not ("either", the default, takes both); see API.md section 2. Generic in the
     schema: `da[id]`, `res.docs` and iteration are typed as `Product` for a type checker.
     """
 
-    def __init__(self, schema: type[T], storage: str = "memory", *, config: Any = None, mode: str = "either",
-                 **options: Any) -> None:
+    def _open(self, schema: type[T], storage: str, config: Any, mode: str, options: dict) -> None:
+        """The constructor's work; its signature, one overload per storage, is typed_init.TypedInit's."""
         self._schema = schema_of(schema)
         self._model = schema
         if not isinstance(storage, str):
             raise ConfigError(f"storage must be a name, got {storage!r}")
         cls = storage_class(storage)
         config = storage_config(storage, cls, config, options)
-        check_mode(mode, storage, config)
+        check_mode(mode, storage, config, cls)
         self._read_only = getattr(config, "read_only", False)
         check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
-            self._storage = cls(self._schema, config)
+            with requested(mode):  # a remote storage settles the mode once its engine says what exists
+                self._storage = cls(self._schema, config)
         except ImportError as e:  # a client some storages import only when they connect
             raise missing_package(storage, e) from None
         self._closed = False
@@ -561,15 +562,25 @@ class DocumentArray(Generic[T]):
             return storage.count()
         return storage.count_matches(node, tq)
 
-    def find_batched(self, vectors: Any, limit: int = 10, filter: Optional[dict] = None, *, offset: int = 0,
-                     min_score: Optional[float] = None, exact: bool = False, ef: Optional[int] = None,
-                     threads: Optional[int] = None, rerank: Any = None, rerank_top: Optional[int] = None,
+    def find_batched(self, vectors: Any = None, limit: int = 10, filter: Optional[dict] = None, *,
+                     texts: Optional[list] = None, offset: int = 0, min_score: Optional[float] = None,
+                     exact: bool = False, ef: Optional[int] = None, threads: Optional[int] = None,
+                     rerank: Any = None, rerank_top: Optional[int] = None,
                      rerank_query: Optional[list] = None) -> list[Results[T]]:
         """One Results per row of `vectors` (n, d), spread over all cores (the GIL is released).
         `vectors` may be a dict naming one vector field: {"image_vec": Q} (API.md section 10).
         `offset` and `min_score` cut each row's ranking as find's do; `rerank` re-scores each
         row's top hits as find's does (`rerank_query`: one query text per row, for a reranker
-        that reads the query)."""
+        that reads the query). `texts` (one query text per row) makes each row a text find,
+        or a hybrid one with `vectors`; `vectors="auto"` embeds the texts for every
+        hs.embedded field, one model call per batch: row i is find(text=texts[i],
+        vector="auto") (API.md section 12)."""
+        if texts is not None or (type(vectors) is str and vectors == "auto"):
+            return self._find_texts_batched(vectors, texts, threads, rerank_query, dict(
+                limit=limit, filter=filter, offset=offset, min_score=min_score, exact=exact, ef=ef,
+                rerank=rerank, rerank_top=rerank_top))
+        if vectors is None:
+            raise ConfigError("find_batched takes vectors= (n query vectors), texts= (n query texts) or both")
         storage = self._open_storage()
         node = parse_filter(filter, self._schema) if filter is not None else None
         k = self._check_limit(limit, allow_none=False)
@@ -603,6 +614,49 @@ class DocumentArray(Generic[T]):
             return [rerank_results(res, spec).above(min_score)[:want].page(offset) for res, spec in zip(rows, reranks)]
         return [Results(ids, scores, storage.get, docs).above(min_score).page(offset)
                 for part in parts for ids, scores, docs in part]
+
+    def _find_texts_batched(self, vectors: Any, texts: Any, threads: Optional[int], rerank_query: Any,
+                            options: dict) -> list[Results[T]]:
+        """find_batched with texts=: row i is find(text=texts[i], vector=<row i of vectors>, **options),
+        the rows spread over threads; vectors="auto" embeds every text first, batch by batch."""
+        self._open_storage()
+        if isinstance(texts, (str, bytes)) or not isinstance(texts, (list, tuple)):
+            raise ConfigError(f"find_batched texts= takes a list of query texts (one per row), got "
+                              f"{type(texts).__name__}" + ("" if texts is not None else
+                                                           '; vectors="auto" embeds the texts= queries'))
+        bad = next((t for t in texts if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ConfigError(f"find_batched texts= holds {type(bad).__name__} {bad!r:.40}, not a string")
+        n = len(texts)
+        if rerank_query is not None and (isinstance(rerank_query, (str, bytes)) or
+                                         not isinstance(rerank_query, (list, tuple)) or len(rerank_query) != n):
+            raise ConfigError(f"find_batched rerank_query must be a list of {n} query texts (one per row), "
+                              f"got {rerank_query!r:.80}")
+        if type(vectors) is str and vectors == "auto":
+            rows = embedding.query_vectors_batched(self._schema, list(texts))
+            if not self._schema.texts:  # as find(vector="auto"): nothing to match the words against
+                texts = [None] * n
+        elif vectors is None:
+            rows = [None] * n
+        else:
+            lists = self._vector_lists(self._storage, vectors, "vectors")
+            if any(len(lst.query) != n for lst in lists):
+                raise ConfigError(f"find_batched: {n} texts but {len(lists[0].query)} query vectors; "
+                                  f"give one of each per row")
+            rows = ([{lst.label: lst.query[i] for lst in lists} for i in range(n)] if isinstance(vectors, dict)
+                    else [lists[0].query[i] for i in range(n)])
+        if n == 0:
+            return []
+
+        def one(i: int) -> Results[T]:
+            q = None if rerank_query is None else rerank_query[i]
+            return self.find(rows[i], texts[i], rerank_query=q, **options)
+
+        workers = max(1, min(threads or os.cpu_count() or 1, math.ceil(n / 8)))
+        if workers == 1:
+            return [one(i) for i in range(n)]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(one, range(n)))
 
     @staticmethod
     def _batched_reranks(rerank: Any, top: Any, queries: Any, n: int, want: int) -> Optional[list]:

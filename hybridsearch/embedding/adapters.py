@@ -74,6 +74,10 @@ class SentenceTransformerEmbedding(EmbeddingFunction):
         """The query's vector (with query_prefix)."""
         return self._encode([self.query_prefix + text])[0]
 
+    def embed_queries(self, texts: list) -> np.ndarray:
+        """(n, dimension) query vectors (with query_prefix) in one encode call."""
+        return self._encode([self.query_prefix + t for t in texts])
+
 
 class FastEmbedEmbedding(EmbeddingFunction):
     """A fastembed ONNX model (`pip install "hybridsearch[fastembed]"`), e.g.
@@ -102,3 +106,7 @@ class FastEmbedEmbedding(EmbeddingFunction):
         if len(out) != 1:
             raise EmbeddingError(f"{self!r}: fastembed returned {len(out)} vectors for one query")
         return np.asarray(out[0], dtype=np.float32)
+
+    def embed_queries(self, texts: list) -> np.ndarray:
+        """(n, dimension) query vectors in one query_embed call."""
+        return np.asarray(list(self._model.query_embed(list(texts))), dtype=np.float32)

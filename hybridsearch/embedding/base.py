@@ -30,7 +30,8 @@ class EmbeddingFunction:
 
     `embed_documents(texts)` returns one vector per text ((n, d) array for dense);
     `embed_query(text)` returns one vector for a query (by default embed_documents([text])[0];
-    override it for models that embed queries differently, e.g. with an instruction prefix).
+    override it for models that embed queries differently, e.g. with an instruction prefix);
+    `embed_queries(texts)` several queries at once (see its docstring).
     """
 
     name: str = "custom"
@@ -46,6 +47,15 @@ class EmbeddingFunction:
     def embed_query(self, text: str) -> Any:
         """The vector of one query text."""
         return self.embed_documents([text])[0]
+
+    def embed_queries(self, texts: list) -> Any:
+        """The vectors of several query texts, in order (what `find_batched(texts=...)` calls, once
+        per batch). By default one `embed_documents` call when `embed_query` is not overridden
+        (the two then embed alike), else one `embed_query` call per text; an adapter whose model
+        embeds many queries at once overrides this."""
+        if type(self).embed_query is EmbeddingFunction.embed_query:
+            return self.embed_documents(list(texts))
+        return [self.embed_query(t) for t in texts]
 
     def identity(self) -> dict:
         """What a stored collection records of this function (see identity_of)."""

@@ -172,3 +172,25 @@ def query_vectors(schema: Schema, text: Any) -> dict:
         else:
             out[name] = _check_batch(schema, spec, fn, [raw], 1, "")[0]
     return out
+
+
+def query_vectors_batched(schema: Schema, texts: list) -> list:
+    """`find_batched(vectors="auto", texts=[...])`: one {field: vector} per text for every
+    hs.embedded field, each field's queries embedded in batches of fn.batch_size, one
+    `embed_queries` call per batch (a function without that method: `embed_query` per text)."""
+    if not schema.embedded:
+        raise ConfigError(f'vectors="auto" embeds the texts= queries for fields declared with hs.embedded(...); '
+                          f"{schema.name} has none")
+    out: list = [{} for _ in texts]
+    for name, marker in schema.embedded.items():
+        fn, spec = marker.fn, schema.fields[name]
+        many = getattr(fn, "embed_queries", None)
+        if not callable(many):
+            def many(part, fn=fn):  # a duck-typed function: one query at a time
+                return [fn.embed_query(t) for t in part]
+        for start in range(0, len(texts), fn.batch_size):
+            part = texts[start:start + fn.batch_size]
+            raw = _call(fn, many, part, f"embedding {len(part)} queries for {schema.name}.{name}", "")
+            for i, value in enumerate(_check_batch(schema, spec, fn, raw, len(part), "")):
+                out[start + i][name] = value
+    return out

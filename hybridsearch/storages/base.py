@@ -74,6 +74,11 @@ class Storage(ABC):
     # the field kinds of API.md section 10 beyond dense vectors that the storage holds
     # ("sparse": hs.SparseVector, "multi": hs.MultiVector[d]); one lacking a kind refuses it at open
     vector_kinds: frozenset = frozenset()
+    # whether a remote collection (url= / hosts=) answers mode="create" / "open": the storage asks its
+    # engine whether the index exists and calls storages/open_mode.settle before creating anything;
+    # `remote_modes_why` is why a storage that cannot tell refuses those modes (UnsupportedError)
+    remote_modes: bool = False
+    remote_modes_why: str = "it cannot tell whether a remote collection exists"
 
     def __init__(self, schema: Schema, config: StorageConfig) -> None:
         self.schema = schema

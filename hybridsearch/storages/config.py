@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from hybridsearch.errors import ConfigError
 from hybridsearch.query.options import is_integer
 
 METRICS = ("cosine", "ip", "l2")
+# the type of a path option: what `path_or_none` takes (typeshed's name for it)
+StrPath = Union[str, "os.PathLike[str]"]
 
 
 def option(default: Any, check: Optional[Callable[[Any], Any]] = None, doc: str = "",

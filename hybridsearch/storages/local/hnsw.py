@@ -28,7 +28,7 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query import planner
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.config import GraphConfig, boolean, integer, number, one_of, option, path_or_none
+from hybridsearch.storages.config import GraphConfig, boolean, integer, number, one_of, option, path_or_none, StrPath
 from hybridsearch.storages.local.journaled import JournaledStorage
 
 
@@ -40,7 +40,7 @@ class HnswConfig(GraphConfig):
     """Options of storage="hnsw"."""
 
     m: int = option(16, integer(2, 512), "links per node and layer (twice that on layer 0)")
-    path: Optional[str] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
+    path: Optional[StrPath] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
     quantization: Optional[str] = option("auto", one_of("auto", None, "none", "int8"),
                                          '"int8" walks the graph on int8 codes (scores stay exact); "auto": '
                                          "int8 for a new collection, what the files hold on reopen; None")

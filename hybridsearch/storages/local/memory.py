@@ -12,7 +12,7 @@ from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import ConfigError
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.config import StorageConfig, boolean, integer, option, path_or_none
+from hybridsearch.storages.config import StorageConfig, boolean, integer, option, path_or_none, StrPath
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.journaled import JournaledStorage
 
@@ -21,7 +21,7 @@ from hybridsearch.storages.local.journaled import JournaledStorage
 class MemoryConfig(StorageConfig):
     """Options of storage="memory"."""
 
-    path: Optional[str] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
+    path: Optional[StrPath] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
     threads: Optional[int] = option(None, integer(1, allow_none=True),
                                     "text fields a large batch indexes at once; None = every core")

@@ -51,7 +51,8 @@ from hybridsearch.errors import BackendError, UnsupportedError
 from hybridsearch.query.candidates import Candidates
 from hybridsearch.storages.base import Storage, rank_exactly
 from hybridsearch.storages.locking import Section, held
-from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none
+from hybridsearch.storages.open_mode import settle
+from hybridsearch.storages.config import GraphConfig, boolean, integer, number, option, path_or_none, StrPath
 
 ID_FIELD = "hs_id"            # the id as a keyword (engines allow no range query on their own ids)
 SEQ_FIELD = "hs_seq"          # insertion number: filter-only results come in this order
@@ -72,7 +73,7 @@ class RemoteConfig(GraphConfig):
     # manager and promote replicas after losing a node (its shards answer 503 meanwhile)
     max_retries: int = option(6, integer(0), "resends of a request refused with 429 / 503")
     retry_backoff: float = option(0.5, number(0), "seconds before the first resend, doubled after each (at most 8 s)")
-    ca_certs: Optional[str] = option(None, path_or_none, "CA bundle that signed the server's certificate (https)")
+    ca_certs: Optional[StrPath] = option(None, path_or_none, "CA bundle that signed the server's certificate (https)")
     verify_certs: bool = option(True, boolean, "verify the server's certificate (off only for a test node)")
     slow_call: Optional[float] = option(1.0, number(0, allow_none=True), "log requests slower than this many seconds (None: never)")
 
@@ -316,6 +317,11 @@ class RemoteStorage(Storage):
     def where(self) -> str:
         """The address's first entry, the node(s), without credentials."""
         return next(iter(self.shown().values()))
+
+    def settle_mode(self, exists, what: str) -> None:
+        """The mode= of the DocumentArray opening this storage against whether its index /
+        collection (`what`) exists (storages/open_mode.settle); called before anything is created."""
+        settle(bool(exists), f"{self.engine} {what}")
 
     def call(self, what: str, fn, *args, **kwargs):
         """fn(*args, **kwargs), resent with exponential backoff while the engine answers 429 / 503;

@@ -42,7 +42,7 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.filters import Node
 from hybridsearch.storages.columnar import ColumnarStorage
-from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none
+from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none, StrPath
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
@@ -78,7 +78,7 @@ def _identifier(v):
 class SqliteConfig(StorageConfig):
     """Options of storage="sqlite"."""
 
-    path: Optional[str] = option(None, path_or_none, "the database file (required)")
+    path: Optional[StrPath] = option(None, path_or_none, "the database file (required)")
     table: str = option("documents", _identifier, "the table of this collection")
     prefilter: str = option("columns", one_of("columns", "sql"),
                             "who evaluates filters: the RAM columns, or SQLite (then the RAM columns if SQL fails)")

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Optional
 
 from hybridsearch.errors import ConfigError
-from hybridsearch.storages.config import integer, option, path_or_none
+from hybridsearch.storages.config import integer, option, path_or_none, StrPath
 from hybridsearch.storages.remote.base import RemoteConfig, userinfo_secrets
 from hybridsearch.storages.remote.elasticsearch import query as Q
 
@@ -76,7 +76,7 @@ class SearchEngineConfig(RemoteConfig):
     chunk_size: int = option(500, integer(1), "documents per bulk request")
     basic_auth: Any = option(None, _pair_or_none, "(user, password) for the node", secret=True)
     api_key: Any = option(None, None, "an API key (string or (id, key))", secret=True)
-    client_cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
-    client_key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")
+    client_cert: Optional[StrPath] = option(None, path_or_none, "client certificate (mutual TLS)")
+    client_key: Optional[StrPath] = option(None, path_or_none, "client key (mutual TLS)")
     shards: int = option(1, integer(1), "primary shards of a new index")
     replicas: int = option(0, integer(0), "replicas of a new index")

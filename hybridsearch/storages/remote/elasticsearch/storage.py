@@ -1,12 +1,11 @@
 """storage="elasticsearch" (and, through opensearch.py, "opensearch"): the DocumentArray API over a
 real search engine.
 
-One index per collection. The mapping comes from the schema (query.properties); the vector
-field is `dense_vector` with HNSW `index_options` on Elasticsearch and a Lucene-engine
-`knn_vector` on OpenSearch. What the two engines share lives in `SearchEngineStorage`; the
-subclasses differ in the client, the vector mapping, the vector query and the error types.
-What every remote storage shares (retries, redaction, rollback, document <-> fields, exact
-rescoring) lives in ../base.py.
+One index per collection. The mapping comes from the schema (query.properties); the vector field is
+`dense_vector` with HNSW `index_options` on Elasticsearch and a Lucene-engine `knn_vector` on
+OpenSearch. What the two engines share lives in `SearchEngineStorage`; the subclasses differ in the
+client, the vector mapping, the vector query and the error types. What every remote storage shares
+(retries, redaction, rollback, document <-> fields, exact rescoring) lives in ../base.py.
 
 Semantics of API.md kept here:
 - writes are visible on return (`refresh="wait_for"` by default, or `True`);
@@ -98,6 +97,7 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
     # API.md section 10: several dense fields, sparse and multi-vector ones (fields.py)
     named_vectors = True
     vector_kinds = frozenset({"sparse", "multi"})
+    remote_modes = True  # mode= settled in _open_index
 
     def __init__(self, schema, config: SearchEngineConfig) -> None:
         options = config.as_dict()
@@ -176,6 +176,7 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
                   else sorted(self.metrics.items()))
         fp = Q.fingerprint(self.schema, metric)
         exists = self.call("check the index", self.client.indices.exists, index=self.index)
+        self.settle_mode(exists, f"index {self.index!r}")
         if exists:
             mapping = self.call("read the mapping", self.client.indices.get_mapping, index=self.index)
             meta = (dict(mapping).get(self.index, {}).get("mappings", {}).get("_meta") or {})

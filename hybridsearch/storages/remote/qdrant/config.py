@@ -5,7 +5,7 @@ import dataclasses
 from typing import Optional
 
 from hybridsearch.errors import ConfigError
-from hybridsearch.storages.config import integer, option, path_or_none, text_or_none
+from hybridsearch.storages.config import integer, option, path_or_none, StrPath, text_or_none
 from hybridsearch.storages.remote.base import RemoteConfig, userinfo_secrets
 
 
@@ -15,7 +15,7 @@ class QdrantConfig(RemoteConfig):
     temporary directory removed on close when None). With `url`: a Qdrant server through
     qdrant-client (":memory:" or "local:DIR": the client's pure-Python local mode)."""
 
-    path: Optional[str] = option(None, path_or_none, "the shard's directory (embedded qdrant-edge); None: a "
+    path: Optional[StrPath] = option(None, path_or_none, "the shard's directory (embedded qdrant-edge); None: a "
                                  "temporary one, removed on close")
     url: Optional[str] = option(None, text_or_none, "a Qdrant server's URL (qdrant-client); ':memory:' or "
                                 "'local:DIR' for the client's local mode", secret=True)

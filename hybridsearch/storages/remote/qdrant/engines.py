@@ -20,6 +20,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from hybridsearch.document import Kind, Schema
+from hybridsearch.errors import ConfigError
+from hybridsearch.storages.open_mode import settle
 from hybridsearch.storages.remote.base import ID_FIELD, PRESENT_FIELD, SEQ_FIELD
 from hybridsearch.storages.remote.qdrant import filters as F
 
@@ -300,7 +302,14 @@ class ClientEngine(Engine):
             # verify: a CA bundle or a bool, handed to the HTTP client (httpx) of the REST transport
             self.client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, timeout)), verify=verify,
                                        check_compatibility=False)
-        if not self.client.collection_exists(collection):
+        exists = self.client.collection_exists(collection)
+        try:
+            settle(exists, f"Qdrant collection {collection!r}" + (" (the client's :memory: mode starts empty)"
+                                                                   if url == ":memory:" else ""))
+        except ConfigError:
+            self.client.close()  # the local mode's lock on its directory, released for the next open
+            raise
+        if not exists:
             sparse = {n: models.SparseVectorParams() for n in layout.sparse} or None
             self.client.create_collection(collection, vectors_config=self._vector_params(layout, m, ef_construct),
                                           sparse_vectors_config=sparse)

@@ -144,6 +144,7 @@ class QdrantStorage(RemoteStorage):
 
     name = "qdrant"
     engine = "Qdrant"
+    remote_modes = True  # url=: mode= settled in engines.ClientEngine; path=: by its files (open_mode)
     Config = QdrantConfig
     query_options = frozenset({"linear", "text_fields"})
     named_vectors = True

@@ -48,7 +48,7 @@ from hybridsearch.query.candidates import Candidates, ScoredPool
 from hybridsearch.query.filters import And, Exists, MatchAll, Node
 from hybridsearch.storages.base import exact_scores
 from hybridsearch.storages.fieldscores import field_scores
-from hybridsearch.storages.config import integer, one_of, option, path_or_none
+from hybridsearch.storages.config import integer, one_of, option, path_or_none, StrPath
 from hybridsearch.storages.remote.base import (ID_FIELD, PRESENT_FIELD, SEQ_FIELD, RemoteConfig,
                                                RemoteStorage, http_url, split_userinfo)
 from hybridsearch.storages.remote.vespa import app as A
@@ -105,8 +105,8 @@ class VespaConfig(RemoteConfig):
     ef: int = option(100, integer(1), "candidates a vector query explores (hnsw.exploreAdditionalHits = "
                      "ef - limit); find(ef=...) overrides it")
     token: Optional[str] = option(None, None, "a bearer token (Vespa Cloud data plane)", secret=True)
-    cert: Optional[str] = option(None, path_or_none, "client certificate (mutual TLS)")
-    key: Optional[str] = option(None, path_or_none, "client key (mutual TLS)")
+    cert: Optional[StrPath] = option(None, path_or_none, "client certificate (mutual TLS)")
+    key: Optional[StrPath] = option(None, path_or_none, "client key (mutual TLS)")
     text_grammar: str = option("weakAnd", one_of("weakAnd", "any", "all"),
                                "how query words combine: weakAnd (approximate OR), any (OR) or all (AND)")
     max_hits: int = option(10000, integer(1), "the most hits a query may ask for (the package's maxHits: "
@@ -138,6 +138,8 @@ class VespaStorage(RemoteStorage):
 
     name = "vespa"
     engine = "Vespa"
+    remote_modes_why = ("its document type is deployed with the application package (`vespa deploy`) before any open, "
+                        "so nothing exists or is created per collection; mode='either' (the default) opens it")
     Config = VespaConfig
     query_options = frozenset({"linear", "text_fields", "syntax", "operator"})
     named_vectors = True

@@ -68,6 +68,7 @@ class WeaviateStorage(RemoteStorage):
 
     name = "weaviate"
     engine = "Weaviate"
+    remote_modes = True  # mode= settled in _open_collection
     Config = C.WeaviateConfig
     # text_fields weights and operator="and" run per property; the query syntax (phrases, +/-,
     # prefix*) has no Weaviate BM25 equivalent and is refused by the array
@@ -128,7 +129,9 @@ class WeaviateStorage(RemoteStorage):
     def _open_collection(self):
         fp = C.fingerprint(self.schema, self.metrics if self.named else self.metric)
         name = self.collection_name
-        if self.call("check the collection", self.client.collections.exists, name):
+        exists = self.call("check the collection", self.client.collections.exists, name)
+        self.settle_mode(exists, f"collection {name!r}")
+        if exists:
             col = self.client.collections.get(name)
             desc = self.call("read the collection", col.config.get).description or ""
             if not desc.startswith(C.META):

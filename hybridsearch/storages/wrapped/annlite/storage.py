@@ -120,7 +120,7 @@ from hybridsearch.errors import BackendError, ConfigError, SchemaError, Unsuppor
 from hybridsearch.query.filters import MatchAll, Node
 from hybridsearch.storages import contents
 from hybridsearch.storages.base import Storage, rank_exactly
-from hybridsearch.storages.config import GraphConfig, option, path_or_none
+from hybridsearch.storages.config import GraphConfig, option, path_or_none, StrPath
 from hybridsearch.storages.wrapped.annlite.filter import TRUE, AnnliteFilter, column, has_column
 
 log = logging.getLogger("hybridsearch")
@@ -147,7 +147,7 @@ _TMP = ".tmp"
 class AnnliteConfig(GraphConfig):
     """Options of storage="annlite"."""
 
-    path: Optional[str] = option(None, path_or_none, "folder of the collection; None: a temporary one")
+    path: Optional[StrPath] = option(None, path_or_none, "folder of the collection; None: a temporary one")
 
 
 def _first_line(e: BaseException) -> str:
