@@ -118,10 +118,14 @@ def _defines(name: str, function: str) -> bool:
 
 
 def test_only_the_executor_fuses():
-    """query/fusion.py's functions are the executor's alone."""
+    """query/fusion.py's functions are the executor's alone: it fuses the retrieval lists, and the
+    fusion rerankers it calls (query/rerank.py: RRFReranker, LinearReranker, issue 31) are those same
+    fusions over the top hits; no storage and no other module fuses."""
     importers = {m for m, imps in IMPORTS.items() for t, names in imps
                  if t == "hybridsearch.query.fusion" or (t == "hybridsearch.query" and "fusion" in names)}
-    assert importers == {"hybridsearch.query.executor"}, importers
+    assert importers == {"hybridsearch.query.executor", "hybridsearch.query.rerank"}, importers
+    executor_imports = {t for t, _ in IMPORTS["hybridsearch.query.executor"]}
+    assert "hybridsearch.query.rerank" in executor_imports  # reranking is reached through the executor
 
 
 def test_storages_on_the_executor_keep_no_one_call_hybrid_search():
