@@ -57,7 +57,8 @@ class HybridSearchEmbeddingRetriever(_Retriever):
     def __init__(self, document_store: HybridSearchDocumentStore, filters: Optional[dict] = None, top_k: int = 10,
                  filter_policy: FilterPolicy = FilterPolicy.REPLACE, return_embedding: bool = False,
                  exact: bool = False) -> None:
-        super().__init__(document_store, filters, top_k, filter_policy, return_embedding, exact=exact)
+        # @component rebuilds the class, so no zero-argument super() here
+        _Retriever.__init__(self, document_store, filters, top_k, filter_policy, return_embedding, exact=exact)
         self.exact = exact
 
     @component.output_types(documents=list[Document])
@@ -102,7 +103,8 @@ class HybridSearchHybridRetriever(_Retriever):
     def __init__(self, document_store: HybridSearchDocumentStore, filters: Optional[dict] = None, top_k: int = 10,
                  filter_policy: FilterPolicy = FilterPolicy.REPLACE, return_embedding: bool = False,
                  fusion: str = "rrf", weights: Optional[dict] = None) -> None:
-        super().__init__(document_store, filters, top_k, filter_policy, return_embedding,
+        # @component rebuilds the class, so no zero-argument super() here
+        _Retriever.__init__(self, document_store, filters, top_k, filter_policy, return_embedding,
                          fusion=fusion, weights=weights)
         self.fusion, self.weights = fusion, weights
 

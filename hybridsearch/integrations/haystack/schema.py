@@ -41,7 +41,9 @@ def check_fields(metadata_fields: Optional[dict]) -> dict:
         if type_name not in COLUMN_TYPES or not isinstance(typ, str) and typ not in (str, int, float, bool):
             raise hs.ConfigError(f"metadata_fields[{name!r}]: the type is one of str, int, float, bool, got {typ!r}")
         out[name] = type_name
-    return out
+    # columns in name order: the stored schema does not depend on the dict's order (a pipeline's
+    # YAML sorts keys, and must reopen the same files)
+    return dict(sorted(out.items()))
 
 
 def check_dim(embedding_dim: Any) -> int:
