@@ -9,6 +9,8 @@ so the comparisons on them run in the storage. What the suite does not cover (re
 pipeline, declared and undeclared filters against a plain model, reopening, errors) is in
 test_haystack_store.py.
 """
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -39,7 +41,8 @@ STORES = ["memory-undeclared", "memory", "hnsw", "sqlite", "elasticsearch"]
 
 
 def open_store(kind: str, tmp_path) -> HybridSearchDocumentStore:
-    """A fresh store of this kind (the suite's embeddings have 768 dimensions)."""
+    """A fresh store of this kind (the suite's embeddings have 768 dimensions); a remote one's
+    index URL is kept in `store.test_index_url` for the fixture to drop."""
     if kind == "memory-undeclared":
         return HybridSearchDocumentStore("memory", embedding_dim=768)
     options = {}
@@ -50,7 +53,18 @@ def open_store(kind: str, tmp_path) -> HybridSearchDocumentStore:
         if url is None:
             pytest.skip(f"no elasticsearch node: {why}")
         options.update(hosts=url, index=f"hs-haystack-{uuid.uuid4().hex}", refresh=True)
-    return HybridSearchDocumentStore(kind, embedding_dim=768, metadata_fields=DECLARED, **options)
+    store = HybridSearchDocumentStore(kind, embedding_dim=768, metadata_fields=DECLARED, **options)
+    store.test_index_url = f"{options['hosts']}/{options['index']}" if kind == "elasticsearch" else None
+    return store
+
+
+def drop_index(url: str) -> None:
+    """Delete a test's index from the node (already gone is fine)."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=60).close()
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
 
 
 @pytest.fixture(params=STORES)
@@ -62,9 +76,9 @@ def store_kind(request):
 def document_store(store_kind, tmp_path):
     store = open_store(store_kind, tmp_path)
     yield store
-    if store_kind == "elasticsearch":
-        store.delete_all_documents()
     store.close()
+    if store.test_index_url:
+        drop_index(store.test_index_url)
 
 
 class TestStandardSuite(DocumentStoreBaseExtendedTests, CountDocumentsByFilterTest, CountUniqueMetadataByFilterTest,
