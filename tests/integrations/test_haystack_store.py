@@ -250,21 +250,29 @@ def test_hybrid_retriever_fuses_like_the_model():
 
 
 def test_retriever_and_store_serialise_and_reopen_from_a_path(tmp_path):
-    """A pipeline with a retriever over an sqlite store dumps to YAML and loads back onto the same file."""
+    """A pipeline with two retrievers over one sqlite store dumps to YAML and loads back onto the
+    same file (both components sharing the reopened store: a path takes one writer)."""
     docs = corpus(20, seed=9)
     store = open_store("sqlite", tmp_path)
     store.write_documents(docs)
     pipe = Pipeline()
     pipe.add_component("bm25", HybridSearchBM25Retriever(store, top_k=4, filters={"field": "meta.b", "operator": "==",
                                                                                   "value": True}))
-    before = pipe.run({"bm25": {"query": "stone paper"}})["bm25"]["documents"]
+    pipe.add_component("dense", HybridSearchEmbeddingRetriever(store, top_k=3))
+    q = [0.5] * D
+    before = pipe.run({"bm25": {"query": "stone paper"}, "dense": {"query_embedding": q}})
     text = pipe.dumps()
     store.close()
     # Haystack loads classes of trusted modules only
     again = Pipeline.loads(text, allowed_modules=["hybridsearch.integrations.haystack"])
-    after = again.run({"bm25": {"query": "stone paper"}})["bm25"]["documents"]
-    assert after == before and before
-    again.get_component("bm25").document_store.close()
+    after = again.run({"bm25": {"query": "stone paper"}, "dense": {"query_embedding": q}})
+    assert after == before and before["bm25"]["documents"] and before["dense"]["documents"]
+    shared = again.get_component("bm25").document_store
+    assert again.get_component("dense").document_store is shared
+    shared.close()
+    reopened = HybridSearchDocumentStore.from_dict(store.to_dict())  # the closed one is not handed back
+    assert reopened is not shared and reopened.count_documents() == len(docs)
+    reopened.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "hnsw-path"])

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -19,6 +21,10 @@ from hybridsearch.document import Kind
 
 _KINDS = {"str": Kind.KEYWORD, "int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
 _INFO_TYPES = {"str": "keyword", "int": "int", "float": "float", "bool": "boolean"}
+# from_dict's open path= stores, by their serialised form: a pipeline whose components share a
+# store serialises it once per component, and a path takes one writer at a time
+_OPEN: "weakref.WeakValueDictionary[str, HybridSearchDocumentStore]" = weakref.WeakValueDictionary()
+_OPEN_LOCK = threading.Lock()
 
 
 def _meta_key(field: str) -> str:
@@ -68,6 +74,7 @@ class HybridSearchDocumentStore:
             self._options.pop("path", None)
             self._da = hs.DocumentArray(document_class(self.embedding_dim, self._fields), storage=storage, **options)
         self._declared = {name: _KINDS[t] for name, t in self._fields.items()}
+        self._closed = False
 
     @property
     def document_array(self) -> hs.DocumentArray:
@@ -81,6 +88,7 @@ class HybridSearchDocumentStore:
 
     def close(self) -> None:
         """Close the collection (a path= store is reopened by a new store on the same path)."""
+        self._closed = True
         self._da.close()
 
     def __enter__(self) -> "HybridSearchDocumentStore":
@@ -100,8 +108,18 @@ class HybridSearchDocumentStore:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HybridSearchDocumentStore":
-        """The store `to_dict` describes (a path= store reopens its files)."""
-        return default_from_dict(cls, data)
+        """The store `to_dict` describes (a path= store reopens its files). A path= store this
+        process already opened from the same dict and has not closed is returned again, so the
+        components of one deserialised pipeline share it."""
+        params = data.get("init_parameters", {})
+        if params.get("path") is None:
+            return default_from_dict(cls, data)
+        key = json.dumps({**params, "path": str(Path(params["path"]).resolve())}, sort_keys=True, default=str)
+        with _OPEN_LOCK:
+            store = _OPEN.get(key)
+            if store is None or store._closed:
+                store = _OPEN[key] = default_from_dict(cls, data)
+            return store
 
     # -- filters --------------------------------------------------------------------------
     def _leaf_documents(self, leaves: list) -> list:
