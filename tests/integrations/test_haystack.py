@@ -44,7 +44,9 @@ def open_store(kind: str, tmp_path) -> HybridSearchDocumentStore:
     """A fresh store of this kind (the suite's embeddings have 768 dimensions); a remote one's
     index URL is kept in `store.test_index_url` for the fixture to drop."""
     if kind == "memory-undeclared":
-        return HybridSearchDocumentStore("memory", embedding_dim=768)
+        store = HybridSearchDocumentStore("memory", embedding_dim=768)
+        store.test_index_url = None
+        return store
     options = {}
     if kind == "sqlite":
         options["path"] = tmp_path / "haystack.db"

@@ -347,3 +347,48 @@ def test_importing_hybridsearch_does_not_import_haystack_and_a_missing_haystack_
     ok = run_without(tmp_path, (), "import sys, hybridsearch\nassert 'haystack' not in sys.modules\n")
     assert ok.returncode == 0, ok.stderr
     assert "haystack" in sys.modules  # this process imported it through the store
+
+
+@pytest.mark.parametrize("policy", [DuplicatePolicy.FAIL, DuplicatePolicy.SKIP])
+def test_concurrent_writes_of_the_same_ids_write_each_once(policy, tmp_path):
+    """FAIL and SKIP read which ids are stored, then write: concurrent writers of the same ids
+    (async calls run on worker threads) must not both pass the check. Exactly one writer writes
+    each batch; the others raise DuplicateDocumentError (FAIL) or write nothing (SKIP)."""
+    import asyncio
+    store = open_store("sqlite", tmp_path)
+    rounds = 8
+    for r in range(rounds):
+        batch = [Document(id=f"r{r}-{i}", content=f"doc {i}", embedding=[0.1 * (i + 1)] * D) for i in range(200)]
+
+        async def race():
+            return await asyncio.gather(*(store.write_documents_async(batch, policy=policy) for _ in range(4)),
+                                        return_exceptions=True)
+        results = asyncio.run(race())
+        written = [x for x in results if x == len(batch)]
+        assert len(written) == 1, results
+        if policy is DuplicatePolicy.FAIL:
+            assert all(isinstance(x, DuplicateDocumentError) for x in results if x != len(batch)), results
+        else:
+            assert results.count(0) == 3, results
+    assert store.count_documents() == rounds * 200
+    store.close()
+
+
+def test_a_delete_during_update_by_filter_stays_deleted(tmp_path):
+    """update_by_filter reads the matching documents, then writes them back: a delete running at
+    the same time (async calls on worker threads) must not be undone by that write."""
+    import asyncio
+    store = open_store("memory", tmp_path)
+    for r in range(6):
+        docs = [Document(id=f"r{r}-{i}", content="x", meta={"u": i % 2}) for i in range(300)]
+        store.write_documents(docs)
+        doomed = [d.id for d in docs[::2]]
+
+        async def race():
+            await asyncio.gather(store.update_by_filter_async({"field": "meta.u", "operator": "in", "value": [0, 1]},
+                                                              {"round": r}),
+                                 store.delete_documents_async(doomed))
+        asyncio.run(race())
+        left = {d.id for d in store.filter_documents()}
+        assert not left & set(doomed), sorted(left & set(doomed))[:5]
+        store.delete_all_documents()

@@ -31,6 +31,12 @@ def _meta_key(field: str) -> str:
     return field[len("meta."):] if field.startswith("meta.") else field
 
 
+def _found(res: hs.Results) -> list:
+    """(record, score) of each hit still stored: hits load lazily, and a document another writer
+    deletes after the find reads as None, i.e. gone."""
+    return [(r, float(s)) for r, s in zip(res.docs, res.scores) if r is not None]
+
+
 def _hashable(value: Any) -> Any:
     """A hashable stand-in for a metadata value, telling 1, 1.0, True and "1" apart."""
     if isinstance(value, (list, tuple, dict)):
@@ -75,6 +81,10 @@ class HybridSearchDocumentStore:
             self._da = hs.DocumentArray(document_class(self.embedding_dim, self._fields), storage=storage, **options)
         self._declared = {name: _KINDS[t] for name, t in self._fields.items()}
         self._closed = False
+        # write_documents (FAIL / SKIP) and update_by_filter read, then write: every write of this
+        # store takes this lock, so two threads (or async calls) cannot both pass the duplicate
+        # check, and an update cannot bring back a document deleted between its read and its write
+        self._write_lock = threading.Lock()
 
     @property
     def document_array(self) -> hs.DocumentArray:
@@ -149,7 +159,7 @@ class HybridSearchDocumentStore:
     def filter_documents(self, filters: Optional[dict[str, Any]] = None) -> list[Document]:
         """The Documents matching a Haystack filter (all of them for None or {}), in insertion order."""
         flt = self.hs_filter(filters)
-        return [to_document(r) for r in self._da.find(filter=flt or None, limit=None).docs]
+        return [to_document(r) for r, _ in _found(self._da.find(filter=flt or None, limit=None))]
 
     def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """Write Documents in one atomic batch; returns how many were written.
@@ -165,10 +175,13 @@ class HybridSearchDocumentStore:
             return 0
         if not isinstance(policy, DuplicatePolicy):
             raise hs.ConfigError(f"policy is a haystack DuplicatePolicy, got {policy!r}")
-        if policy is DuplicatePolicy.OVERWRITE:
-            last = {r["id"]: r for r in records}
-            self._da.extend(list(last.values()))
-            return len(records)
+        with self._write_lock:
+            if policy is DuplicatePolicy.OVERWRITE:
+                self._da.extend(list({r["id"]: r for r in records}.values()))  # the last of an id wins
+                return len(records)
+            return self._write_new(records, policy)
+
+    def _write_new(self, records: list, policy: DuplicatePolicy) -> int:
         ids = list(dict.fromkeys(r["id"] for r in records))
         stored = set(self._da.find(filter={"id": {"$in": ids}}, limit=None).ids)
         batch: dict = {}
@@ -185,24 +198,31 @@ class HybridSearchDocumentStore:
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete the Documents with these ids (absent ids are ignored)."""
-        self._da.delete(document_ids)
+        with self._write_lock:
+            self._da.delete(document_ids)
 
     # -- optional methods the standard test classes cover -----------------------------------
     def delete_all_documents(self, recreate_index: bool = False) -> None:
         """Delete every Document. `recreate_index` is accepted for parity with Haystack's other
         stores; the collection is emptied in place either way (there is no index to rebuild)."""
-        self._da.delete(filter={})
+        with self._write_lock:
+            self._da.delete(filter={})
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the Documents matching a filter, atomically; returns how many."""
-        return self._da.delete(filter=self.hs_filter(filters))
+        with self._write_lock:
+            return self._da.delete(filter=self.hs_filter(filters))
 
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
         """Merge `meta` into the metadata of every Document matching a filter, in one atomic write
         (declared columns follow); returns how many were updated."""
         if not isinstance(meta, dict):
             raise hs.SchemaError(f"update_by_filter takes meta as a dict, got {type(meta).__name__}")
-        matched = self._da.find(filter=self.hs_filter(filters) or None, limit=None).docs
+        with self._write_lock:
+            return self._update(filters, meta)
+
+    def _update(self, filters: dict, meta: dict) -> int:
+        matched = [r for r, _ in _found(self._da.find(filter=self.hs_filter(filters) or None, limit=None))]
         records = []
         for r in matched:
             merged = {**r.meta, **meta}
@@ -221,7 +241,7 @@ class HybridSearchDocumentStore:
         flt = self.hs_filter(filters)
         if not flt:
             return self._da.to_columns(fields=["meta"])["meta"]
-        return [r.meta for r in self._da.find(filter=flt, limit=None).docs]
+        return [r.meta for r, _ in _found(self._da.find(filter=flt, limit=None))]
 
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
         """{field: number of distinct values} over the Documents matching a filter (missing values
@@ -269,6 +289,9 @@ class HybridSearchDocumentStore:
         """(one page of the distinct values of a metadata field, how many there are in all), over
         the Documents matching `filters`, optionally only values holding `search_term` (any case);
         ordered by their text, then type."""
+        for name, value in (("from_", from_), ("size", size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise hs.ConfigError(f"{name} is an integer >= 0, got {value!r}")
         key = _meta_key(metadata_field)
         unique: dict = {}
         for meta in self._metas(filters):
@@ -288,7 +311,7 @@ class HybridSearchDocumentStore:
         if top_k == 0:
             return []
         res = self._da.find(limit=top_k, **find)
-        return [to_document(r, score=float(s), with_embedding=return_embedding) for r, s in zip(res.docs, res.scores)]
+        return [to_document(r, score=s, with_embedding=return_embedding) for r, s in _found(res)]
 
     def embedding_retrieval(self, query_embedding: list[float], filters: Optional[dict] = None, top_k: int = 10,
                             return_embedding: bool = False, exact: bool = False) -> list[Document]:
