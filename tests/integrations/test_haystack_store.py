@@ -165,7 +165,8 @@ def test_filter_errors_are_haystacks_and_hybridsearchs():
     store.write_documents(corpus(10))
     for bad in [{"field": "meta.n", "operator": "~", "value": 1}, {"operator": "XOR", "conditions": []},
                 {"field": "meta.n", "operator": ">", "value": "abc"}, {"field": "meta.s", "operator": "<", "value": 1},
-                {"field": "meta.n", "operator": "in", "value": 3}, "meta.n == 1"]:
+                {"field": "meta.n", "operator": "in", "value": 3}, "meta.n == 1", [], "",
+                {"operator": "AND", "conditions": [["meta.n", "==", 1]]}]:
         with pytest.raises(FilterError) as e:
             store.filter_documents(bad)
         assert isinstance(e.value, hs.FilterError)

@@ -149,7 +149,7 @@ def compile_filter(filters: Optional[dict], declared: dict) -> Compiled:
 
     `declared` maps metadata keys to the Kind of their typed column."""
     compiled = Compiled(tree={})
-    if not filters:
+    if filters is None or isinstance(filters, dict) and not filters:  # no filter: every document
         return compiled
     check(filters)
 
