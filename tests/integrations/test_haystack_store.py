@@ -173,6 +173,36 @@ def test_filter_errors_are_haystacks_and_hybridsearchs():
     assert store.count_documents() == 10
 
 
+def nest(depth, leaf, ops=("NOT", "AND", "NOT", "OR")):
+    """`depth` levels of logic, each over the level below and one more comparison."""
+    node = leaf
+    for level in range(depth):
+        other = {"field": "meta.x", "operator": "!=", "value": [0.5, 2.0][level % 2]}
+        node = {"operator": ops[level % len(ops)], "conditions": [node, other]}
+    return node
+
+
+def test_deep_filters_answer_or_refuse_with_a_filter_error():
+    """Nested logic up to 16 levels answers like the model (NOT of two conditions is two levels
+    of hybridsearch's language, which takes 32); deeper is a FilterError, never a RecursionError."""
+    docs = corpus(12)
+    for fields in (DECLARED, None):
+        store = HybridSearchDocumentStore("memory", embedding_dim=D, metadata_fields=fields)
+        store.write_documents(docs)
+        for leaf in ({"field": "meta.n", "operator": ">", "value": 0}, {"field": "meta.u", "operator": "==", "value": 1}):
+            for flt in (nest(16, leaf), nest(16, leaf, ops=("NOT",))):
+                assert store.filter_documents(flt) == [d for d in docs if model(d, flt)]
+            for depth in (17, 5000):
+                with pytest.raises(FilterError):
+                    store.filter_documents(nest(depth, leaf) if depth < 100 else deep_chain(depth, leaf))
+
+
+def deep_chain(depth, leaf):
+    for _ in range(depth):
+        leaf = {"operator": "NOT", "conditions": [leaf]}
+    return leaf
+
+
 def test_iso_dates_compare_as_dates_on_declared_and_undeclared_fields():
     docs = [Document(id=str(i), content="x", meta={"when": w}) for i, w in
             enumerate(["1969-07-21T20:17:40", "1972-12-11 19:54:58", "1989-11-09T17:53:00+00:00", None])]

@@ -30,6 +30,9 @@ DOCUMENT_FIELDS = ("id", "content", "blob", "meta", "score", "embedding", "spars
 NOTHING = {"id": {"$in": []}}  # the filter no document matches
 # ints beyond 2**53 lose precision as floats: compared against a float column they stay in Python
 _EXACT_FLOAT_INT = 2 ** 53
+# logic nesting a filter may have: a NOT of several conditions becomes two levels of
+# hybridsearch's language, which takes 32 (query/filters.py MAX_DEPTH)
+MAX_DEPTH = 16
 
 
 class FilterError(_HaystackFilterError, hs.FilterError):
@@ -59,8 +62,10 @@ def meta_key(name: str) -> Optional[str]:
     return name
 
 
-def check(filters: Any) -> None:
+def check(filters: Any, depth: int = 0) -> None:
     """Raise FilterError for a filter whose shape Haystack refuses, before any data is read."""
+    if depth > MAX_DEPTH:
+        raise FilterError(f"the filter nests AND / OR / NOT deeper than {MAX_DEPTH} levels")
     if not isinstance(filters, dict):
         raise FilterError(f"a Haystack filter is a dict, got {type(filters).__name__} {filters!r}")
     if "field" in filters:
@@ -87,7 +92,7 @@ def check(filters: Any) -> None:
     if not isinstance(filters["conditions"], list):
         raise FilterError(f"'conditions' must be a list, got {type(filters['conditions']).__name__}")
     for condition in filters["conditions"]:
-        check(condition)
+        check(condition, depth + 1)
 
 
 def _looks_like_date(value: str) -> bool:
