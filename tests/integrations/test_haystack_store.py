@@ -361,6 +361,8 @@ def test_over_an_open_document_array_and_bad_configuration(tmp_path):
     with pytest.raises(hs.ConfigError):
         HybridSearchDocumentStore(hs.DocumentArray(Other))
     for bad in [dict(embedding_dim=0), dict(metadata_fields={"meta": str}), dict(metadata_fields={"n": list}),
+                dict(metadata_fields={"json": str}), dict(metadata_fields={"model_config": int}),
+                dict(metadata_fields={"copy": int}), dict(metadata_fields={"a b": int}),
                 dict(storage="nosuch")]:
         with pytest.raises(hs.ConfigError):
             HybridSearchDocumentStore(**bad)

@@ -37,6 +37,9 @@ def check_fields(metadata_fields: Optional[dict]) -> dict:
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or name in RESERVED:
             raise hs.ConfigError(f"metadata_fields: {name!r} cannot be a column name (an identifier not "
                                  f"starting with '_', none of {', '.join(RESERVED)})")
+        if hasattr(hs.Document, name) or name.startswith("model_"):
+            raise hs.ConfigError(f"metadata_fields: {name!r} is the name of a pydantic model attribute and cannot be "
+                                 "a column; leave it undeclared (filters on it are still answered exactly)")
         type_name = typ if isinstance(typ, str) else getattr(typ, "__name__", None)
         if type_name not in COLUMN_TYPES or not isinstance(typ, str) and typ not in (str, int, float, bool):
             raise hs.ConfigError(f"metadata_fields[{name!r}]: the type is one of str, int, float, bool, got {typ!r}")
