@@ -1,7 +1,7 @@
 """The Haystack DocumentStore (hybridsearch.integrations.haystack) against Haystack's own standard
 test classes (haystack.testing.document_store, run unmodified: these subclasses only give the
 fixture they ask for, and the one test the suite asks every store to write, default-policy
-writes), on memory, hnsw, sqlite and a real Elasticsearch node when one answers.
+writes), on memory, hnsw, sqlite, hnswlib and a real Elasticsearch node when one answers.
 
 "memory-undeclared" runs the suite with no declared metadata fields (every filter answered in
 Python over the stored metadata); the other storages declare the fields the suite filters on,
@@ -37,7 +37,9 @@ from tests.engines import engine  # noqa: E402
 # the metadata keys the standard suite filters on, as typed columns (the rest stay in Python)
 DECLARED = {"number": int, "name": str, "chapter": str, "category": str, "year": int, "status": str,
             "rating": float}
-STORES = ["memory-undeclared", "memory", "hnsw", "sqlite", "elasticsearch"]
+# qdrant passes too (run by hand: add it here), but opening an embedded shard per test costs
+# ~85 s for the suite on two busy cores, beyond this file's budget
+STORES = ["memory-undeclared", "memory", "hnsw", "sqlite", "hnswlib", "elasticsearch"]
 
 
 def open_store(kind: str, tmp_path) -> HybridSearchDocumentStore:
