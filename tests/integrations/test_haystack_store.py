@@ -347,6 +347,24 @@ def test_refused_writes_leave_the_store_as_it_was(tmp_path):
     store.close()
 
 
+def test_to_dict_never_writes_credentials(monkeypatch):
+    """A store opened with credentials refuses to_dict (a pipeline's YAML would carry them in clear);
+    plain URLs serialise. The remote storage is never reached: its opening is replaced."""
+    class Unopened(hs.DocumentArray):
+        def __init__(self, *args, **options):
+            pass  # no node is contacted
+    monkeypatch.setattr(hs, "DocumentArray", Unopened)
+    plain = HybridSearchDocumentStore("elasticsearch", embedding_dim=D, hosts="http://127.0.0.1:9200", index="i")
+    assert plain.to_dict()["init_parameters"]["hosts"] == "http://127.0.0.1:9200"
+    for secret in [dict(api_key="k3y"), dict(basic_auth=("u", "pw")), dict(hosts="http://u:pw@127.0.0.1:9200"),
+                   dict(hosts=["http://127.0.0.1:9200", "http://u:pw@127.0.0.1:9201"])]:
+        store = HybridSearchDocumentStore("elasticsearch", embedding_dim=D, **{"hosts": "http://127.0.0.1:9200",
+                                                                               **secret})
+        with pytest.raises(hs.UnsupportedError) as e:
+            store.to_dict()
+        assert "pw" not in str(e.value) and "k3y" not in str(e.value)
+
+
 def test_over_an_open_document_array_and_bad_configuration(tmp_path):
     store = open_store("memory", tmp_path)
     store.write_documents(corpus(5))

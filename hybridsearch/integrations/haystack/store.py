@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import weakref
@@ -18,6 +19,7 @@ from hybridsearch.integrations.haystack import filters as hf
 from hybridsearch.integrations.haystack.schema import (check_dim, check_fields, document_class, layout_of,
                                                        to_document, to_record)
 from hybridsearch.document import Kind
+from hybridsearch.storages.registry import storage_class
 
 _KINDS = {"str": Kind.KEYWORD, "int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
 _INFO_TYPES = {"str": "keyword", "int": "int", "float": "float", "bool": "boolean"}
@@ -29,6 +31,25 @@ _OPEN_LOCK = threading.Lock()
 
 def _meta_key(field: str) -> str:
     return field[len("meta."):] if field.startswith("meta.") else field
+
+
+def _in_clear(storage: str, options: dict) -> list:
+    """The options to_dict would write out that the storage marks secret (credentials, or a URL
+    carrying user:password@)."""
+    try:
+        fields = dataclasses.fields(storage_class(storage).Config)
+    except (hs.HybridSearchError, AttributeError, TypeError):
+        return []  # a storage without a config dataclass declares no secrets
+    secret = {f.name for f in fields if f.metadata.get("secret")}
+    out = []
+    for name, value in options.items():
+        if name not in secret or value is None:
+            continue
+        urls = value if isinstance(value, (list, tuple)) else [value]
+        if name in ("hosts", "url") and all(isinstance(u, str) and "@" not in u.split("//", 1)[-1] for u in urls):
+            continue  # plain URLs: nothing secret in them
+        out.append(name)
+    return out
 
 
 def _found(res: hs.Results) -> list:
@@ -109,10 +130,15 @@ class HybridSearchDocumentStore:
 
     # -- serialisation --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Haystack's serialised form: the constructor's arguments."""
+        """Haystack's serialised form: the constructor's arguments. Refused (UnsupportedError) when
+        they hold credentials, which a pipeline's YAML would carry in clear text."""
         if self._storage is None:
             raise hs.UnsupportedError("a store made over an open DocumentArray cannot be serialised: "
                                       "make it with storage=, path= and options to save it in a pipeline")
+        secrets = _in_clear(self._storage, self._options)
+        if secrets:
+            raise hs.UnsupportedError(f"to_dict would write the credentials of {', '.join(secrets)} in clear text "
+                                      "into the serialised pipeline; build this store in code instead of loading it")
         return default_to_dict(self, storage=self._storage, path=None if self._path is None else str(self._path),
                                embedding_dim=self.embedding_dim, metadata_fields=dict(self._fields), **self._options)
 
