@@ -16,7 +16,8 @@ from typing import Optional
 EXTRA_OF = {"pandas": "pandas", "pyarrow": "arrow", "rich": "progress", "hnswlib": "hnswlib",
             "annlite": "annlite", "elasticsearch": "elasticsearch", "opensearchpy": "opensearch",
             "requests": "vespa", "weaviate": "weaviate", "qdrant_edge": "qdrant", "qdrant_client": "qdrant",
-            "wordllama": "embeddings", "matplotlib": "bench", "llama_index": "llamaindex"}
+            "wordllama": "embeddings", "matplotlib": "bench", "llama_index": "llamaindex",
+            "haystack": "haystack"}
 _UNSUPPORTED = re.compile(r"needs (?P<module>[\w.]+) \(not installed here\): pip install \"hybridsearch\[(?P<extra>[\w-]+)\]\"")
 _NOT_FOUND = re.compile(r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'")
 

@@ -32,6 +32,7 @@ def _run_page(page: Path, tmp_path: Path, hidden: tuple = ()) -> dict:
     ("docs/storages/hnswlib.md", "hnswlib", "hnswlib"),
     ("docs/storages/qdrant.md", "qdrant_edge", "qdrant"),
     ("docs/integrations/llamaindex.md", "llama_index", "llamaindex"),
+    ("docs/integrations/haystack.md", "haystack", "haystack"),
 ])
 def test_a_page_whose_library_is_missing_is_skipped_naming_the_extra(tmp_path, page, module, extra):
     got = _run_page(ROOT / page, tmp_path, hidden=(module,))
