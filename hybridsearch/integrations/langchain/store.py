@@ -14,9 +14,9 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 import hybridsearch as hs
 from hybridsearch.errors import ConfigError, EmbeddingError, UnsupportedError
+from hybridsearch.integrations import collection as col
 from hybridsearch.integrations.langchain import metadata_filter
-from hybridsearch.integrations.langchain.schema import (EMBEDDING, adopt, check_dimension, check_metadata_fields,
-                                                        column_value, make_schema, row)
+from hybridsearch.integrations.langchain.schema import EMBEDDING, LAYOUT, RESERVED, make_schema, row
 
 MODES = ("vector", "lexical", "hybrid")
 _PROBE = "hybridsearch dimension probe"  # embedded once to learn the dimension when not given
@@ -58,24 +58,19 @@ class HybridSearchVectorStore(VectorStore):
             if path is not None or options or storage != "memory":
                 raise ConfigError("pass either collection= (an open DocumentArray) or storage= / path= / options, "
                                   "not both")
-            found, fields = adopt(collection)
-            if metadata_fields is not None and check_metadata_fields(metadata_fields) != fields:
-                raise ConfigError(f"metadata_fields {metadata_fields!r} differ from the collection's columns "
-                                  f"{fields!r}")
-            if dimension is not None and check_dimension(dimension) != found:
-                raise ConfigError(f"dimension={dimension} but the collection's embedding has {found} dimensions")
-            self._fields, self._da, self._owned = fields, collection, False
+            if dimension is not None:
+                col.check_dimension(dimension, "dimension")
+            self._dimension, self._fields = col.adopt(collection, LAYOUT, "LangChain", metadata_fields, dimension)
+            self._da, self._owned = collection, False
         else:
-            self._fields = check_metadata_fields(metadata_fields)
+            self._fields = col.declare(metadata_fields, RESERVED)
             if dimension is None:
                 if embedding is None:
                     raise ConfigError("give embedding= (a LangChain Embeddings) or dimension=")
                 dimension = len(self._embed([_PROBE], query=True)[0])
-            schema = make_schema(check_dimension(dimension), self._fields, "LangChainDocument")
-            if path is not None:
-                options["path"] = path
-            self._da, self._owned = hs.DocumentArray(schema, storage=storage, **options), True
-        self._dimension = adopt(self._da)[0]
+            self._dimension = col.check_dimension(dimension, "dimension")
+            self._da = col.open_array(make_schema(self._dimension, self._fields), storage, options, path)
+            self._owned = True
         metric = self._da.stats().get("metric", "cosine")
         self._metric = metric.get(EMBEDDING, "cosine") if isinstance(metric, dict) else metric
 
@@ -118,9 +113,7 @@ class HybridSearchVectorStore(VectorStore):
                               "give one of each per text")
         ids = [uuid.uuid4().hex if i is None else i for i in ids]
         for metadata in metadatas:  # cheap checks before the (costly) model call
-            for key, kind in self._fields.items():
-                if isinstance(metadata, dict):
-                    column_value(key, kind, metadata.get(key))
+            col.column_values(self._fields, metadata)
         vectors = self._embed(texts, batch_size=batch_size) if texts else []
         rows = [row(self._da.schema, self._fields, i, t, v, m)
                 for i, t, v, m in zip(ids, texts, vectors, metadatas)]
@@ -146,7 +139,7 @@ class HybridSearchVectorStore(VectorStore):
             raise ConfigError("delete takes ids= or filter=, not both")
         if filter is not None:
             where = self._where(filter)
-            if where is not _NOTHING:
+            if where is not col.NOTHING:
                 self._da.delete(filter=where)
             return True
         if ids is None:
@@ -251,23 +244,17 @@ class HybridSearchVectorStore(VectorStore):
 
     def _hits(self, vector: Any, text: Optional[str], k: int, filter: Optional[dict], options: dict) -> Any:
         where = self._where(filter)
-        if where is _NOTHING:
+        if where is col.NOTHING:
             return None
         return self._da.find(vector=vector, text=text, filter=where, limit=k, **options)
 
     def _where(self, flt: Optional[dict]) -> Any:
         """The filter the storage gets: the declared part as it is, the rest answered here
-        (module metadata_filter) and sent as the matching ids; _NOTHING when none match."""
+        (module metadata_filter) and sent as the matching ids; col.NOTHING when none match."""
         pushed, residual = metadata_filter.split(flt, self._fields)
         if residual is None:
             return pushed
-        if pushed is None:
-            cols = self._da.to_columns(fields=["id", "metadata"])
-            pairs = zip(cols["id"], cols["metadata"])
-        else:
-            pairs = ((d.id, d.metadata) for d in self._da.find(filter=pushed, limit=None).docs)
-        ids = [i for i, metadata in pairs if metadata_filter.matches(metadata or {}, residual)]
-        return {"id": {"$in": ids}} if ids else _NOTHING
+        return col.id_filter(col.ids_where(self._da, lambda m: metadata_filter.matches(m, residual), where=pushed))
 
     def _embed(self, texts: list, query: bool = False, batch_size: Optional[int] = None) -> np.ndarray:
         if self._embedding is None:
@@ -308,9 +295,6 @@ class HybridSearchVectorStore(VectorStore):
         if not np.isfinite(block).all():
             raise error(f"{source} gave NaN or inf: nothing was written")
         return block.astype(np.float32)
-
-
-_NOTHING = object()  # a filter no document matches: the answer is empty without asking the storage
 
 
 def _mode(mode: Any) -> str:
