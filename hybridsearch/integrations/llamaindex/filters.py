@@ -20,6 +20,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from hybridsearch.errors import FilterError
+from hybridsearch.integrations.collection import NOTHING
 
 _COMPARE = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt",
             FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte"}
@@ -73,7 +74,7 @@ def translate(node: Any, declared: dict) -> Optional[dict]:
         parts = [p for p in parts if p]
         return {"$and": parts} if parts else {}
     if any(not p for p in parts):  # one part matches everything
-        return {} if cond == FilterCondition.OR else {"id": {"$in": []}}
+        return {} if cond == FilterCondition.OR else NOTHING
     either = {"$or": parts}
     if cond == FilterCondition.OR:
         return either

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-import pydantic
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (BasePydanticVectorStore, MetadataFilters, VectorStoreQuery,
@@ -20,50 +19,28 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Metad
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 import hybridsearch as hs
-from hybridsearch.document import Kind, schema_of
+from hybridsearch.document import Kind
 from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError
+from hybridsearch.integrations import collection as col
 from hybridsearch.integrations.llamaindex.filters import evaluator, split
 
-_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
-_KINDS = {str: hs.Keyword, int: int, float: float, bool: bool}
-_SPEC_KIND = {str: Kind.KEYWORD, int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL}
 _RESERVED = ("id", "text", "embedding", "ref_doc_id", "metadata")
+# the store's own columns as an open DocumentArray must have them (Kind, must be Optional)
+_LAYOUT = {"text": (Kind.TEXT, False), "embedding": (Kind.VECTOR, False), "ref_doc_id": (Kind.KEYWORD, False),
+           "metadata": (Kind.OTHER, False)}
 _TEXT_MODES = (VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.SPARSE)
 _MODES = (VectorStoreQueryMode.DEFAULT, *_TEXT_MODES, VectorStoreQueryMode.HYBRID)
 # storages that hold nothing before this process writes, unless given a place to read from
 _VOLATILE = ("memory", "hnsw", "hnswlib", "qdrant")
 _PLACES = ("path", "url", "hosts")
-_NOTHING = {"id": {"$in": []}}  # a filter no document passes
 
 
 def node_schema(dim: int, metadata_fields: Dict[str, Any]) -> type:
     """The hs.Document class of the nodes of a store of `dim`-dimensional embeddings, with a
     column per declared metadata field (name -> str, int, float, bool or its name)."""
-    fields: Dict[str, Any] = {"text": (hs.Text, ""), "embedding": (hs.Vector[dim], ...),
-                              "ref_doc_id": (Optional[hs.Keyword], None), "metadata": (dict, {})}
-    for name, kind in metadata_fields.items():
-        fields[name] = (Optional[_KINDS[_TYPES.get(kind, kind)]], None)
-    return pydantic.create_model("LlamaIndexNode", __base__=hs.Document, **fields)
-
-
-def _check_fields(metadata_fields: Any) -> Dict[str, str]:
-    """The declared fields as name -> type name ("str", "int", "float", "bool"): a store
-    serialises (to_dict) like every LlamaIndex component."""
-    if metadata_fields is None:
-        return {}
-    if not isinstance(metadata_fields, dict):
-        raise ConfigError(f"metadata_fields takes a dict name -> type (str, int, float, bool), "
-                          f"got {type(metadata_fields).__name__}")
-    for name, kind in metadata_fields.items():
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-            raise ConfigError(f"metadata_fields: {name!r} cannot be a column name (an identifier not "
-                              "starting with _); filters on it still work undeclared")
-        if name in _RESERVED:
-            raise ConfigError(f"metadata_fields: {name!r} is a column of the store itself "
-                              f"({', '.join(_RESERVED)}); filters on it still work undeclared")
-        if kind not in _KINDS and kind not in _TYPES:
-            raise ConfigError(f"metadata_fields[{name!r}] must be str, int, float or bool, got {kind!r}")
-    return {name: kind if isinstance(kind, str) else kind.__name__ for name, kind in metadata_fields.items()}
+    own = {"text": (hs.Text, ""), "embedding": (hs.Vector[dim], ...), "ref_doc_id": (Optional[hs.Keyword], None),
+           "metadata": (dict, {})}
+    return col.make_schema("LlamaIndexNode", own, col.declare(metadata_fields, _RESERVED))
 
 
 def _plain_words(text: str) -> str:
@@ -97,16 +74,17 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
 
     def __init__(self, storage: Any = "memory", *, metadata_fields: Optional[Dict[str, type]] = None,
                  embed_dim: Optional[int] = None, flat_metadata: bool = False, **options: Any) -> None:
-        declared = _check_fields(metadata_fields)
+        if embed_dim is not None:
+            col.check_dimension(embed_dim, "embed_dim")
         da = None
         if isinstance(storage, hs.DocumentArray):
-            da, embed_dim = storage, self._fitting_dim(storage, declared)
+            da = storage
+            embed_dim, declared = col.adopt(da, _LAYOUT, "LlamaIndex", metadata_fields, embed_dim)
             storage = storage.storage
         elif not isinstance(storage, str):
             raise ConfigError(f"storage takes a storage name or an hs.DocumentArray, got {type(storage).__name__}")
-        if embed_dim is not None and (isinstance(embed_dim, bool) or not isinstance(embed_dim, int)
-                                      or embed_dim < 1):
-            raise ConfigError(f"embed_dim must be a positive integer, got {embed_dim!r}")
+        else:
+            declared = col.declare(metadata_fields, _RESERVED)
         super().__init__(storage=storage, metadata_fields=declared, embed_dim=embed_dim, flat_metadata=flat_metadata)
         self._options = options
         self._da = da
@@ -123,21 +101,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         return self._da
 
     # ------------------------------------------------------------ opening
-    @staticmethod
-    def _fitting_dim(da: Any, declared: Dict[str, str]) -> int:
-        """The embedding dimension of an open DocumentArray whose schema is a store's, else ConfigError."""
-        schema = schema_of(da.schema)
-        want = {"text": Kind.TEXT, "embedding": Kind.VECTOR, "ref_doc_id": Kind.KEYWORD, "metadata": Kind.OTHER,
-                **{name: _SPEC_KIND[_TYPES[kind]] for name, kind in declared.items()}}
-        got = {name: spec.kind for name, spec in schema.fields.items() if name != "id"}
-        if got != want:
-            raise ConfigError(f"the DocumentArray's schema {schema.name} is not a LlamaIndex store's: it has "
-                              f"{sorted((n, k.value) for n, k in got.items())}, a store with these metadata_fields "
-                              f"has {sorted((n, k.value) for n, k in want.items())} (see node_schema)")
-        return schema.fields["embedding"].dim
-
     def _open(self, dim: int) -> Any:
-        self._da = hs.DocumentArray(node_schema(dim, self.metadata_fields), storage=self.storage, **self._options)
+        self._da = col.open_array(node_schema(dim, self.metadata_fields), self.storage, self._options)
         self.embed_dim = dim
         return self._da
 
@@ -180,8 +145,10 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
                 raise SchemaError(f"node {node.node_id!r}: {e}; nothing was written") from None
             row = {"id": node.node_id, "text": node.get_content(metadata_mode=MetadataMode.NONE),
                    "embedding": node.embedding, "ref_doc_id": node.ref_doc_id, "metadata": metadata}
-            for name in self.metadata_fields:
-                row[name] = node.metadata.get(name)
+            try:
+                row.update(col.column_values(self.metadata_fields, node.metadata))
+            except SchemaError as e:
+                raise SchemaError(f"node {node.node_id!r}: {e}") from None
             rows.append(row)
         self._array(len(nodes[0].embedding)).extend(rows)
         return [node.node_id for node in nodes]
@@ -200,7 +167,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         if da is None:
             return
         flt = self._filter(da, filters, node_ids, None)
-        if flt is not _NOTHING:
+        if flt is not col.NOTHING:
             da.delete(filter=flt or {})
 
     def clear(self) -> None:
@@ -218,7 +185,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         if da is None:
             return []
         flt = self._filter(da, filters, node_ids, None)
-        if flt is _NOTHING:
+        if flt is col.NOTHING:
             return []
         docs = da.find(filter=flt or {}, limit=None).docs
         if node_ids is not None:
@@ -249,7 +216,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         # an empty node_ids / doc_ids list is no restriction here: VectorStoreIndex.as_retriever()
         # sends node_ids=[] (its index struct lists no nodes when the store keeps the text)
         flt = self._filter(da, query.filters, query.node_ids or None, query.doc_ids or None)
-        if flt is _NOTHING:
+        if flt is col.NOTHING:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         k = query.similarity_top_k
         if mode == VectorStoreQueryMode.DEFAULT:
@@ -277,7 +244,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
 
     def _filter(self, da: Any, filters: Optional[MetadataFilters], node_ids: Optional[List[str]],
                 doc_ids: Optional[List[str]]) -> Optional[dict]:
-        """Our filter for the restrictions (None: none; _NOTHING: no node can pass). Metadata
+        """Our filter for the restrictions (None: none; col.NOTHING: no node can pass). Metadata
         filters our language cannot state are evaluated over the stored metadata of the nodes
         the rest lets through, and come down as their ids."""
         parts = []
@@ -292,6 +259,5 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         if rest is None:
             return where
         passes = evaluator(rest)
-        kept = [d.id for d in da.find(filter=where or {}, limit=None).docs
-                if passes({k: v for k, v in d.metadata.items() if k != "_node_content"})]
-        return {"id": {"$in": kept}} if kept else _NOTHING
+        return col.id_filter(col.ids_where(da, lambda m: passes({k: v for k, v in m.items() if k != "_node_content"}),
+                                           where=where))
