@@ -21,15 +21,13 @@ from haystack.utils.filters import document_matches_filter
 
 import hybridsearch as hs
 from hybridsearch.document import Kind
+from hybridsearch.integrations.collection import EXACT_FLOAT_INT, NOTHING
 
 LOGIC = ("AND", "OR", "NOT")
 COMPARISONS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
 _ORDER = {">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte"}
 # Haystack Document attributes: a bare field name other than these means a metadata key
 DOCUMENT_FIELDS = ("id", "content", "blob", "meta", "score", "embedding", "sparse_embedding")
-NOTHING = {"id": {"$in": []}}  # the filter no document matches
-# ints beyond 2**53 lose precision as floats: compared against a float column they stay in Python
-_EXACT_FLOAT_INT = 2 ** 53
 # logic nesting a filter may have: a NOT of several conditions becomes two levels of
 # hybridsearch's language, which takes 32 (query/filters.py MAX_DEPTH)
 MAX_DEPTH = 16
@@ -112,7 +110,7 @@ def _fits(kind: Kind, value: Any) -> bool:
         return type(value) is int and -(2 ** 63) <= value < 2 ** 63
     if kind is K.FLOAT:
         if type(value) is int:
-            return abs(value) <= _EXACT_FLOAT_INT
+            return abs(value) <= EXACT_FLOAT_INT  # beyond, compared against a float column they stay in Python
         return type(value) is float and math.isfinite(value)
     return False
 

@@ -15,13 +15,12 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
 import hybridsearch as hs
+from hybridsearch.integrations import collection as col
 from hybridsearch.integrations.haystack import filters as hf
 from hybridsearch.integrations.haystack.schema import (check_dim, check_fields, document_class, layout_of,
                                                        to_document, to_record)
-from hybridsearch.document import Kind
 from hybridsearch.storages.registry import storage_class
 
-_KINDS = {"str": Kind.KEYWORD, "int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
 _INFO_TYPES = {"str": "keyword", "int": "int", "float": "float", "bool": "boolean"}
 # from_dict's open path= stores, by their serialised form: a pipeline whose components share a
 # store serialises it once per component, and a path takes one writer at a time
@@ -86,21 +85,15 @@ class HybridSearchDocumentStore:
         if isinstance(storage, hs.DocumentArray):
             if path is not None or options:
                 raise hs.ConfigError("a store over an open DocumentArray takes no path= or storage options")
-            dim, declared = layout_of(storage)
-            if metadata_fields is not None and check_fields(metadata_fields) != declared:
-                raise hs.ConfigError(f"metadata_fields {metadata_fields} differ from the DocumentArray's "
-                                     f"columns {declared}")
+            dim, declared = layout_of(storage, metadata_fields)
             self._da, self._storage, self._path, self._options = storage, None, None, {}
             self.embedding_dim, self._fields = dim, declared
         else:
             self.embedding_dim = check_dim(embedding_dim)
             self._fields = check_fields(metadata_fields)
-            if path is not None:
-                options["path"] = path
             self._storage, self._path, self._options = storage, path, dict(options)
-            self._options.pop("path", None)
-            self._da = hs.DocumentArray(document_class(self.embedding_dim, self._fields), storage=storage, **options)
-        self._declared = {name: _KINDS[t] for name, t in self._fields.items()}
+            self._da = col.open_array(document_class(self.embedding_dim, self._fields), storage, options, path)
+        self._declared = {name: col.KINDS[t] for name, t in self._fields.items()}
         self._closed = False
         # write_documents (FAIL / SKIP) and update_by_filter read, then write: every write of this
         # store takes this lock, so two threads (or async calls) cannot both pass the duplicate
@@ -164,9 +157,7 @@ class HybridSearchDocumentStore:
         if need - {"content"}:
             return [to_document(r) for r in self._da]
         names = ["id", "meta"] + (["content"] if need else [])
-        cols = self._da.to_columns(fields=names)
-        contents = cols.get("content") or [None] * len(cols["id"])
-        return [Document(id=i, meta=m, content=c) for i, m, c in zip(cols["id"], cols["meta"], contents)]
+        return [Document(id=r["id"], meta=r["meta"], content=r.get("content")) for r in col.rows(self._da, names)]
 
     def hs_filter(self, filters: Optional[dict]) -> dict:
         """The hybridsearch filter selecting the documents a Haystack filter matches (Python-evaluated
@@ -253,7 +244,7 @@ class HybridSearchDocumentStore:
         for r in matched:
             merged = {**r.meta, **meta}
             record = {"id": r.id, "content": r.content, "meta": merged, "embedding": r.embedding, "extra": r.extra}
-            record.update({name: merged.get(name) for name in self._fields})
+            record.update(col.column_values(self._fields, merged))
             records.append(record)
         if records:
             self._da.extend(records)
