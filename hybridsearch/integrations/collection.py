@@ -24,7 +24,7 @@ import pydantic
 
 import hybridsearch as hs
 from hybridsearch.document import Kind, schema_of
-from hybridsearch.errors import ConfigError, SchemaError
+from hybridsearch.errors import ConfigError, IdError, SchemaError
 
 # declared type name -> the annotation of its column, and the column kind that reads back as it
 ANNOTATIONS = {"str": hs.Keyword, "int": int, "float": float, "bool": bool}
@@ -174,6 +174,22 @@ def id_filter(ids: list) -> dict:
     """The filter selecting these ids; NOTHING (test it with `is`: no need to ask the storage)
     when there are none."""
     return {"id": {"$in": list(ids)}} if ids else NOTHING
+
+
+def id_list(ids: Any, argument: str) -> list:
+    """The ids a store method was given, as a list of strings. A str is ONE id, as
+    hs.DocumentArray.delete takes it (the frameworks' own in-memory stores iterate its
+    characters and touch other documents); bytes, a non-iterable or a non-str id is an
+    IdError (ids are strings), before anything is read or written."""
+    if isinstance(ids, str):
+        return [ids]
+    if isinstance(ids, (bytes, bytearray)) or not hasattr(ids, "__iter__") or isinstance(ids, dict):
+        raise IdError(f"{argument} takes a list of ids (ids are strings), got {type(ids).__name__} {ids!r:.80}")
+    out = list(ids)
+    for i in out:
+        if not isinstance(i, str):
+            raise IdError(f"{argument}: ids are strings, got {type(i).__name__} {i!r:.80}")
+    return out
 
 
 def open_array(schema: type, storage: str, options: dict, path: Any = None) -> hs.DocumentArray:

@@ -214,7 +214,8 @@ class HybridSearchDocumentStore:
         return len(batch)
 
     def delete_documents(self, document_ids: list[str]) -> None:
-        """Delete the Documents with these ids (absent ids are ignored)."""
+        """Delete the Documents with these ids (absent ids are ignored; a str is one id)."""
+        document_ids = col.id_list(document_ids, "delete_documents")
         with self._write_lock:
             self._da.delete(document_ids)
 

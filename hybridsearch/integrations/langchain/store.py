@@ -131,8 +131,8 @@ class HybridSearchVectorStore(VectorStore):
                               ids=ids, **kwargs)
 
     def delete(self, ids: Optional[list] = None, *, filter: Optional[dict] = None, **kwargs: Any) -> bool:
-        """Deletes these ids (absent ones are ignored), or the documents matching `filter`, or
-        with neither every document. Returns True."""
+        """Deletes these ids (absent ones are ignored; a str is one id), or the documents
+        matching `filter`, or with neither every document. Returns True."""
         if kwargs:
             raise ConfigError(f"delete got unknown arguments {sorted(kwargs)}; it takes ids= or filter=")
         if ids is not None and filter is not None:
@@ -142,16 +142,15 @@ class HybridSearchVectorStore(VectorStore):
             if where is not col.NOTHING:
                 self._da.delete(filter=where)
             return True
-        if ids is None:
-            ids = self._da.to_columns(fields=["id"])["id"]
+        ids = self._da.to_columns(fields=["id"])["id"] if ids is None else col.id_list(ids, "delete")
         if len(ids):
             self._da.delete(list(ids))
         return True
 
     # --- reads --------------------------------------------------------------------------------
     def get_by_ids(self, ids: Sequence[str], /) -> list:
-        """The documents of these ids that exist, in the order asked (each once)."""
-        wanted = list(dict.fromkeys(ids))
+        """The documents of these ids that exist, in the order asked (each once); a str is one id."""
+        wanted = list(dict.fromkeys(col.id_list(ids, "get_by_ids")))
         if not wanted:
             return []
         found = {d.id: d for d in self._da.find(filter={"id": {"$in": wanted}}, limit=None).docs}

@@ -10,6 +10,7 @@ declared metadata field. Query modes: DEFAULT (vector), TEXT_SEARCH and SPARSE (
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -71,6 +72,9 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
 
     _da: Any = PrivateAttr(default=None)
     _options: dict = PrivateAttr(default_factory=dict)
+    # the first add / query opens the DocumentArray: two threads doing it at once would open two
+    # (memory: one's nodes vanish; path=: the second open fails), so it opens under this lock
+    _open_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, storage: Any = "memory", *, metadata_fields: Optional[Dict[str, type]] = None,
                  embed_dim: Optional[int] = None, flat_metadata: bool = False, **options: Any) -> None:
@@ -111,8 +115,11 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         anything yet (a fresh in-memory store or a path that does not exist)."""
         if self._da is not None:
             return self._da
-        if dim is not None:
-            return self._open(dim)
+        with self._open_lock:
+            if self._da is not None:  # another thread opened it while this one waited
+                return self._da
+            if dim is not None:
+                return self._open(dim)
         path = self._options.get("path")
         if path is not None and not os.path.exists(path):
             return None
@@ -189,7 +196,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             return []
         docs = da.find(filter=flt or {}, limit=None).docs
         if node_ids is not None:
-            at = {i: n for n, i in enumerate(dict.fromkeys(node_ids))}
+            at = {i: n for n, i in enumerate(dict.fromkeys(col.id_list(node_ids, "node_ids")))}
             docs = sorted(docs, key=lambda d: at[d.id])
         return [self._node(d) for d in docs]
 
@@ -249,9 +256,9 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         the rest lets through, and come down as their ids."""
         parts = []
         if node_ids is not None:
-            parts.append({"id": {"$in": list(node_ids)}})
+            parts.append({"id": {"$in": col.id_list(node_ids, "node_ids")}})
         if doc_ids is not None:
-            parts.append({"ref_doc_id": {"$in": list(doc_ids)}})
+            parts.append({"ref_doc_id": {"$in": col.id_list(doc_ids, "doc_ids")}})
         pushed, rest = split(filters, self.metadata_fields)
         if pushed is not None:
             parts.append(pushed)
