@@ -55,8 +55,9 @@ def declare(metadata_fields: Any, reserved: Iterable[str]) -> dict:
             raise ConfigError(f"metadata_fields: {name!r} cannot be a column name; declare keys that are Python "
                               "identifiers not starting with '_' (other keys are still filterable, in Python)")
         if name in reserved:
-            raise ConfigError(f"metadata_fields: {name!r} is reserved for the store's own column; reserved names "
-                              f"are {', '.join(reserved)} (it stays filterable undeclared, in Python)")
+            raise ConfigError(f"metadata_fields: {name!r} is reserved (a column of the store's own, or a metadata key "
+                              f"the framework writes itself over the document's value); reserved names are "
+                              f"{', '.join(reserved)} (it stays filterable undeclared, in Python)")
         if hasattr(hs.Document, name) or name.startswith("model_"):
             raise ConfigError(f"metadata_fields: {name!r} is the name of a pydantic model attribute and cannot be a "
                               "column; leave it undeclared (filters on it are still answered exactly, in Python)")
@@ -85,12 +86,14 @@ def make_schema(name: str, own: dict, declared: dict) -> type:
 
 
 def adopt(document_array: Any, own: dict, framework: str, metadata_fields: Any = None,
-          dimension: Optional[int] = None) -> tuple:
+          dimension: Optional[int] = None, written: Iterable[str] = ()) -> tuple:
     """(embedding dimension, declared fields) of an open DocumentArray laid out as a store's:
     `own` {column: (Kind, must be Optional)} for the store's own columns (the embedding is
     the column named "embedding"), every other column an Optional str (hs.Keyword), int, float or
     bool: the declared metadata. ConfigError when the layout, the `metadata_fields` given or the
-    `dimension` given do not fit."""
+    `dimension` given do not fit, or a column is one of the metadata keys the framework
+    `written` itself (they cannot be declared: see `declare`)."""
+    written = tuple(written)
     if not isinstance(document_array, hs.DocumentArray):
         raise ConfigError(f"the collection must be an open hs.DocumentArray, got {type(document_array).__name__}")
     schema = schema_of(document_array.schema)
@@ -104,6 +107,10 @@ def adopt(document_array: Any, own: dict, framework: str, metadata_fields: Any =
     for column, spec in specs.items():
         if column == "id" or column in own:
             continue
+        if column in written:
+            problems.append(f"{column}: no column ({framework} writes the metadata key {column!r} itself, so it "
+                            "cannot be declared)")
+            continue
         if spec.kind not in _NAMES or not spec.optional:
             problems.append(f"{column}: an Optional str (hs.Keyword), int, float or bool column (declared "
                             f"metadata), not {spec.kind.value}")
@@ -112,7 +119,7 @@ def adopt(document_array: Any, own: dict, framework: str, metadata_fields: Any =
     if problems:
         raise ConfigError(f"the DocumentArray's schema {schema.name} does not fit a {framework} store (it is not a "
                           f"{framework} store's layout); it needs " + "; ".join(problems))
-    if metadata_fields is not None and declare(metadata_fields, ("id", *own)) != declared:
+    if metadata_fields is not None and declare(metadata_fields, ("id", *own, *written)) != declared:
         raise ConfigError(f"metadata_fields {metadata_fields!r} differ from the DocumentArray's columns {declared!r}: "
                           f"it is not a {framework} store with these metadata_fields")
     found = specs["embedding"].dim

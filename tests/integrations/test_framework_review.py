@@ -90,3 +90,23 @@ def test_haystack_a_str_of_ids_is_one_id():
     with pytest.raises(IdError, match="ids are strings"):
         store.delete_documents(b"a")
     assert sorted(d.id for d in store.filter_documents()) == ["a", "b"]
+
+
+# --- 3. LlamaIndex: metadata keys node_to_metadata_dict writes itself cannot be declared ---------
+@pytest.mark.parametrize("key", ["doc_id", "document_id", "ref_doc_id", "_node_content", "_node_type"])
+def test_llamaindex_refuses_declaring_keys_llamaindex_writes(key):
+    with pytest.raises(hs.ConfigError, match=repr(key)):
+        LIStore("memory", metadata_fields={key: str})
+
+
+def test_llamaindex_refuses_adopting_a_column_llamaindex_writes():
+    import typing
+    schema = type("Nodes", (hs.Document,), {"__annotations__": {
+        "text": hs.Text, "embedding": hs.Vector[2], "ref_doc_id": typing.Optional[hs.Keyword], "metadata": dict,
+        "doc_id": typing.Optional[hs.Keyword]}, "text": "", "ref_doc_id": None, "metadata": {}, "doc_id": None})
+    da = hs.DocumentArray(schema, storage="memory")
+    try:
+        with pytest.raises(hs.ConfigError, match="doc_id"):
+            LIStore(da)
+    finally:
+        da.close()

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (BasePydanticVectorStore, MetadataFilters, VectorStoreQuery,
                                                   VectorStoreQueryMode, VectorStoreQueryResult)
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
@@ -25,7 +25,11 @@ from hybridsearch.errors import ConfigError, SchemaError, UnsupportedError
 from hybridsearch.integrations import collection as col
 from hybridsearch.integrations.llamaindex.filters import evaluator, split
 
-_RESERVED = ("id", "text", "embedding", "ref_doc_id", "metadata")
+# the metadata keys node_to_metadata_dict writes over a node's own (doc_id, document_id,
+# ref_doc_id, _node_content, _node_type): a column declared for one would hold the node's value
+# while filters on the stored metadata answer for LlamaIndex's, so they cannot be declared
+_WRITTEN = tuple(sorted(node_to_metadata_dict(TextNode(text=""), remove_text=True)))
+_RESERVED = ("id", "text", "embedding", "metadata", *_WRITTEN)
 # the store's own columns as an open DocumentArray must have them (Kind, must be Optional)
 _LAYOUT = {"text": (Kind.TEXT, False), "embedding": (Kind.VECTOR, False), "ref_doc_id": (Kind.KEYWORD, False),
            "metadata": (Kind.OTHER, False)}
@@ -83,7 +87,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         da = None
         if isinstance(storage, hs.DocumentArray):
             da = storage
-            embed_dim, declared = col.adopt(da, _LAYOUT, "LlamaIndex", metadata_fields, embed_dim)
+            embed_dim, declared = col.adopt(da, _LAYOUT, "LlamaIndex", metadata_fields, embed_dim,
+                                          written=[w for w in _WRITTEN if w not in _LAYOUT])
             storage = storage.storage
         elif not isinstance(storage, str):
             raise ConfigError(f"storage takes a storage name or an hs.DocumentArray, got {type(storage).__name__}")
