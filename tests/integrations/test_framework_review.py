@@ -110,3 +110,77 @@ def test_llamaindex_refuses_adopting_a_column_llamaindex_writes():
             LIStore(da)
     finally:
         da.close()
+
+
+# --- 4. LangChain filters with wrongly typed values: declared and undeclared answer alike ---------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LC_FIELDS = {"year": int, "genre": str, "price": float, "flag": bool}
+LC_ROWS = [("a", {"year": 1990, "genre": "jazz", "price": 1.5, "flag": True}),
+           ("b", {"year": 2000, "genre": "rock", "price": 2, "flag": False}),
+           ("c", {"genre": "jazz"}),
+           ("d", {"year": None, "genre": None, "price": None, "flag": None}),
+           ("e", {"year": 2010, "genre": "Jazz", "price": 3.0, "flag": True})]
+ORDERED = ("$gt", "$gte", "$lt", "$lte")
+
+
+def kind(v):
+    return "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else type(v).__name__
+
+
+def model_ids(key, op, arg):
+    """The ids the filter {key: {op: arg}} selects over LC_ROWS, or FilterError: None is no
+    value; ordering takes numbers or strings and raises against a stored value of another kind;
+    values of different kinds are never equal."""
+    args = arg if op in ("$in", "$nin") else [arg]
+    if any(a is None for a in args) or (op in ORDERED and kind(arg) not in ("number", "str")):
+        return hs.FilterError
+    out = []
+    for i, meta in LC_ROWS:
+        v = meta.get(key)
+        eq = any(v is not None and kind(v) == kind(a) and v == a for a in args)
+        if op in ORDERED:
+            if v is None:
+                continue
+            if kind(v) != kind(arg):
+                return hs.FilterError
+            ok = {"$gt": v > arg, "$gte": v >= arg, "$lt": v < arg, "$lte": v <= arg}[op]
+        else:
+            ok = eq if op in ("$eq", "$in") else not eq
+        if ok:
+            out.append(i)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lc_pair():
+    stores = []
+    for fields in (LC_FIELDS, None):
+        s = LCStore(DeterministicFakeEmbedding(size=4), dimension=4, metadata_fields=fields)
+        s.add_texts([f"t {i}" for i, _ in LC_ROWS], [m for _, m in LC_ROWS], ids=[i for i, _ in LC_ROWS])
+        stores.append(s)
+    yield stores
+    for s in stores:
+        s.close()
+
+
+def answer(store, flt):
+    try:
+        return sorted(d.id for d in store.similarity_search("t", k=10, filter=flt))
+    except hs.FilterError:
+        return hs.FilterError
+
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 2020), st.sampled_from([1.5, 2.0, 1990.0, 2.5]),
+                    st.sampled_from(["jazz", "rock", "1990", "a", "Jazz"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(LC_FIELDS)), op=st.sampled_from(["$eq", "$ne", "$in", "$nin", *ORDERED]),
+       arg=SCALARS, more=st.lists(SCALARS, max_size=2), implicit=st.booleans())
+def test_langchain_wrongly_typed_filters_answer_alike_declared_or_not(lc_pair, key, op, arg, more, implicit):
+    value = [arg, *more] if op in ("$in", "$nin") else arg
+    flt = {key: value} if op == "$eq" and implicit else {key: {op: value}}
+    declared, undeclared = (answer(s, flt) for s in lc_pair)
+    assert declared == undeclared == model_ids(key, op, value), flt

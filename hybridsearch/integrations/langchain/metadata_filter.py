@@ -19,6 +19,8 @@ from hybridsearch.errors import FilterError
 OURS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists"})
 PYTHON_ONLY = frozenset({"$between", "$like", "$ilike", "$contains"})
 LOGIC = frozenset({"$and", "$or", "$not"})
+_EQUALITY = frozenset({"$eq", "$ne", "$in", "$nin"})
+_ORDERED = frozenset({"$gt", "$gte", "$lt", "$lte", "$between"})
 
 
 def check(flt: Any) -> None:
@@ -38,6 +40,8 @@ def check(flt: Any) -> None:
         elif _is_ops(cond):
             for op, arg in cond.items():
                 _check_op(key, op, arg)
+        else:
+            _check_op(key, "$eq", cond)
 
 
 def _is_ops(cond: Any) -> bool:
@@ -50,6 +54,14 @@ def _check_op(key: str, op: Any, arg: Any) -> None:
         raise FilterError(f"unknown operator {op!r} on metadata {key!r}; known operators: {known}")
     if op in ("$in", "$nin") and not isinstance(arg, (list, tuple, set, frozenset)):
         raise FilterError(f"{op} on metadata {key!r} takes a list, got {arg!r}")
+    if op in _EQUALITY or op in _ORDERED:
+        for a in (arg if op in ("$in", "$nin", "$between") else [arg]):
+            if a is None:
+                raise FilterError(f"{op} on metadata {key!r} got None: None is no value to compare with; "
+                                  "use {'$exists': False} for a missing key (or one holding None)")
+            if op in _ORDERED and _kind(a) not in ("number", "str"):
+                raise FilterError(f"{op} on metadata {key!r} orders numbers or strings, got "
+                                  f"{type(a).__name__} {a!r}")
     if op == "$exists" and not isinstance(arg, bool):
         raise FilterError(f"$exists on metadata {key!r} takes True or False, got {arg!r}")
     if op == "$between" and not (isinstance(arg, (list, tuple)) and len(arg) == 2):
@@ -70,11 +82,24 @@ def pushable(flt: dict, declared: dict) -> bool:
         elif key not in declared:
             return False
         elif _is_ops(cond):
-            if not all(op in OURS for op in cond):
+            if not all(op in OURS and _fits(declared[key], op, arg) for op, arg in cond.items()):
                 return False
-        elif isinstance(cond, (dict, list, tuple)):  # equality with a structure: no column holds one
-            return False
+        elif isinstance(cond, (dict, list, tuple)) or not _fits(declared[key], "$eq", cond):
+            return False  # equality with a structure (no column holds one) or with another kind
     return True
+
+
+def _fits(type_name: str, op: str, arg: Any) -> bool:
+    """Whether the storage answers `op arg` on a column declared `type_name` as Python answers it
+    over the metadata: a value of another kind (a str for an int column, a number for a bool one)
+    goes to Python, which answers as for an undeclared key (never equal; ordering raises), where
+    the storage would refuse what an undeclared key accepts."""
+    if op == "$exists":
+        return True
+    want = {"str": "str", "bool": "bool"}.get(type_name, "number")
+    if op in _ORDERED and want == "bool":
+        return False
+    return all(_kind(a) == want for a in (arg if op in ("$in", "$nin") else [arg]))
 
 
 def split(flt: Optional[dict], declared: dict) -> tuple:
@@ -100,7 +125,8 @@ def split(flt: Optional[dict], declared: dict) -> tuple:
 def matches(metadata: dict, flt: dict) -> bool:
     """Whether a document's metadata satisfies the filter, with hybridsearch's semantics: a
     missing key (or None) matches only $ne, $nin and $exists False; values of different kinds
-    (a bool and a number, a string and a number) are never equal or ordered."""
+    (a bool and a number, a string and a number) are never equal, and ordering them is a
+    FilterError (as a declared column of the stored kind refuses it)."""
     for key, cond in flt.items():
         if key == "$and":
             ok = all(matches(metadata, f) for f in cond)
@@ -129,10 +155,13 @@ def _eq(value: Any, arg: Any) -> bool:
     return value is not None and _kind(value) == _kind(arg) and value == arg
 
 
-def _ordered(test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+def _ordered(test: Callable[[Any, Any], bool], name: str) -> Callable[[Any, Any], bool]:
     def op(value: Any, arg: Any) -> bool:
-        if value is None or _kind(value) != _kind(arg) or _kind(value) not in ("number", "str", "bool"):
+        if value is None or isinstance(value, (list, tuple, dict)):
             return False
+        if _kind(value) != _kind(arg):  # a declared column of the stored kind would refuse it too
+            raise FilterError(f"{name} {arg!r} compares a {_kind(arg)} with metadata holding the {_kind(value)} "
+                              f"{value!r}: ordering applies between numbers or between strings")
         return test(value, arg)
     return op
 
@@ -157,11 +186,12 @@ _OPS: dict = {
     "$in": lambda v, a: any(_eq(v, x) for x in a),
     "$nin": lambda v, a: not any(_eq(v, x) for x in a),
     "$exists": lambda v, a: (v is not None) == a,
-    "$gt": _ordered(lambda v, a: v > a),
-    "$gte": _ordered(lambda v, a: v >= a),
-    "$lt": _ordered(lambda v, a: v < a),
-    "$lte": _ordered(lambda v, a: v <= a),
-    "$between": lambda v, a: _ordered(lambda x, lo: x >= lo)(v, a[0]) and _ordered(lambda x, hi: x <= hi)(v, a[1]),
+    "$gt": _ordered(lambda v, a: v > a, "$gt"),
+    "$gte": _ordered(lambda v, a: v >= a, "$gte"),
+    "$lt": _ordered(lambda v, a: v < a, "$lt"),
+    "$lte": _ordered(lambda v, a: v <= a, "$lte"),
+    "$between": lambda v, a: (_ordered(lambda x, lo: x >= lo, "$between")(v, a[0])
+                              and _ordered(lambda x, hi: x <= hi, "$between")(v, a[1])),
     "$like": lambda v, a: isinstance(v, str) and _like(a, 0).fullmatch(v) is not None,
     "$ilike": lambda v, a: isinstance(v, str) and _like(a, re.IGNORECASE).fullmatch(v) is not None,
     "$contains": _contains,
