@@ -183,6 +183,19 @@ def id_filter(ids: list) -> dict:
     return {"id": {"$in": list(ids)}} if ids else NOTHING
 
 
+def query_text(text: str, query_syntax: bool = False) -> str:
+    """The text a store's lexical search sends to find(). Frameworks' queries are natural
+    language, so by default quotes, a leading + or - and * are taken as the words around them,
+    not as hybridsearch's query syntax ("phrases", +required, -excluded, prefix*: "python install
+    -windows" must not exclude the documents about windows); `query_syntax=True` (each store's
+    opt-in) passes the text as it is."""
+    if query_syntax is not True and query_syntax is not False:
+        raise ConfigError(f"query_syntax is True or False, got {query_syntax!r}")
+    if query_syntax:
+        return text
+    return " ".join(w.lstrip("+-") for w in text.replace('"', " ").replace("*", " ").split())
+
+
 def id_list(ids: Any, argument: str) -> list:
     """The ids a store method was given, as a list of strings. A str is ONE id, as
     hs.DocumentArray.delete takes it (the frameworks' own in-memory stores iterate its

@@ -184,3 +184,49 @@ def test_langchain_wrongly_typed_filters_answer_alike_declared_or_not(lc_pair, k
     flt = {key: value} if op == "$eq" and implicit else {key: {op: value}}
     declared, undeclared = (answer(s, flt) for s in lc_pair)
     assert declared == undeclared == model_ids(key, op, value), flt
+
+
+# --- 5. natural-language queries are plain words in all three stores; query_syntax=True opts in ---
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode  # noqa: E402
+
+from hybridsearch.integrations.haystack import HybridSearchBM25Retriever, HybridSearchHybridRetriever  # noqa: E402
+
+QS_TEXTS = {"win": "python install error on windows", "linux": "python install guide for linux"}
+QUERY = "python install -windows"
+
+
+def test_langchain_queries_are_plain_words():
+    store = LCStore(DeterministicFakeEmbedding(size=4), dimension=4)
+    store.add_texts(list(QS_TEXTS.values()), ids=list(QS_TEXTS))
+    for mode in ("lexical", "hybrid"):
+        assert "win" in [d.id for d in store.similarity_search(QUERY, k=5, mode=mode)]
+    # the opt-in: -windows excludes the document from the BM25 part
+    assert [d.id for d in store.similarity_search(QUERY, k=5, mode="lexical", query_syntax=True)] == ["linux"]
+    # only the words count: with the syntax characters gone, the same hits and scores
+    assert (store.similarity_search_with_score('"python install" -windows*', k=5, mode="lexical")
+            == store.similarity_search_with_score("python install windows", k=5, mode="lexical"))
+
+
+def test_llamaindex_queries_are_plain_words():
+    store = LIStore("memory")
+    store.add([TextNode(id_=i, text=t, embedding=[1.0, 0.0]) for i, t in QS_TEXTS.items()])
+    for mode in (VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.HYBRID):
+        q = VectorStoreQuery(query_str=QUERY, query_embedding=[1.0, 0.0], mode=mode, similarity_top_k=5)
+        assert "win" in store.query(q).ids
+    q = VectorStoreQuery(query_str=QUERY, mode=VectorStoreQueryMode.TEXT_SEARCH, similarity_top_k=5)
+    assert store.query(q, query_syntax=True).ids == ["linux"]
+
+
+def test_haystack_queries_are_plain_words():
+    store = HybridSearchDocumentStore("memory", embedding_dim=2)
+    store.write_documents([HSDocument(id=i, content=t, embedding=[1.0, 0.0]) for i, t in QS_TEXTS.items()])
+    assert "win" in [d.id for d in store.bm25_retrieval(QUERY, top_k=5)]
+    assert "win" not in [d.id for d in store.bm25_retrieval(QUERY, top_k=5, query_syntax=True)]
+    hybrid = HybridSearchHybridRetriever(store, top_k=5)
+    assert "win" in [d.id for d in hybrid.run(query=QUERY, query_embedding=[1.0, 0.0])["documents"]]
+    for syntax in (False, True):
+        bm25 = HybridSearchBM25Retriever(store, top_k=5, query_syntax=syntax)
+        assert ("win" in [d.id for d in bm25.run(query=QUERY)["documents"]]) is not syntax
+        assert HybridSearchBM25Retriever.from_dict(bm25.to_dict()).query_syntax is syntax
+        assert HybridSearchHybridRetriever.from_dict(
+            HybridSearchHybridRetriever(store, query_syntax=syntax).to_dict()).query_syntax is syntax

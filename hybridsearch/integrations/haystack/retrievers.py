@@ -79,39 +79,51 @@ class HybridSearchEmbeddingRetriever(_Retriever):
 @component
 class HybridSearchBM25Retriever(_Retriever):
     """The `top_k` Documents best matching a query by BM25 over their content (k1=1.2, b=0.75;
-    the query is an OR of its words). Scores: BM25."""
+    the query is an OR of its words). Scores: BM25. The query is natural language: quotes,
+    a leading + or - and * are read as the words around them; `query_syntax=True` reads them as
+    hybridsearch's query syntax ("phrases", +required, -excluded, prefix*)."""
+
+    def __init__(self, document_store: HybridSearchDocumentStore, filters: Optional[dict] = None, top_k: int = 10,
+                 filter_policy: FilterPolicy = FilterPolicy.REPLACE, return_embedding: bool = False,
+                 query_syntax: bool = False) -> None:
+        # @component rebuilds the class, so no zero-argument super() here
+        _Retriever.__init__(self, document_store, filters, top_k, filter_policy, return_embedding,
+                            query_syntax=query_syntax)
+        self.query_syntax = query_syntax
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, filters: Optional[dict] = None, top_k: Optional[int] = None,
             return_embedding: Optional[bool] = None) -> dict[str, list[Document]]:
         """{"documents": the best matching Documents, best first, each with its BM25 score}."""
-        return {"documents": self.document_store.bm25_retrieval(query, **self._args(filters, top_k, return_embedding))}
+        return {"documents": self.document_store.bm25_retrieval(query, query_syntax=self.query_syntax,
+                                                                **self._args(filters, top_k, return_embedding))}
 
     @component.output_types(documents=list[Document])
     async def run_async(self, query: str, filters: Optional[dict] = None, top_k: Optional[int] = None,
                         return_embedding: Optional[bool] = None) -> dict[str, list[Document]]:
         """run, off the event loop."""
         return {"documents": await self.document_store.bm25_retrieval_async(
-            query, **self._args(filters, top_k, return_embedding))}
+            query, query_syntax=self.query_syntax, **self._args(filters, top_k, return_embedding))}
 
 
 @component
 class HybridSearchHybridRetriever(_Retriever):
     """BM25 on a query and vector search on its embedding in one call, fused by the store
-    (`fusion` "rrf" (default), "sum" or "linear" with `weights` {"text": a, "vector": b})."""
+    (`fusion` "rrf" (default), "sum" or "linear" with `weights` {"text": a, "vector": b}). The
+    query is plain words unless `query_syntax=True`, as for HybridSearchBM25Retriever."""
 
     def __init__(self, document_store: HybridSearchDocumentStore, filters: Optional[dict] = None, top_k: int = 10,
                  filter_policy: FilterPolicy = FilterPolicy.REPLACE, return_embedding: bool = False,
-                 fusion: str = "rrf", weights: Optional[dict] = None) -> None:
+                 fusion: str = "rrf", weights: Optional[dict] = None, query_syntax: bool = False) -> None:
         # @component rebuilds the class, so no zero-argument super() here
         _Retriever.__init__(self, document_store, filters, top_k, filter_policy, return_embedding,
-                         fusion=fusion, weights=weights)
-        self.fusion, self.weights = fusion, weights
+                            fusion=fusion, weights=weights, query_syntax=query_syntax)
+        self.fusion, self.weights, self.query_syntax = fusion, weights, query_syntax
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, query_embedding: list[float], filters: Optional[dict] = None,
             top_k: Optional[int] = None, return_embedding: Optional[bool] = None) -> dict[str, list[Document]]:
         """{"documents": the fused best Documents, best first, each with its fused score}."""
         return {"documents": self.document_store.hybrid_retrieval(
-            query, query_embedding, fusion=self.fusion, weights=self.weights,
+            query, query_embedding, fusion=self.fusion, weights=self.weights, query_syntax=self.query_syntax,
             **self._args(filters, top_k, return_embedding))}

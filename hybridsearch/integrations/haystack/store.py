@@ -339,22 +339,26 @@ class HybridSearchDocumentStore:
                           filter=self.hs_filter(filters) or None, exact=exact)
 
     def bm25_retrieval(self, query: str, filters: Optional[dict] = None, top_k: int = 10,
-                       return_embedding: bool = False) -> list[Document]:
-        """The `top_k` Documents best matching `query` by BM25 over their content."""
+                       return_embedding: bool = False, query_syntax: bool = False) -> list[Document]:
+        """The `top_k` Documents best matching `query` by BM25 over their content. The query is
+        plain words; `query_syntax=True` reads it as hybridsearch's query syntax ("phrases",
+        +required, -excluded, prefix*)."""
         if not isinstance(query, str) or not query.strip():
             raise hs.ConfigError(f"query is a non-empty string, got {query!r}")
-        return self._hits(top_k, return_embedding, text=query, filter=self.hs_filter(filters) or None)
+        return self._hits(top_k, return_embedding, text=col.query_text(query, query_syntax),
+                          filter=self.hs_filter(filters) or None)
 
     def hybrid_retrieval(self, query: str, query_embedding: list[float], filters: Optional[dict] = None,
                          top_k: int = 10, fusion: str = "rrf", weights: Optional[dict] = None,
-                         return_embedding: bool = False) -> list[Document]:
+                         return_embedding: bool = False, query_syntax: bool = False) -> list[Document]:
         """The `top_k` Documents of BM25 on `query` and vector search on `query_embedding`, fused
-        (``"rrf"``, ``"sum"`` or ``"linear"`` with `weights` {"text", "vector"}: API.md section 4, 8)."""
+        (``"rrf"``, ``"sum"`` or ``"linear"`` with `weights` {"text", "vector"}: API.md section 4, 8).
+        The query is plain words unless `query_syntax=True`, as in bm25_retrieval."""
         if not isinstance(query, str) or not query.strip():
             raise hs.ConfigError(f"query is a non-empty string, got {query!r}")
         find = {"weights": weights} if weights is not None else {}
-        return self._hits(top_k, return_embedding, text=query, vector=query_embedding, fusion=fusion,
-                          filter=self.hs_filter(filters) or None, **find)
+        return self._hits(top_k, return_embedding, text=col.query_text(query, query_syntax), vector=query_embedding,
+                          fusion=fusion, filter=self.hs_filter(filters) or None, **find)
 
     # -- async forms: the same calls on a worker thread ---------------------------------------
     async def count_documents_async(self) -> int:
@@ -418,6 +422,6 @@ class HybridSearchDocumentStore:
                                        return_embedding, exact)
 
     async def bm25_retrieval_async(self, query: str, filters: Optional[dict] = None, top_k: int = 10,
-                                   return_embedding: bool = False) -> list[Document]:
+                                   return_embedding: bool = False, query_syntax: bool = False) -> list[Document]:
         """bm25_retrieval, off the event loop."""
-        return await asyncio.to_thread(self.bm25_retrieval, query, filters, top_k, return_embedding)
+        return await asyncio.to_thread(self.bm25_retrieval, query, filters, top_k, return_embedding, query_syntax)

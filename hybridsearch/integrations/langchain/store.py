@@ -162,12 +162,16 @@ class HybridSearchVectorStore(VectorStore):
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, *, mode: str = "vector",
-                                     filter: Optional[dict] = None, **kwargs: Any) -> list:
+                                     filter: Optional[dict] = None, query_syntax: bool = False,
+                                     **kwargs: Any) -> list:
         """[(Document, score)], higher is better: the vector similarity of the storage's metric
-        (cosine similarity by default), BM25 (lexical) or the fused score (hybrid)."""
+        (cosine similarity by default), BM25 (lexical) or the fused score (hybrid). The query is
+        plain words; `query_syntax=True` reads it as hybridsearch's query syntax ("phrases",
+        +required, -excluded, prefix*)."""
         mode = _mode(mode)
+        text = col.query_text(query, query_syntax) if mode != "vector" else None
         vector = self._embed([query], query=True)[0] if mode != "lexical" else None
-        return self._search(vector, query if mode != "vector" else None, k, filter, kwargs)
+        return self._search(vector, text, k, filter, kwargs)
 
     def similarity_search_by_vector(self, embedding: list, k: int = 4, *, filter: Optional[dict] = None,
                                     **kwargs: Any) -> list:

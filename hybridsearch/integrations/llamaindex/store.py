@@ -48,12 +48,6 @@ def node_schema(dim: int, metadata_fields: Dict[str, Any]) -> type:
     return col.make_schema("LlamaIndexNode", own, col.declare(metadata_fields, _RESERVED))
 
 
-def _plain_words(text: str) -> str:
-    """A LlamaIndex query string is natural language: quotes, a leading +/- and * are taken as
-    the words around them, not as hybridsearch's query syntax (phrases, required, excluded, prefix)."""
-    return " ".join(w.lstrip("+-") for w in text.replace('"', " ").replace("*", " ").split())
-
-
 class HybridSearchVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store over any hybridsearch storage.
 
@@ -210,8 +204,11 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         TEXT_SEARCH / SPARSE: BM25 over the node texts; HYBRID: both, fused linearly with weight
         alpha on the vector part and 1 - alpha on BM25 (alpha None: 0.5), each part min-max
         normalised over the candidates. Filters, node_ids and doc_ids (each when not empty, as
-        LlamaIndex's retrievers mean them) restrict every mode."""
+        LlamaIndex's retrievers mean them) restrict every mode. The query string is plain words;
+        `query_syntax=True` (a keyword, e.g. the retriever's vector_store_kwargs) reads it as
+        hybridsearch's query syntax ("phrases", +required, -excluded, prefix*)."""
         mode = query.mode
+        syntax = kwargs.get("query_syntax", False)
         if mode not in _MODES:
             raise UnsupportedError(f"query mode {getattr(mode, 'value', mode)!r} is not supported by "
                                    f"HybridSearchVectorStore; supported: {', '.join(m.value for m in _MODES)}")
@@ -235,13 +232,13 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             res = da.find(vector=vector, filter=flt, limit=k)
         elif mode in _TEXT_MODES:
             k = query.sparse_top_k or k if mode == VectorStoreQueryMode.SPARSE else k
-            res = da.find(text=_plain_words(text), filter=flt, limit=k)
+            res = da.find(text=col.query_text(text, syntax), filter=flt, limit=k)
         else:
             alpha = 0.5 if query.alpha is None else query.alpha
             if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
                 raise ConfigError(f"alpha must be a number in [0, 1] (0: BM25 only, 1: vector only), got {alpha!r}")
             limit = query.hybrid_top_k or k
-            res = da.find(text=_plain_words(text), vector=vector, filter=flt, limit=limit, fusion="linear",
+            res = da.find(text=col.query_text(text, syntax), vector=vector, filter=flt, limit=limit, fusion="linear",
                           weights={"text": 1.0 - alpha, "vector": float(alpha)},
                           candidates=max(100, k, limit, query.sparse_top_k or 0))
         nodes = [self._node(d) for d in res.docs]
