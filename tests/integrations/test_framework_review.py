@@ -230,3 +230,32 @@ def test_haystack_queries_are_plain_words():
         assert HybridSearchBM25Retriever.from_dict(bm25.to_dict()).query_syntax is syntax
         assert HybridSearchHybridRetriever.from_dict(
             HybridSearchHybridRetriever(store, query_syntax=syntax).to_dict()).query_syntax is syntax
+
+
+# --- 6. LangChain relevance of linear hybrid: the weighted mean of its [0, 1] parts --------------
+import math  # noqa: E402
+
+from tests.integrations.test_langchain import DIM, bm25, corpus, cosine  # noqa: E402
+from tests.models import fusion_reference  # noqa: E402
+
+
+@pytest.mark.parametrize("weights", [{"text": 3, "vector": 5}, {"text": 0.2, "vector": 0.3}, None])
+def test_langchain_linear_hybrid_relevance_is_the_weighted_mean(weights):
+    docs = corpus()
+    emb = DeterministicFakeEmbedding(size=DIM)
+    store = LCStore(emb)
+    store.add_documents(docs)
+    query = "garden pepper"
+    order = [d.id for d in docs]
+    fused, _ = fusion_reference(order, [("text", bm25(docs, query), False, 0.0),
+                                        ("vector", cosine(docs, query, emb), False, math.nan)], "linear",
+                                weights=weights)
+    total = 1.0 if weights is None else sum(weights.values())
+    options = {} if weights is None else {"weights": weights}
+    got = store.similarity_search_with_relevance_scores(query, k=len(docs), mode="hybrid", fusion="linear",
+                                                         **options)
+    assert len(got) == len(docs)
+    for doc, relevance in got:
+        assert 0.0 <= relevance <= 1.0
+        assert relevance == pytest.approx(fused[doc.id] / total, abs=1e-5), doc.id
+    store.close()

@@ -184,15 +184,18 @@ class HybridSearchVectorStore(VectorStore):
         return self._search(self._check_vectors([embedding])[0], None, k, filter, kwargs)
 
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list:
-        # relevance in [0, 1] is a function of a vector score; BM25 and sum / rrf fusion have none
+        # relevance in [0, 1] is a function of a vector score or of a linear fusion (its weighted
+        # mean); BM25 and sum / rrf fusion have none
         mode = _mode(kwargs.get("mode", "vector"))
         if mode == "lexical" or (mode == "hybrid" and kwargs.get("fusion", "sum") != "linear"):
             raise UnsupportedError(f"relevance scores in [0, 1] exist for mode='vector' and for mode='hybrid' with "
                                    f"fusion='linear'; mode={mode!r} scores are unbounded: use "
                                    "similarity_search_with_score")
         scored = self.similarity_search_with_score(query, k, **kwargs)
-        if mode == "hybrid":  # linear fusion: already a weighted mean of [0, 1] parts
-            return scored
+        if mode == "hybrid":  # linear fusion: a weighted sum of [0, 1] parts; over the weights' sum, their mean
+            weights = kwargs.get("weights")
+            total = sum(float(w) for w in weights.values()) if isinstance(weights, dict) else 1.0
+            return [(doc, min(1.0, max(0.0, score / total))) if total > 0 else (doc, score) for doc, score in scored]
         relevance = self._select_relevance_score_fn()
         return [(doc, relevance(score)) for doc, score in scored]
 
