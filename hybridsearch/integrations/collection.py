@@ -17,6 +17,7 @@ is imported here.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, Iterable, Optional
 
@@ -25,6 +26,7 @@ import pydantic
 import hybridsearch as hs
 from hybridsearch.document import Kind, schema_of
 from hybridsearch.errors import ConfigError, IdError, SchemaError
+from hybridsearch.storages.registry import storage_class
 
 # declared type name -> the annotation of its column, and the column kind that reads back as it
 ANNOTATIONS = {"str": hs.Keyword, "int": int, "float": float, "bool": bool}
@@ -209,6 +211,25 @@ def id_list(ids: Any, argument: str) -> list:
     for i in out:
         if not isinstance(i, str):
             raise IdError(f"{argument}: ids are strings, got {type(i).__name__} {i!r:.80}")
+    return out
+
+
+def secret_options(storage: str, options: dict) -> list:
+    """The options to_dict would write out that the storage marks secret (credentials, or a URL
+    carrying user:password@)."""
+    try:
+        fields = dataclasses.fields(storage_class(storage).Config)
+    except (hs.HybridSearchError, AttributeError, TypeError):
+        return []  # a storage without a config dataclass declares no secrets
+    secret = {f.name for f in fields if f.metadata.get("secret")}
+    out = []
+    for name, value in options.items():
+        if name not in secret or value is None:
+            continue
+        urls = value if isinstance(value, (list, tuple)) else [value]
+        if name in ("hosts", "url") and all(isinstance(u, str) and "@" not in u.split("//", 1)[-1] for u in urls):
+            continue  # plain URLs: nothing secret in them
+        out.append(name)
     return out
 
 

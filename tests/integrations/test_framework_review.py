@@ -259,3 +259,35 @@ def test_langchain_linear_hybrid_relevance_is_the_weighted_mean(weights):
         assert 0.0 <= relevance <= 1.0
         assert relevance == pytest.approx(fused[doc.id] / total, abs=1e-5), doc.id
     store.close()
+
+
+# --- 7. LlamaIndex to_dict / from_dict reopens the same collection, or refuses -------------------
+def test_llamaindex_to_dict_from_dict_reopens_the_collection(tmp_path):
+    path = str(tmp_path / "nodes.db")
+    store = LIStore("sqlite", path=path, metric="l2", metadata_fields={"year": int})
+    nodes = [TextNode(id_="a", text="a", embedding=[1.0, 0.0], metadata={"year": 2000}),
+             TextNode(id_="b", text="b", embedding=[0.0, 3.0], metadata={"year": 2001})]
+    store.add(nodes)
+    data = store.to_dict()
+    store.close()
+    back = LIStore.from_dict(data)
+    try:
+        assert back.metadata_fields == {"year": "int"} and back.embed_dim == 2
+        assert sorted(n.node_id for n in back.get_nodes()) == ["a", "b"]
+        # l2: the score is minus the distance (cosine would score a and b alike from [1, 1])
+        res = back.query(VectorStoreQuery(query_embedding=[0.0, 2.0], similarity_top_k=2))
+        assert res.ids == ["b", "a"]
+        assert res.similarities == pytest.approx([-1.0, -(5 ** 0.5)], abs=1e-5)
+    finally:
+        back.close()
+    # LlamaIndex's own form (BaseComponent.to_dict) carries stores_text / is_embedding_query too
+    again = LIStore.from_dict({**data, "stores_text": True, "is_embedding_query": True})
+    assert sorted(n.node_id for n in again.get_nodes()) == ["a", "b"]
+    again.close()
+
+
+def test_llamaindex_to_dict_refuses_an_adopted_collection():
+    store = LIStore("memory")
+    store.add([TextNode(id_="a", text="a", embedding=[1.0, 0.0])])
+    with pytest.raises(hs.UnsupportedError, match="open DocumentArray"):
+        LIStore(store.client).to_dict()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import threading
 import weakref
@@ -19,7 +18,6 @@ from hybridsearch.integrations import collection as col
 from hybridsearch.integrations.haystack import filters as hf
 from hybridsearch.integrations.haystack.schema import (check_dim, check_fields, document_class, layout_of,
                                                        to_document, to_record)
-from hybridsearch.storages.registry import storage_class
 
 _INFO_TYPES = {"str": "keyword", "int": "int", "float": "float", "bool": "boolean"}
 # from_dict's open path= stores, by their serialised form: a pipeline whose components share a
@@ -30,25 +28,6 @@ _OPEN_LOCK = threading.Lock()
 
 def _meta_key(field: str) -> str:
     return field[len("meta."):] if field.startswith("meta.") else field
-
-
-def _in_clear(storage: str, options: dict) -> list:
-    """The options to_dict would write out that the storage marks secret (credentials, or a URL
-    carrying user:password@)."""
-    try:
-        fields = dataclasses.fields(storage_class(storage).Config)
-    except (hs.HybridSearchError, AttributeError, TypeError):
-        return []  # a storage without a config dataclass declares no secrets
-    secret = {f.name for f in fields if f.metadata.get("secret")}
-    out = []
-    for name, value in options.items():
-        if name not in secret or value is None:
-            continue
-        urls = value if isinstance(value, (list, tuple)) else [value]
-        if name in ("hosts", "url") and all(isinstance(u, str) and "@" not in u.split("//", 1)[-1] for u in urls):
-            continue  # plain URLs: nothing secret in them
-        out.append(name)
-    return out
 
 
 def _found(res: hs.Results) -> list:
@@ -128,7 +107,7 @@ class HybridSearchDocumentStore:
         if self._storage is None:
             raise hs.UnsupportedError("a store made over an open DocumentArray cannot be serialised: "
                                       "make it with storage=, path= and options to save it in a pipeline")
-        secrets = _in_clear(self._storage, self._options)
+        secrets = col.secret_options(self._storage, self._options)
         if secrets:
             raise hs.UnsupportedError(f"to_dict would write the credentials of {', '.join(secrets)} in clear text "
                                       "into the serialised pipeline; build this store in code instead of loading it")

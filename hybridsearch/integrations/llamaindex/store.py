@@ -73,6 +73,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     # the first add / query opens the DocumentArray: two threads doing it at once would open two
     # (memory: one's nodes vanish; path=: the second open fails), so it opens under this lock
     _open_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _adopted: bool = PrivateAttr(default=False)
 
     def __init__(self, storage: Any = "memory", *, metadata_fields: Optional[Dict[str, type]] = None,
                  embed_dim: Optional[int] = None, flat_metadata: bool = False, **options: Any) -> None:
@@ -91,12 +92,39 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         super().__init__(storage=storage, metadata_fields=declared, embed_dim=embed_dim, flat_metadata=flat_metadata)
         self._options = options
         self._da = da
+        self._adopted = da is not None
         if da is None and embed_dim is not None:
             self._open(embed_dim)
 
     @classmethod
     def class_name(cls) -> str:
         return "HybridSearchVectorStore"
+
+    def to_dict(self, **kwargs: Any) -> Dict[str, Any]:
+        """The constructor's arguments, options (path=, metric=, ...) included: from_dict
+        reopens the same collection. hs.UnsupportedError for a store made over an open
+        DocumentArray, or whose options hold credentials (they would be written in clear)."""
+        if self._adopted:
+            raise UnsupportedError("a store made over an open DocumentArray cannot be serialised: make it with "
+                                   "a storage name, path= and options to save it")
+        secrets = col.secret_options(self.storage, self._options)
+        if secrets:
+            raise UnsupportedError(f"to_dict would write the credentials of {', '.join(secrets)} in clear text; "
+                                   "build this store in code instead")
+        options = {k: str(v) if isinstance(v, os.PathLike) else v for k, v in self._options.items()}
+        return {"storage": self.storage, "metadata_fields": dict(self.metadata_fields), "embed_dim": self.embed_dim,
+                "flat_metadata": self.flat_metadata, **options, "class_name": self.class_name()}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "HybridSearchVectorStore":
+        """The store to_dict describes, reopened on the same collection (stores_text and
+        is_embedding_query, fixed for this class, are accepted and ignored)."""
+        data = {**data, **kwargs}
+        data.pop("class_name", None)
+        for fixed in ("stores_text", "is_embedding_query"):
+            if fixed in data and data.pop(fixed) is not getattr(cls, fixed, True):
+                raise ConfigError(f"{fixed} is always True for HybridSearchVectorStore")
+        return cls(**data)
 
     @property
     def client(self) -> Any:
