@@ -291,3 +291,43 @@ def test_llamaindex_to_dict_refuses_an_adopted_collection():
     store.add([TextNode(id_="a", text="a", embedding=[1.0, 0.0])])
     with pytest.raises(hs.UnsupportedError, match="open DocumentArray"):
         LIStore(store.client).to_dict()
+
+
+# --- 8. LangChain: keywords the store sets itself, by_vector modes, duplicate ids ----------------
+@pytest.fixture
+def lc_small():
+    store = LCStore(DeterministicFakeEmbedding(size=4), dimension=4)
+    store.add_texts(["a b", "c d"], ids=["1", "2"])
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize("keyword, spelling", [("limit", "k="), ("text", "the query"), ("vector", "the query")])
+def test_langchain_find_arguments_the_store_sets_are_config_errors(lc_small, keyword, spelling):
+    value = {"limit": 1, "text": "a", "vector": [1.0, 0.0, 0.0, 0.0]}[keyword]
+    for search in (lambda: lc_small.similarity_search("a", k=2, **{keyword: value}),
+                   lambda: lc_small.similarity_search("a", k=2, mode="hybrid", **{keyword: value}),
+                   lambda: lc_small.similarity_search_by_vector([1.0, 0.0, 0.0, 0.0], k=2, **{keyword: value})):
+        with pytest.raises(hs.ConfigError, match=f"{keyword}=.*{spelling}"):
+            search()
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_langchain_by_vector_searches_vectors_only(lc_small, mode):
+    with pytest.raises(hs.ConfigError, match="vectors only"):
+        lc_small.similarity_search_by_vector([1.0, 0.0, 0.0, 0.0], k=2, mode=mode)
+    with pytest.raises(hs.ConfigError, match="vectors only"):
+        lc_small.max_marginal_relevance_search_by_vector([1.0, 0.0, 0.0, 0.0], k=2, mode=mode)
+    got = lc_small.similarity_search_by_vector([1.0, 0.0, 0.0, 0.0], k=2, mode="vector")
+    assert sorted(d.id for d in got) == ["1", "2"]
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_langchain_duplicate_ids_in_a_batch_last_wins(storage, tmp_path):
+    options = {"path": tmp_path / "dup.db"} if storage == "sqlite" else {}
+    store = LCStore(DeterministicFakeEmbedding(size=4), storage, dimension=4, **options)
+    assert store.add_texts(["first", "second", "other"], [{"n": 1}, {"n": 2}, {}], ids=["x", "x", "y"]) == ["x", "x", "y"]
+    got = {d.id: (d.page_content, d.metadata) for d in store.get_by_ids(["x", "y"])}
+    assert got == {"x": ("second", {"n": 2}), "y": ("other", {})}
+    assert len(store.collection) == 2
+    store.close()

@@ -19,6 +19,10 @@ from hybridsearch.integrations.langchain import metadata_filter
 from hybridsearch.integrations.langchain.schema import EMBEDDING, LAYOUT, RESERVED, make_schema, row
 
 MODES = ("vector", "lexical", "hybrid")
+# find() arguments the store sets itself, and what a LangChain caller gives instead
+_OWN_ARGUMENTS = {"limit": "k= (the number of documents)",
+                  "text": "the query (the first argument; mode= picks vector, lexical or hybrid search)",
+                  "vector": "the query, or the embedding of similarity_search_by_vector"}
 _PROBE = "hybridsearch dimension probe"  # embedded once to learn the dimension when not given
 
 
@@ -181,6 +185,7 @@ class HybridSearchVectorStore(VectorStore):
     def similarity_search_with_score_by_vector(self, embedding: list, k: int = 4, *, filter: Optional[dict] = None,
                                                **kwargs: Any) -> list:
         """[(Document, vector score)] of the k documents closest to this embedding."""
+        _vector_only(kwargs)
         return self._search(self._check_vectors([embedding])[0], None, k, filter, kwargs)
 
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list:
@@ -222,6 +227,7 @@ class HybridSearchVectorStore(VectorStore):
                                                 **kwargs: Any) -> list:
         """k documents among the fetch_k closest to this embedding, chosen by LangChain's
         maximal_marginal_relevance over their stored embeddings."""
+        _vector_only(kwargs)
         query = self._check_vectors([embedding])[0]
         hits = self._hits(query, None, fetch_k, filter, kwargs)
         if hits is None or not len(hits):
@@ -249,6 +255,9 @@ class HybridSearchVectorStore(VectorStore):
         return [(_document(doc), float(score)) for doc, score in zip(hits.docs, hits.scores)]
 
     def _hits(self, vector: Any, text: Optional[str], k: int, filter: Optional[dict], options: dict) -> Any:
+        for name, instead in _OWN_ARGUMENTS.items():
+            if name in options:
+                raise ConfigError(f"{name}= is set by the store from the LangChain arguments: give {instead}")
         where = self._where(filter)
         if where is col.NOTHING:
             return None
@@ -301,6 +310,14 @@ class HybridSearchVectorStore(VectorStore):
         if not np.isfinite(block).all():
             raise error(f"{source} gave NaN or inf: nothing was written")
         return block.astype(np.float32)
+
+
+def _vector_only(kwargs: dict) -> None:
+    """The *_by_vector searches have an embedding and no text: mode= can only be "vector"."""
+    mode = kwargs.pop("mode", "vector")
+    if mode != "vector":
+        raise ConfigError(f"the *_by_vector searches search vectors only (mode='vector'), got mode={mode!r}: for "
+                          "lexical or hybrid search pass the query text to similarity_search(query, mode=...)")
 
 
 def _mode(mode: Any) -> str:
