@@ -112,6 +112,34 @@ def make_da(storage, tmp_path):
         da.close()
 
 
+# storages where a fresh collection costs an index creation (a remote node's index, an embedded
+# qdrant shard, annlite's files): a hypothesis test whose examples each need an EMPTY collection
+# (not a new one) gets one per test from `empty_da`, emptied by delete(filter={}) between examples
+SLOW_TO_CREATE = {"elasticsearch", "opensearch", "weaviate", "qdrant", "qdrant-path", "annlite",
+                  "elasticsearch-cluster", "opensearch-cluster"}
+
+
+@pytest.fixture
+def empty_da(make_da, storage):
+    """Factory: empty_da(Schema) -> an empty DocumentArray on the current storage: a new one where
+    creating is cheap, else the test's previous one of that schema emptied (which also exercises
+    deleting everything and writing again). For examples that do not depend on what an engine
+    keeps of deleted documents (BM25 statistics): filters, CRUD order, columns."""
+    kept: dict = {}
+
+    def get(schema):
+        if storage not in SLOW_TO_CREATE:
+            return make_da(schema)
+        da = kept.get(schema)
+        if da is None:
+            da = kept[schema] = make_da(schema)
+        else:
+            da.delete(filter={})
+            assert len(da) == 0 and da.find(filter={}, limit=None).ids == []
+        return da
+    return get
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
