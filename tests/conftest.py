@@ -4,6 +4,7 @@ A later storage joins the whole suite by adding its name to STORAGES (and, if
 it needs options such as a path or a server, a line in `make_da`).
 """
 import os
+import tempfile
 import urllib.error
 import urllib.request
 import uuid
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.engines import STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
+from tests.engines import STARTED_FILE_ENV, STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
 STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "sqlite", "elasticsearch",
             "opensearch", "weaviate", "qdrant", "qdrant-path", "qdrant-client", "elasticsearch-cluster",
@@ -111,11 +112,68 @@ def make_da(storage, tmp_path):
         da.close()
 
 
+# storages where a fresh collection costs an index creation (a remote node's index, an embedded
+# qdrant shard, annlite's files): a hypothesis test whose examples each need an EMPTY collection
+# (not a new one) gets one per test from `empty_da`, emptied by delete(filter={}) between examples
+SLOW_TO_CREATE = {"elasticsearch", "opensearch", "weaviate", "qdrant", "qdrant-path", "annlite",
+                  "elasticsearch-cluster", "opensearch-cluster"}
+
+
+@pytest.fixture
+def empty_da(make_da, storage):
+    """Factory: empty_da(Schema) -> an empty DocumentArray on the current storage: a new one where
+    creating is cheap, else the test's previous one of that schema emptied (which also exercises
+    deleting everything and writing again). For examples that do not depend on what an engine
+    keeps of deleted documents (BM25 statistics): filters, CRUD order, columns."""
+    kept: dict = {}
+
+    def get(schema):
+        if storage not in SLOW_TO_CREATE:
+            return make_da(schema)
+        da = kept.get(schema)
+        if da is None:
+            da = kept[schema] = make_da(schema)
+        else:
+            da.delete(filter={})
+            assert len(da) == 0 and da.find(filter={}, limit=None).ids == []
+        return da
+    return get
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 
 
+WORKERS_ENV = "HS_TEST_WORKERS"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The suite runs on parallel workers (pytest-xdist, a test dependency) unless told otherwise:
+    `-n N` / `-n 0` on the command line, or HS_TEST_WORKERS=N (0: one process). Without xdist it
+    runs in one process. Independent files then share the machine's cores while a test waits on
+    a remote node, a child process or a file lock (tests/README.md)."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.option.collectonly:
+        workers = os.environ.get(WORKERS_ENV, "auto")
+        config.option.numprocesses = workers if workers in ("auto", "logical") else int(workers)
+        if config.option.dist == "no":
+            config.option.dist = "worksteal"  # test durations vary from milliseconds to minutes
+
+
+def pytest_configure(config):
+    """The controller of a parallel run (pytest-xdist) names the file its workers record the
+    nodes they start in; the workers inherit it through the environment."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        fd, name = tempfile.mkstemp(prefix="hs-started-", suffix=".txt")
+        os.close(fd)
+        os.environ[STARTED_FILE_ENV] = name
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """Search nodes the tests started are stopped: no JVM outlives the test run."""
-    stop_started()
+    """Search nodes the tests started are stopped: no JVM outlives the test run. In a parallel
+    run only the controller stops them, after every worker has finished."""
+    if not hasattr(session.config, "workerinput"):
+        stop_started()

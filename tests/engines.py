@@ -28,6 +28,10 @@ STORAGE_KIND = {"elasticsearch": "es", "opensearch": "os",
                 "elasticsearch-cluster": "es3", "opensearch-cluster": "os3"}
 WEAVIATE_GRPC = int(os.environ.get("HS_WEAVIATE_GRPC_PORT", "50091"))
 STARTED: list = []  # kinds of node (or cluster) this process started
+# under pytest-xdist the workers start nodes and the controller stops them once every worker is
+# done (a worker that finished early must not stop a node the others still use): the workers
+# append the kinds they started to this file, which the controller names in their environment
+STARTED_FILE_ENV = "HS_TEST_STARTED_FILE"
 
 
 def _healthy(url: str, kind: str = "es", nodes: int = 1) -> bool:
@@ -64,7 +68,7 @@ def engine(kind: str) -> tuple:
     if "already running" not in proc.stdout:
         # stopped when the test session ends (tests/conftest.py); a node another process started
         # meanwhile (the script waits on its lock, then finds it running) is that process's to stop
-        STARTED.append(kind)
+        _record_started(kind)
     if proc.returncode != 0 or not _healthy(urls[0], kind, len(urls)):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return None, f"{' '.join(_command(kind, 'start')[1:])} could not start a node: {' | '.join(tail)}"
@@ -80,7 +84,22 @@ def _command(kind: str, verb: str) -> list:
     return ["bash", str(SCRIPT), verb, kind]
 
 
+def _record_started(kind: str) -> None:
+    shared = os.environ.get(STARTED_FILE_ENV)
+    if shared:
+        with open(shared, "a") as f:
+            f.write(kind + "\n")
+    else:
+        STARTED.append(kind)
+
+
 def stop_started() -> None:
-    """Stops the nodes this test process started (a node that was already running is left alone)."""
+    """Stops the nodes this test run started (a node that was already running is left alone):
+    those of this process, and those its xdist workers recorded in the shared file."""
+    shared = os.environ.get(STARTED_FILE_ENV)
+    if shared and os.path.exists(shared):
+        with open(shared) as f:
+            STARTED.extend(k for k in dict.fromkeys(f.read().split()) if k not in STARTED)
+        os.remove(shared)
     while STARTED:
         subprocess.run(_command(STARTED.pop(), "stop"), capture_output=True, timeout=300)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsearch.bench.vectors import cache_dir
+from hybridsearch.bench.vectors import cache_dir, save_npz
 
 REPO_DATA = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "data"
 ADJECTIVES = ["red", "blue", "black", "white", "green", "silver", "wireless", "portable", "classic", "premium",
@@ -147,7 +147,7 @@ def products(n: int, n_queries: int = 200, dim: int = 384, seed: int = 1, vocab:
             index = {w: i for i, w in enumerate(words + ADJECTIVES)}
             emb = _embed_projection([t + " " + d[:60] for t, d in zip(titles, descs)], dim, index)
             qv, used = _embed_projection(queries, dim, index), f"projection-{dim}"
-        np.savez(path, emb=emb, qv=qv, embedder=used)
+        save_npz(path, emb=emb, qv=qv, embedder=used)
     docs = [{"id": str(i), "title": titles[i], "description": descs[i], "category": CATEGORIES[cats[i]],
              "price": int(prices[i]), "average_rating": float(ratings[i]), "embedding": emb[i]} for i in range(n)]
     return Products(docs, queries, qv, used, {"category": CATEGORIES[3]}, emb)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,8 +129,17 @@ def ground_truth(X: np.ndarray, Q: np.ndarray, k: int, metric: str, cache: Path 
         z = np.load(path)
         return z["ids"], z["scores"]
     scores, ids = exact_topk(X, Q, k, metric, bits)
-    np.savez(path, ids=ids, scores=scores)
+    save_npz(path, ids=ids, scores=scores)
     return ids, scores
+
+
+def save_npz(path: Path, **arrays) -> None:
+    """np.savez into a temporary file renamed over `path`: a reader (another process running the
+    benchmark or the tests in parallel) never loads a half-written cache file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------ files a user brings

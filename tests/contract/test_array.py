@@ -170,8 +170,8 @@ crud_ops = st.lists(st.tuples(st.sampled_from(["extend", "delete", "update", "se
 
 @given(ops=crud_ops)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_crud_against_a_dict_model(make_da, ops):
-    da = make_da(Product)
+def test_crud_against_a_dict_model(empty_da, ops):
+    da = empty_da(Product)
     model: dict = {}
     for op, keys, val in ops:
         if op == "extend":

@@ -195,8 +195,8 @@ INT53 = ("weaviate",)  # storages holding ints exactly only up to +-2**53 (an Un
                                st.lists(st.integers(-10 ** 6, 10 ** 6).map(lambda x: x / 64), min_size=4, max_size=4) | st.none(),
                                st.dictionaries(st.text(max_size=4), st.integers(-9, 9), max_size=2) | st.none()),
                      min_size=1, max_size=12))
-def test_columnar_round_trip_equals_the_documents_written(make_da, rows):
-    da = make_da(Sparse)
+def test_columnar_round_trip_equals_the_documents_written(empty_da, rows):
+    da = empty_da(Sparse)
     docs = [Sparse(id=f"d{i}", title=t or None, brand=t[:3] or None, stock=s, price=p, sale=b,
                    v=v if v is None or any(v) else None, extra=x) for i, (t, s, p, b, v, x) in enumerate(rows)]
     if da.storage in INT53 and any(d.stock is not None and abs(d.stock) > 2 ** 53 for d in docs):

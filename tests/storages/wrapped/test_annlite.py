@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("annlite") is None,
 
 
 def _child_pytest(*args) -> str:
-    env = dict(os.environ, HS_TEST_STORAGES="annlite")
+    env = dict(os.environ, HS_TEST_STORAGES="annlite", HS_TEST_WORKERS="0")  # one process: it runs inside a worker
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     out = proc.stdout + proc.stderr

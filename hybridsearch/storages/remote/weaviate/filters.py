@@ -1,8 +1,9 @@
 """Our filter AST as a Weaviate filter (weaviate-client v4 `Filter`), pure functions, no I/O.
 
 Semantics kept from the other storages: a comparison is false where the field has no value,
-and a negation (`$ne`, `$nin`, `$not`) matches documents without one. Weaviate's `not_equal`
-and `Filter.not_` are complements over every object, which is exactly that. `$exists` reads
+and a negation (`$ne`, `$nin`, `$not`) matches documents without one. Weaviate's `Filter.not_`
+is a complement over every object, which is exactly that once intersected with `everything()`
+(alone it also returns earlier lives of an id deleted and written again). `$exists` reads
 `hs_present` (the optional fields holding a value); a required field always has one. The id
 is compared through `hs_id` (the original id; Weaviate's own id is its uuid5). Comparisons
 that no stored value can satisfy (an int field against 2**70, a float against inf) are decided
@@ -96,7 +97,10 @@ def _compile(node: Node, schema: Schema):
     if isinstance(node, Exists):
         return exists(node.field, schema)
     if isinstance(node, Not):
-        return F.not_(_compile(node.child, schema))
+        # Weaviate 1.35's complement also holds the slots of objects deleted and written again
+        # under the same uuid (one hit per earlier life of the id); intersecting with a property
+        # every live object holds keeps the live ones only
+        return F.all_of([F.not_(_compile(node.child, schema)), everything()])
     if isinstance(node, (And, Or)):
         parts = [_compile(c, schema) for c in node.children]
         if not parts:
