@@ -115,8 +115,10 @@ def make_da(storage, tmp_path):
 # storages where a fresh collection costs an index creation (a remote node's index, an embedded
 # qdrant shard, annlite's files): a hypothesis test whose examples each need an EMPTY collection
 # (not a new one) gets one per test from `empty_da`, emptied by delete(filter={}) between examples
-SLOW_TO_CREATE = {"elasticsearch", "opensearch", "weaviate", "qdrant", "qdrant-path", "annlite",
-                  "elasticsearch-cluster", "opensearch-cluster"}
+# (the three-node clusters keep a new index per example: reusing one there once saw a search
+# return two documents that delete(filter={}) had just deleted while count() said 0, on a node
+# the client had put on timeout; left for its own test, see tests/README.md)
+SLOW_TO_CREATE = {"elasticsearch", "opensearch", "weaviate", "qdrant", "qdrant-path", "annlite"}
 
 
 @pytest.fixture
