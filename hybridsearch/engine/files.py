@@ -20,20 +20,21 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 
-def lock_exclusive(lock_path: str, what: str, timeout: float = 0) -> Optional[int]:
+def lock_exclusive(lock_path: str, what: str, timeout: Optional[float] = None) -> Optional[int]:
     """Opens (creating) `lock_path` and locks it; returns the descriptor that holds the lock.
 
     While another DocumentArray, in this or another process, holds it, waits up to `timeout`
-    seconds (0: not at all) for it to be released (closed, dropped, or its process dead: the
-    kernel releases a dead process's flock), then raises BackendError naming the path, the
-    holder's pid when the system tells it, and the timeout."""
+    seconds for it to be released (closed, dropped, or its process dead: the kernel releases a
+    dead process's flock), then raises BackendError naming the path, the holder's pid when the
+    system tells it, and the timeout. 0 does not wait; None neither, for a storage without the
+    lock_timeout option (the error does not suggest it)."""
     if fcntl is None:  # pragma: no cover
         return None
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
         raise BackendError(f"{lock_path}: cannot open the lock file: {e}") from None
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (timeout or 0)
     pause = 0.002
     while True:
         try:
@@ -52,12 +53,12 @@ def lock_exclusive(lock_path: str, what: str, timeout: float = 0) -> Optional[in
     holder = lock_holder(fd)
     os.close(fd)
     by = f" by process {holder}" if holder is not None else ""
-    if timeout > 0:
+    if timeout:
         raise BackendError(f"{what} is still open for writing{by} after waiting lock_timeout={timeout:g} s; "
                            f"close the other DocumentArray, or give a longer lock_timeout (lock: {lock_path})")
+    wait = "" if timeout is None else ", or open with lock_timeout= seconds to wait for it"
     raise BackendError(f"{what} is already open for writing (in this or another process){by}; "
-                       f"close the other DocumentArray first, or open with lock_timeout= seconds to wait "
-                       f"for it (lock: {lock_path})")
+                       f"close the other DocumentArray first{wait} (lock: {lock_path})")
 
 
 def lock_holder(fd: int) -> Optional[int]:
