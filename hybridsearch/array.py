@@ -5,9 +5,13 @@ into the storage per batch; the storage holds the data and searches it.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import logging
 import math
 import os
+import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Optional
 
@@ -42,6 +46,18 @@ from hybridsearch.vector_rules import field_queries
 
 _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
 
+# writers still open, closed (cleanly: flushed, snapshot written, lock released) at interpreter exit
+_open_writers: "weakref.WeakSet" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_writers() -> None:
+    for da in list(_open_writers):
+        try:
+            da.close()
+        except Exception:  # pragma: no cover - the log holds every acknowledged write: reopening replays it
+            logging.getLogger("hybridsearch").exception("closing %r at exit failed", da)
+
 
 class DocumentArray(TypedInit[T]):
     """A collection of documents of one schema in one storage.
@@ -70,6 +86,8 @@ class DocumentArray(TypedInit[T]):
         except ImportError as e:  # a client some storages import only when they connect
             raise missing_package(storage, e) from None
         self._closed = False
+        if self._storage.writer_path is not None:
+            _open_writers.add(self)
         try:
             record_identity(self._schema, config)
         except BaseException:
@@ -100,6 +118,22 @@ class DocumentArray(TypedInit[T]):
         if not self._closed:
             self._storage.close()
             self._closed = True
+
+    def __del__(self) -> None:
+        # dropped without close(): the files and the writer's lock go back now, not when some
+        # collector gets to the storage's cycles; an unclosed writer is reported like an unclosed file
+        if self.__dict__.get("_closed", True):
+            return
+        self._closed = True
+        storage = self._storage
+        path = storage.writer_path
+        if path is not None:
+            warnings.warn(f"unclosed DocumentArray writing {path}: call close() or open it in a `with` block "
+                          "(its lock is released now, its writes were durable already)", ResourceWarning, source=self)
+        try:
+            storage.release()
+        except Exception:  # pragma: no cover - a finalizer must not raise; the process exit releases the rest
+            pass
 
     def __enter__(self) -> "DocumentArray":
         return self

@@ -39,6 +39,7 @@ class TypedInit(Generic[T]):
                  metric: Any = 'cosine',
                  path: Optional[StrPath] = None,
                  read_only: bool = False,
+                 lock_timeout: float = 0,
                  threads: Optional[int] = None) -> None: ...
 
     @overload
@@ -57,7 +58,8 @@ class TypedInit(Generic[T]):
                  filter_ef: float = 1.0,
                  visit_cost: float = 3.0,
                  seed: int = 24301,
-                 read_only: bool = False) -> None: ...
+                 read_only: bool = False,
+                 lock_timeout: float = 0) -> None: ...
 
     @overload
     def __init__(self, schema: type[T], storage: Literal['sqlite'], *,
@@ -66,7 +68,8 @@ class TypedInit(Generic[T]):
                  path: Optional[StrPath] = None,
                  table: str = 'documents',
                  prefilter: str = 'columns',
-                 read_only: bool = False) -> None: ...
+                 read_only: bool = False,
+                 lock_timeout: float = 0) -> None: ...
 
     @overload
     def __init__(self, schema: type[T], storage: Literal['hnswlib'], *,

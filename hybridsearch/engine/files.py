@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from typing import Optional
 
 from hybridsearch.errors import BackendError
@@ -19,25 +20,62 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 
-def lock_exclusive(lock_path: str, what: str) -> Optional[int]:
+def lock_exclusive(lock_path: str, what: str, timeout: Optional[float] = None) -> Optional[int]:
     """Opens (creating) `lock_path` and locks it; returns the descriptor that holds the lock.
 
-    BackendError when another DocumentArray, in this or another process, holds it."""
+    While another DocumentArray, in this or another process, holds it, waits up to `timeout`
+    seconds for it to be released (closed, dropped, or its process dead: the kernel releases a
+    dead process's flock), then raises BackendError naming the path, the holder's pid when the
+    system tells it, and the timeout. 0 does not wait; None neither, for a storage without the
+    lock_timeout option (the error does not suggest it)."""
     if fcntl is None:  # pragma: no cover
         return None
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
         raise BackendError(f"{lock_path}: cannot open the lock file: {e}") from None
+    deadline = time.monotonic() + (timeout or 0)
+    pause = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
+                os.close(fd)
+                raise BackendError(f"{lock_path}: cannot lock: {e}") from None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        # polled, not a blocking flock: a blocking call cannot be given a deadline
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+    holder = lock_holder(fd)
+    os.close(fd)
+    by = f" by process {holder}" if holder is not None else ""
+    if timeout:
+        raise BackendError(f"{what} is still open for writing{by} after waiting lock_timeout={timeout:g} s; "
+                           f"close the other DocumentArray, or give a longer lock_timeout (lock: {lock_path})")
+    wait = "" if timeout is None else ", or open with lock_timeout= seconds to wait for it"
+    raise BackendError(f"{what} is already open for writing (in this or another process){by}; "
+                       f"close the other DocumentArray first{wait} (lock: {lock_path})")
+
+
+def lock_holder(fd: int) -> Optional[int]:
+    """The pid holding a flock on the file of `fd`, from /proc/locks (Linux); None when unknown."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        os.close(fd)
-        if e.errno in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
-            raise BackendError(f"{what} is already open for writing (in this or another process); "
-                               f"close the other DocumentArray first (lock: {lock_path})") from None
-        raise BackendError(f"{lock_path}: cannot lock: {e}") from None
-    return fd
+        st = os.fstat(fd)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" marks a waiter: skipped)
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == ident and parts[4].isdigit():
+            return int(parts[4])
+    return None
 
 
 def unlock(fd: Optional[int]) -> None:

@@ -322,5 +322,17 @@ class Storage(ABC):
         (DocumentArray.stats). Storages add their own keys to these."""
         return {"storage": self.name, "documents": self.count(), **self.config.as_public_dict()}
 
+    @property
+    def writer_path(self):
+        """The path whose writer's lock this storage holds (None: no such lock, or not held):
+        an unclosed DocumentArray on it is reported by a ResourceWarning."""
+        return None
+
+    def release(self) -> None:
+        """What a DocumentArray dropped without close() runs (from its finalizer): give back the
+        files and the writer's lock at once, taking no lock of the storage (a finalizer may run
+        in any thread) and writing nothing more (every acknowledged write is durable already).
+        Storages that hold no such thing do nothing."""
+
     def close(self) -> None:
         """Releases resources; persistent storages flush here."""

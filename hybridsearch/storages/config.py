@@ -114,6 +114,17 @@ def metric_choice(v):
     raise ValueError(f"one of {', '.join(map(repr, METRICS))}, or a dict field name -> metric")
 
 
+def check_lock_timeout(config) -> None:
+    """lock_timeout= is a writer's wait for the lock of a path: ConfigError where there is no such
+    wait (no path, or read_only=True, which takes no lock)."""
+    if not config.lock_timeout:
+        return
+    if getattr(config, "path", None) is None:
+        raise ConfigError("lock_timeout= needs path= (it is how long a writer waits for the lock of the files)")
+    if getattr(config, "read_only", False):
+        raise ConfigError("lock_timeout= does not apply to read_only=True, which opens without the writer's lock")
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageConfig:
     """Options every storage takes. Subclasses add theirs as `option(...)` fields."""

@@ -49,7 +49,10 @@ snapshots of any other layout, are refused with `hs.BackendError` naming the for
 the one this version reads: nothing is converted or guessed.
 
 The LOCK is a BSD flock held by the open Journal: it refuses a second Journal on the same
-directory, in this process as in another, with `hs.BackendError`.
+directory, in this process as in another, with `hs.BackendError`, at once or after waiting up
+to `lock_timeout` seconds for it. The files are read only once the lock is held, so a writer
+that waited starts from everything the previous one acknowledged; a dead process's flock is
+dropped by the kernel.
 """
 from hybridsearch.engine.persist.codec import DocCodec
 from hybridsearch.engine.persist.commit import GroupCommit

@@ -63,8 +63,9 @@ Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields) | ("u
 class Journal:
     """Files of one collection in directory `path` (see the module docstring)."""
 
-    def __init__(self, path, schema, read_only: bool = False) -> None:
+    def __init__(self, path, schema, read_only: bool = False, lock_timeout: float = 0) -> None:
         self.read_only = read_only
+        self.lock_timeout = lock_timeout  # seconds a writer waits for another writer's lock
         self._snap_fd: Optional[int] = None  # read-only: the snapshot, held open against a writer's cleanup
         if isinstance(schema, type) and issubclass(schema, Document):
             schema = schema_of(schema)
@@ -147,7 +148,8 @@ class Journal:
         self._pending, self._end = self._scan_log(self._fd, R.log_name(self.generation))
 
     def _lock(self) -> None:
-        self._lock_fd = lock_exclusive(self._file(R.LOCK), f"the collection {self.path}")
+        # before anything is read: the files are then the ones the previous writer left
+        self._lock_fd = lock_exclusive(self._file(R.LOCK), f"the collection {self.path}", self.lock_timeout)
 
     def _create(self, names: list) -> None:
         """A directory without R.MANIFEST: new, or left by a crash while it was being created."""

@@ -28,7 +28,8 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query import planner
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.config import GraphConfig, boolean, integer, number, one_of, option, path_or_none, StrPath
+from hybridsearch.storages.config import (GraphConfig, boolean, check_lock_timeout, integer, number, one_of, option,
+                                          path_or_none, StrPath)
 from hybridsearch.storages.local.journaled import JournaledStorage
 
 
@@ -55,10 +56,13 @@ class HnswConfig(GraphConfig):
                                "planner: cost of one walked node in exact rows scored (higher: scan more)")
     seed: int = option(0x5EED, integer(0), "seed of the graph's level draws")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+    lock_timeout: float = option(0, number(0, 86400), "with path: seconds a writer waits for another writer's "
+                                                      "lock before BackendError; 0 refuses at once")
 
     def validate(self) -> None:
         if self.read_only and self.path is None:
             raise ConfigError("read_only=True needs path= (the collection to open)")
+        check_lock_timeout(self)
 
 
 class HnswStorage(JournaledStorage):
@@ -96,8 +100,12 @@ class HnswStorage(JournaledStorage):
         self.fde_graphs: dict = {}
         self.fde_graphs_built = 0  # FDE graphs built over documents at open (not mapped), for stats()
         if config.path is not None:
-            self._open_files(config.path, config.read_only)
+            self._open_files(config.path, config.read_only, config.lock_timeout)
         self._build_fde_graphs()
+
+    def _drop_index(self) -> None:
+        # the graphs may be views of the mapped snapshot (close() unmaps it)
+        self.graphs, self.fde_graphs, self._bits_cache = {}, {}, {}
 
     def _build_fde_graphs(self) -> None:
         """A graph over the FDEs of every multi-vector field whose metric has one (ip, cosine)

@@ -22,6 +22,7 @@ from hybridsearch.batch import Batch, build_batch
 from hybridsearch.engine.lexical import UnsupportedFormat
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.storages.columnar import ColumnarStorage
+from hybridsearch.storages.released import Released, unmap
 
 log = logging.getLogger("hybridsearch")
 
@@ -47,17 +48,22 @@ class JournaledStorage(ColumnarStorage):
         # tokens): close() saves it even without logged writes, or every open would build it again
         self.snapshot_due = False
         self.closed = False  # set by close() under `writer`: a write reaching the log after it is refused
+        self._mappings: list = []  # the snapshots this collection maps (its arrays are views of them)
 
-    def _open_files(self, path, read_only: bool) -> None:
-        """Opens (or creates) the collection under `path`: snapshot, then the log's writes."""
+    def _open_files(self, path, read_only: bool, lock_timeout: float = 0) -> None:
+        """Opens (or creates) the collection under `path`: snapshot, then the log's writes. A
+        writer waits up to `lock_timeout` seconds for another writer's lock, and reads the files
+        only once it holds it (so it starts from everything that writer acknowledged)."""
         from hybridsearch.engine.persist import GroupCommit, Journal
 
         started = time.perf_counter()
         try:
-            self.journal = Journal(path, self.schema, read_only=read_only)
+            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout)
             self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
             snapshot, ops = self.journal.load()
             if snapshot is not None:
+                if snapshot.mapping is not None:
+                    self._mappings.append(snapshot.mapping)
                 self._restore(snapshot, os.fspath(path))
                 snapshot.release()  # before the log's writes: it must not drop a page they copy
                 self._snapshot_bytes = self.journal.snapshot_bytes
@@ -265,6 +271,20 @@ class JournaledStorage(ColumnarStorage):
     def _fsyncs(self) -> int:
         return self.commit.fsyncs if self.journal is not None else 0
 
+    @property
+    def writer_path(self):
+        journal = self.journal
+        return journal.path if journal is not None and not journal.read_only else None
+
+    def release(self) -> None:
+        """The log and the lock given back without a snapshot: the log holds every acknowledged
+        write, and the next open replays it. RAM stays (a Results may still fetch from it)."""
+        self.closed = True
+        journal = self.journal
+        if journal is not None:
+            journal.close()
+            log.info("%s storage released %s (not closed)", self.name, journal.path)
+
     def close(self) -> None:
         with self.writer:  # first: writers still arriving would keep drain() from ever returning
             self.closed = True
@@ -276,4 +296,19 @@ class JournaledStorage(ColumnarStorage):
                     self._snapshot()
                 self.journal.close()
                 log.info("%s storage closed %s", self.name, self.journal.path)
+                where = f"the collection {self.journal.path}"
                 self.journal = None
+                self._drop_data(where)
+
+    def _drop_data(self, where: str) -> None:
+        """After close() of a collection with files: the columns, text index and the storage's
+        index go, and with them the last views of the mapped snapshots, which are unmapped now
+        (their descriptors closed) rather than when the collector gets to them."""
+        self.store = Released(where)
+        self.text = Released(where)
+        self._drop_index()
+        mappings, self._mappings = self._mappings, []
+        unmap(mappings, where)
+
+    def _drop_index(self) -> None:
+        """Drops the storage's own index structures (close(), see _drop_data)."""

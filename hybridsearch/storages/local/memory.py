@@ -12,7 +12,8 @@ from hybridsearch.engine.lexical import TextIndex
 from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import ConfigError
 from hybridsearch.query.filters import Node
-from hybridsearch.storages.config import StorageConfig, boolean, integer, option, path_or_none, StrPath
+from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_timeout, integer, number, option,
+                                          path_or_none, StrPath)
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.journaled import JournaledStorage
 
@@ -23,12 +24,15 @@ class MemoryConfig(StorageConfig):
 
     path: Optional[StrPath] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+    lock_timeout: float = option(0, number(0, 86400), "with path: seconds a writer waits for another writer's "
+                                                      "lock before BackendError; 0 refuses at once")
     threads: Optional[int] = option(None, integer(1, allow_none=True),
                                     "text fields a large batch indexes at once; None = every core")
 
     def validate(self) -> None:
         if self.read_only and self.path is None:
             raise ConfigError("read_only=True needs path= (the collection to open)")
+        check_lock_timeout(self)
 
 
 class MemoryStorage(ram.RamWrites, JournaledStorage):
@@ -46,7 +50,7 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
         self.text = TextIndex(schema, config.threads)
         self._init_writes()
         if config.path is not None:
-            self._open_files(config.path, config.read_only)
+            self._open_files(config.path, config.read_only, config.lock_timeout)
 
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
                  ef: Optional[int], field: Optional[str] = None) -> tuple:

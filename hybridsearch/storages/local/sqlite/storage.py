@@ -42,7 +42,8 @@ from hybridsearch.engine.rwlock import RWLock
 from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.query.filters import Node
 from hybridsearch.storages.columnar import ColumnarStorage
-from hybridsearch.storages.config import StorageConfig, boolean, one_of, option, path_or_none, StrPath
+from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_timeout, number, one_of, option,
+                                          path_or_none, StrPath)
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import checks
 from hybridsearch.storages.local.sqlite.sql import to_sql
@@ -83,10 +84,13 @@ class SqliteConfig(StorageConfig):
     prefilter: str = option("columns", one_of("columns", "sql"),
                             "who evaluates filters: the RAM columns, or SQLite (then the RAM columns if SQL fails)")
     read_only: bool = option(False, boolean, "open without the writer's lock; writes refused")
+    lock_timeout: float = option(0, number(0, 86400), "seconds a writer waits for another writer's lock "
+                                                      "before BackendError; 0 refuses at once")
 
     def validate(self) -> None:
         if self.path is None:
             raise ConfigError("storage 'sqlite' needs path= (the database file)")
+        check_lock_timeout(self)
 
 
 class SqliteStorage(ram.RamWrites, ColumnarStorage):
@@ -128,7 +132,9 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             if not os.path.isfile(self.path):
                 raise BackendError(f"{self.path}: no database to open read-only")
         else:
-            self._lock_fd = lock_exclusive(self._lock_path, f"table {self.table_name!r} of {self.path}")
+            # before the file is read: a writer that waited reads what the previous one committed
+            self._lock_fd = lock_exclusive(self._lock_path, f"table {self.table_name!r} of {self.path}",
+                                           config.lock_timeout)
         started = time.perf_counter()
         try:
             if checks.has_marker(self._lock_fd) and not os.path.isfile(self.path):
@@ -402,6 +408,20 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 rows = st.rows_in_order(st.filter_bits(node), limit)
                 return st.ids.get_many(rows), None
             return ids, None
+
+    @property
+    def writer_path(self):
+        return self.path if self._lock_fd is not None else None
+
+    def release(self) -> None:
+        """The connection and the lock given back (every write is committed already); the RAM
+        mirror stays for a Results that still fetches from it."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+            log.info("sqlite storage released table %r of %s (not closed)", self.table_name, self.path)
+        fd, self._lock_fd = self._lock_fd, None
+        unlock(fd)
 
     def close(self) -> None:
         with self.lock.write():
