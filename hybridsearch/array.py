@@ -43,7 +43,6 @@ from hybridsearch.typed_init import T, TypedInit
 from hybridsearch.vector_rules import field_queries
 
 
-
 _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
 
 # writers still open, closed (cleanly: flushed, snapshot written, lock released) at interpreter exit
@@ -55,8 +54,9 @@ def _close_open_writers() -> None:
     for da in list(_open_writers):
         try:
             da.close()
-        except Exception:  # pragma: no cover - the log holds every acknowledged write: reopening replays it
-            logging.getLogger("hybridsearch").exception("closing %r at exit failed", da)
+        except Exception as e:  # a full disk, say: the log holds every acknowledged write, reopening replays it
+            logging.getLogger("hybridsearch").warning(
+                "closing %r at exit failed (%s); the next open replays its log", da, e)
 
 
 class DocumentArray(TypedInit[T]):
