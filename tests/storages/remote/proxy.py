@@ -10,9 +10,9 @@ node, so the tests speak the public API only.
     proxy.requests  # every request seen: method, path, headers (lower-case names), body, time
 
 `rule(request)` decides per request: None forwards it, `Reply(status, body)` answers without
-forwarding, `DROP` closes the connection without an answer, `Forward(body=..., path=..., edit=...)`
-forwards another body and/or path (e.g. with more query parameters) and/or edits the JSON answer
-in place.
+forwarding, `DROP` closes the connection without an answer, `Forward(body=..., path=..., edit=..., status=...)`
+forwards another body and/or path (e.g. with more query parameters), edits the JSON answer in
+place and/or answers another status for work the node did.
 """
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ class Forward:
     body: Optional[bytes] = None  # sent instead of the request's own body
     path: Optional[str] = None  # sent instead of the request's own path (and query string)
     edit: Optional[Callable[[dict], None]] = None  # changes the node's JSON answer in place
+    status: Optional[int] = None  # answered instead of the node's status (the node did the work)
 
 
 def official_client(storage: str, url: str):
@@ -103,7 +104,8 @@ class FaultProxy:
                     data = json.dumps(answer).encode()
                 if self.command == "HEAD":  # the node's length of the body it did not send
                     out["content-length"] = resp.getheader("content-length", "0")
-                self.answer(resp.status, out, data)
+                status = action.status if isinstance(action, Forward) and action.status else resp.status
+                self.answer(status, out, data)
 
             def answer(self, status: int, headers: dict, data: bytes):
                 self.send_response(status)

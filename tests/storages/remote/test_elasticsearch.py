@@ -228,6 +228,45 @@ def test_429_and_503_are_retried_with_backoff(open_da, proxy):
     assert len(proxy.requests) == n + 3  # max_retries resends, then the error
 
 
+def test_an_index_created_but_answered_503_is_opened_on_the_resend(open_da, proxy, remote, client):
+    # a loaded cluster can create the index and still answer the request with 503 (CI saw it on
+    # the OpenSearch cluster); the resend finds the index: it must open it, not fail "already exists"
+    answered = []
+
+    def create_then_503(req):
+        if req.method == "PUT" and req.path.split("?")[0].count("/") == 1 and not answered:
+            answered.append(req.path)
+            return Forward(status=503)
+        return None
+
+    proxy.rule = create_then_503
+    da = open_da(hosts=proxy.url, retry_backoff=0.01)
+    assert answered and len([r for r in proxy.requests if r.method == "PUT"]) == 2  # created, then resent
+    da.extend(items(0, 3, np.random.default_rng(4)))
+    assert sorted(d.id for d in da) == ["i0", "i1", "i2"]
+    # the "already exists" path still checks what it opens: another schema there is refused
+    index = da.stats()["index"]
+    proxy.rule = lambda req: Reply(404, {}) if req.method == "HEAD" else None  # "absent" once more
+    with pytest.raises(hs.BackendError, match="another schema or metric"):
+        hs.DocumentArray(Item, storage=remote[0], hosts=proxy.url, index=index, metric="l2")
+    assert sorted(d.id for d in da) == ["i0", "i1", "i2"]
+
+
+def test_openers_racing_to_create_one_index_all_open_it(remote, client):
+    # several processes starting at once on a new index: one creates it, the others open it
+    import concurrent.futures as cf
+    storage, url = remote
+    index = f"hs-test-{uuid.uuid4().hex}"
+    try:
+        with cf.ThreadPoolExecutor(4) as pool:
+            arrays = list(pool.map(lambda _: hs.DocumentArray(Item, storage=storage, hosts=url, index=index,
+                                                              refresh=True), range(4)))
+        arrays[0].extend(items(0, 2, np.random.default_rng(5)))
+        assert all(sorted(d.id for d in a) == ["i0", "i1"] for a in arrays)
+    finally:
+        client.indices.delete(index=index, ignore_unavailable=True)
+
+
 def test_slow_calls_and_resends_are_logged(open_da, proxy, caplog):
     da = open_da(hosts=proxy.url, retry_backoff=0.05, slow_call=0.25)
     da.extend(items(0, 3, np.random.default_rng(11)))

@@ -110,6 +110,23 @@ def test_reopen_and_foreign_or_other_collections(open_da, client):
         client.collections.delete(foreign)
 
 
+def test_openers_racing_to_create_one_collection_all_open_it(server, client):
+    # several processes starting at once on a new collection: one creates it, the others open it
+    import concurrent.futures as cf
+    name = f"HsW{uuid.uuid4().hex}"
+    arrays = []
+    try:
+        with cf.ThreadPoolExecutor(4) as pool:
+            arrays = list(pool.map(lambda _: hs.DocumentArray(Item, storage="weaviate", url=server,
+                                                              grpc_port=WEAVIATE_GRPC, collection=name), range(4)))
+        arrays[0].extend(items(0, 2, np.random.default_rng(5)))
+        assert all(sorted(d.id for d in a) == ["i0", "i1"] for a in arrays)
+    finally:
+        for a in arrays:
+            a.close()
+        client.collections.delete(name)
+
+
 @pytest.mark.parametrize("name", ["9x", "a-b", "a b", "", "x/y", "é"])
 def test_bad_collection_names_are_refused_before_any_request(name):
     with pytest.raises(hs.ConfigError, match="collection"):

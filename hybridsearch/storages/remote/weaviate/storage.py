@@ -131,19 +131,40 @@ class WeaviateStorage(RemoteStorage):
         name = self.collection_name
         exists = self.call("check the collection", self.client.collections.exists, name)
         self.settle_mode(exists, f"collection {name!r}")
-        if exists:
-            col = self.client.collections.get(name)
-            desc = self.call("read the collection", col.config.get).description or ""
-            if not desc.startswith(C.META):
-                raise BackendError(f"collection {name!r} exists and was not created by hybridsearch")
-            if desc[len(C.META):] != fp:
-                raise BackendError(f"collection {name!r} holds another schema or metric ({desc[len(C.META):]})")
-            return col
-        return self.call("create the collection", self.client.collections.create, name,
-                         description=C.META + fp, properties=C.properties(self.schema),
-                         vector_config=C.vector_config(self.schema, self.metrics, self.metric, self.m,
-                                                       self.ef_construct, self.ef),
-                         inverted_index_config=C.inverted_config())
+        if not exists:
+            col = self._create_collection(fp)
+            if col is not None:
+                return col
+        return self._adopt_collection(fp)
+
+    def _adopt_collection(self, fp: str):
+        """The existing collection, after checking that hybridsearch made it for this schema (`fp`)."""
+        name = self.collection_name
+        col = self.client.collections.get(name)
+        desc = self.call("read the collection", col.config.get).description or ""
+        if not desc.startswith(C.META):
+            raise BackendError(f"collection {name!r} exists and was not created by hybridsearch")
+        if desc[len(C.META):] != fp:
+            raise BackendError(f"collection {name!r} holds another schema or metric ({desc[len(C.META):]})")
+        return col
+
+    def _create_collection(self, fp: str):
+        """The new collection, or None when it exists after all: another process created it
+        between the check and the create, or a resent create finds what the first one made."""
+        def create():
+            try:
+                return self.client.collections.create(
+                    self.collection_name, description=C.META + fp, properties=C.properties(self.schema),
+                    vector_config=C.vector_config(self.schema, self.metrics, self.metric, self.m,
+                                                  self.ef_construct, self.ef),
+                    inverted_index_config=C.inverted_config())
+            except Exception as e:  # the client's errors: only "already exists" is an answer here
+                info = self.failure(e)
+                if info is not None and "already exists" in str(info[1]):
+                    return None
+                raise
+
+        return self.call("create the collection", create)
 
     def drop(self) -> None:
         """Deletes the collection and everything in it from the server."""
