@@ -79,6 +79,8 @@ class DocumentArray(TypedInit[T]):
         config = storage_config(storage, cls, config, options)
         check_mode(mode, storage, config, cls)
         self._read_only = getattr(config, "read_only", False)
+        # a reader that follows the writer catches up before each read (API.md section 2)
+        self._follow = bool(self._read_only and getattr(config, "follow", False))
         check_identity(self._schema, config)  # before the storage: another model's dimension is a ConfigError
         try:
             with requested(mode):  # a remote storage settles the mode once its engine says what exists
@@ -112,6 +114,15 @@ class DocumentArray(TypedInit[T]):
         docs/storages/<name>.md). Meant for sizing and debugging; keys beyond the first two
         differ between storages."""
         return self._open_storage().stats()
+
+    def refresh(self) -> int:
+        """Applies the writes the writer (another process, or another DocumentArray on the path)
+        has acknowledged since this read_only=True collection last looked -> how many writes it
+        applied. Costs what changed, not the collection (a snapshot the writer took meanwhile is
+        mapped anew). With follow=True, the default, every read does this first when the files
+        grew; with follow=False the view stays as it was until refresh(). 0 for a writer, and on
+        the remote storages, which always answer from the engine's current state."""
+        return self._open_storage().refresh()
 
     def close(self) -> None:
         """Flushes and releases the storage; further use raises an error."""
@@ -149,6 +160,8 @@ class DocumentArray(TypedInit[T]):
         if self._closed:
             raise ClosedError(f"this DocumentArray ({self._model.__name__}, storage {self._storage.name!r}) is "
                               "closed: open a new one to use the collection again")
+        if self._follow:
+            self._storage.catch_up()
         return self._storage
 
     def _writable_storage(self):
@@ -477,6 +490,8 @@ class DocumentArray(TypedInit[T]):
                 and rerank is None and rerank_top is None and rerank_query is None
                 and type(limit) is int and limit > 0 and (ef is None or type(ef) is int and 0 < ef <= EF_MAX)
                 and (exact is False or exact is True) and not self._closed):
+            if self._follow:
+                self._storage.catch_up()
             hits = self._storage.find_vector(vector, limit, ef, exact)
             if hits is not None:
                 return Results.of_hits(hits[0], hits[1], self._storage.get, {"vector": hits[1]})

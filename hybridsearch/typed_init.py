@@ -39,6 +39,7 @@ class TypedInit(Generic[T]):
                  metric: Any = 'cosine',
                  path: Optional[StrPath] = None,
                  read_only: bool = False,
+                 follow: bool = True,
                  lock_timeout: float = 0,
                  threads: Optional[int] = None) -> None: ...
 
@@ -59,6 +60,7 @@ class TypedInit(Generic[T]):
                  visit_cost: float = 3.0,
                  seed: int = 24301,
                  read_only: bool = False,
+                 follow: bool = True,
                  lock_timeout: float = 0) -> None: ...
 
     @overload
@@ -69,6 +71,7 @@ class TypedInit(Generic[T]):
                  table: str = 'documents',
                  prefilter: str = 'columns',
                  read_only: bool = False,
+                 follow: bool = True,
                  lock_timeout: float = 0) -> None: ...
 
     @overload

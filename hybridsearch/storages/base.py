@@ -322,6 +322,16 @@ class Storage(ABC):
         (DocumentArray.stats). Storages add their own keys to these."""
         return {"storage": self.name, "documents": self.count(), **self.config.as_public_dict()}
 
+    def refresh(self) -> int:
+        """Applies the writes another process's writer has acknowledged since this storage last
+        looked -> how many writes were applied. A writer, and a storage that always answers from
+        its engine's current state (the remote ones), has nothing to apply: 0."""
+        return 0
+
+    def catch_up(self) -> None:
+        """refresh() when the files changed since it last ran, at the cost of a look at them
+        otherwise (a follower runs it before every read: API.md section 2, follow=)."""
+
     @property
     def writer_path(self):
         """The path whose writer's lock this storage holds (None: no such lock, or not held):

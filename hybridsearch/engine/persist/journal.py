@@ -83,6 +83,10 @@ class Journal:
         self.generation = 0
         self.has_snapshot = False
         self._snap_bytes = 0
+        # read-only: the MANIFEST as last read (a writer replaces it, by rename, only to name a new
+        # generation) and the log's size at the last look, so that changed() costs two stats
+        self._manifest_id: Optional[tuple] = None
+        self._seen_size = 0
         try:
             self._open()
         except BaseException:
@@ -127,6 +131,7 @@ class Journal:
         if not os.path.isfile(self._file(R.MANIFEST)):
             raise BackendError(f"{self.path}: no collection to open read-only (no R.MANIFEST)")
         for _ in range(50):
+            self._manifest_id = self._manifest_identity()  # before reading it: a later change is seen
             self._read_manifest()
             snap = R.snap_name(self.generation) if self.has_snapshot else None
             try:
@@ -146,6 +151,47 @@ class Journal:
         if snap_fd is not None and os.fstat(snap_fd).st_size != self._snap_bytes:
             raise self._error(snap, f"snapshot is {os.fstat(snap_fd).st_size} bytes, R.MANIFEST says {self._snap_bytes}")
         self._pending, self._end = self._scan_log(self._fd, R.log_name(self.generation))
+        self._seen_size = os.fstat(self._fd).st_size
+
+    def _manifest_identity(self) -> Optional[tuple]:
+        try:
+            st = os.stat(self._file(R.MANIFEST))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    # ------------------------------------------------------------ following
+    def changed(self) -> bool:
+        """Read-only: whether the writer logged a write or named a new generation since the last
+        look (two stats, no read)."""
+        fd = self._fd
+        if fd is None:
+            return False
+        try:
+            return os.fstat(fd).st_size != self._seen_size or self._manifest_identity() != self._manifest_id
+        except OSError:
+            return True
+
+    def read_new(self) -> Optional[list]:
+        """Read-only: the operations the writer logged since the last look, in order, or None when
+        MANIFEST names another generation (the writer took a snapshot: open the files again). A
+        record still being written is left for the next look; a damaged one followed by more
+        raises BackendError, as on open."""
+        with self._mutex:
+            self._check_open()
+            if self._manifest_identity() != self._manifest_id:
+                return None
+            name = R.log_name(self.generation)
+            size = os.fstat(self._fd).st_size
+            records, end = self._scan_log(self._fd, name, self._end)
+            ops = []
+            for kind, payload, pos in records:
+                try:
+                    ops.append(self._decode_op(kind, payload))
+                except Corrupt as e:
+                    raise self._error(name, f"record at offset {pos}: {e}") from None
+            self._end, self._seen_size = end, size
+            return ops
 
     def _lock(self) -> None:
         # before anything is read: the files are then the ones the previous writer left
@@ -238,8 +284,10 @@ class Journal:
         self._fd = fd
         self._pending, self._end = self._scan_log(fd, name)
 
-    def _scan_log(self, fd: int, name: str) -> tuple:
-        """-> (records [(kind, payload)], end of the last good record); truncates a torn tail."""
+    def _scan_log(self, fd: int, name: str, start: int = 0) -> tuple:
+        """-> (records [(kind, payload)], end of the last good record); truncates a torn tail.
+        From `start` (a record boundary past the header, read-only): the records after it, an
+        incomplete or unchecked last one left alone (the writer may be writing it)."""
         expected = R.file_header(R.LOG_MAGIC, self.generation, self.digest)
         try:
             size = os.fstat(fd).st_size
@@ -248,9 +296,12 @@ class Journal:
         except OSError as e:
             raise self._error(name, f"cannot read: {e}") from None
         records = []
+        following = start > 0
         with f:
             try:
-                head = f.read(R.FILE.size)
+                if following:
+                    f.seek(start)
+                head = expected if following else f.read(R.FILE.size)
                 if len(head) < R.FILE.size:
                     # the header is written before the rename that publishes the log: no crash
                     # leaves it short, so the writes logged since the snapshot are lost
@@ -262,7 +313,7 @@ class Journal:
                     if zlib.crc32(head[:R.FILE.size - 4]) != R.FILE.unpack(head)[3]:
                         raise self._error(name, "corrupt log header (checksum mismatch)")
                     raise self._error(name, "log of another generation or schema than R.MANIFEST")
-                pos = R.FILE.size
+                pos = start if following else R.FILE.size
                 end = None
                 while pos < size:
                     left = size - pos
@@ -296,7 +347,8 @@ class Journal:
             except OSError as e:
                 raise self._error(name, f"cannot read: {e}") from None
         if end is not None:
-            self._truncate(fd, name, end)
+            if not following:
+                self._truncate(fd, name, end)
             pos = end
         return records, pos
 

@@ -56,6 +56,8 @@ class HnswConfig(GraphConfig):
                                "planner: cost of one walked node in exact rows scored (higher: scan more)")
     seed: int = option(0x5EED, integer(0), "seed of the graph's level draws")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+    follow: bool = option(True, boolean, "read_only: apply the writer's new writes before each read; False keeps "
+                                         "the view of the open until refresh()")
     lock_timeout: float = option(0, number(0, 86400), "with path: seconds a writer waits for another writer's "
                                                       "lock before BackendError; 0 refuses at once")
 

@@ -67,19 +67,7 @@ class JournaledStorage(ColumnarStorage):
                 self._restore(snapshot, os.fspath(path))
                 snapshot.release()  # before the log's writes: it must not drop a page they copy
                 self._snapshot_bytes = self.journal.snapshot_bytes
-            for op in ops:
-                if op[0] == "upsert":
-                    self._apply_upsert(build_batch(self.schema, op[1]))
-                elif op[0] == "delete":
-                    self._apply_delete(op[1])
-                elif op[0] == "update":
-                    doc, fields = op[1], op[2]
-                    slot = self.store.row_of.get(doc.id)
-                    if slot is not None:
-                        self._apply_update(slot, {f: getattr(doc, f) for f in fields})
-                elif op[0] == "update_many":
-                    ids, doc, fields = op[1], op[2], op[3]
-                    self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
+            self._apply_ops(ops)
             log.info("%s storage opened %s%s: %d documents, snapshot of %d bytes, %d logged writes replayed "
                      "in %.3f s", self.name, os.fspath(path), " read-only" if read_only else "",
                      self.store.n_live, self.journal.snapshot_bytes, len(ops), time.perf_counter() - started)
@@ -89,6 +77,69 @@ class JournaledStorage(ColumnarStorage):
                 log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
             raise
+
+    def _apply_ops(self, ops: list) -> None:
+        """Applies logged writes to RAM in log order, as the writer applied them (an update of an
+        id that is gone by then is skipped, as it was there)."""
+        for op in ops:
+            if op[0] == "upsert":
+                self._apply_upsert(build_batch(self.schema, op[1]))
+            elif op[0] == "delete":
+                self._apply_delete(op[1])
+            elif op[0] == "update":
+                doc, fields = op[1], op[2]
+                slot = self.store.row_of.get(doc.id)
+                if slot is not None:
+                    self._apply_update(slot, {f: getattr(doc, f) for f in fields})
+            elif op[0] == "update_many":
+                ids, doc, fields = op[1], op[2], op[3]
+                self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
+
+    # ------------------------------------------------------------ following
+    # A read_only=True opener follows the writer through the files: the log only grows by
+    # appends, so the records past the offset it read to are the writes since, applied in log
+    # order under the exclusive lock (a find sees the state before them or after them, each an
+    # acknowledged state); a snapshot the writer took meanwhile (MANIFEST names a new generation)
+    # is opened as at start, beside the current view, which it then replaces at once.
+    def catch_up(self) -> None:
+        journal = self.journal
+        if journal is not None and journal.read_only and journal.changed():
+            self.refresh()
+
+    def refresh(self) -> int:
+        """The writer's writes since the last look applied -> how many (a new generation opened
+        counts 1 more); 0 for a writer or a collection without files."""
+        journal = self.journal
+        if journal is None or not journal.read_only:
+            return 0
+        with self.writer:  # one refresh at a time; finds go on meanwhile
+            journal = self.journal
+            if journal is None:
+                return 0
+            ops = journal.read_new()
+            if ops is None:
+                return self._reopen_files()
+            if ops:
+                with self.lock.write():
+                    self._apply_ops(ops)
+            return len(ops)
+
+    def _reopen_files(self) -> int:
+        """The writer named a new generation: the collection opened again beside this view (the
+        same storage, read-only), then swapped in under the exclusive lock. The old view's
+        mapped snapshot goes when nothing refers to it any more (a document read from it may)."""
+        fresh = type(self)(self.schema, self.config)
+        if self.closed:  # closed meanwhile: the new view is not wanted
+            fresh.journal.close()
+            return 0
+        old = self.journal
+        with self.lock.write():
+            keep = {"lock", "writer"}  # the ones readers and other refreshes hold
+            self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in keep})
+        old.close()
+        log.info("%s storage %s: opened generation %d written by the writer", self.name, old.path,
+                 self.journal.generation)
+        return 1
 
     # ------------------------------------------------------------ snapshots
     def _restore(self, snap, where: str) -> None:

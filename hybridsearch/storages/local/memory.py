@@ -24,6 +24,8 @@ class MemoryConfig(StorageConfig):
 
     path: Optional[StrPath] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
     read_only: bool = option(False, boolean, "with path: open without the writer's lock; writes refused")
+    follow: bool = option(True, boolean, "read_only: apply the writer's new writes before each read; False keeps "
+                                         "the view of the open until refresh()")
     lock_timeout: float = option(0, number(0, 86400), "with path: seconds a writer waits for another writer's "
                                                       "lock before BackendError; 0 refuses at once")
     threads: Optional[int] = option(None, integer(1, allow_none=True),

@@ -84,6 +84,8 @@ class SqliteConfig(StorageConfig):
     prefilter: str = option("columns", one_of("columns", "sql"),
                             "who evaluates filters: the RAM columns, or SQLite (then the RAM columns if SQL fails)")
     read_only: bool = option(False, boolean, "open without the writer's lock; writes refused")
+    follow: bool = option(True, boolean, "read_only: apply the writer's new writes before each read; False keeps "
+                                         "the view of the open until refresh()")
     lock_timeout: float = option(0, number(0, 86400), "seconds a writer waits for another writer's lock "
                                                       "before BackendError; 0 refuses at once")
 

@@ -1,0 +1,163 @@
+"""Readers that follow the writer (issue 32 item 1, API.md section 2): a read_only=True collection
+with follow=True (the default) sees every write the writer acknowledged before the read, each
+read sees one state the writer reached, and its view never goes back. Spawned writer processes
+(tests/contract/test_crash.py's deterministic writers, whose calls the plain-dict model replays);
+public API only.
+"""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import hybridsearch as hs
+from tests.contract.test_crash import READ_ONLY, Doc, _model, acks, doc, open_da, start_writer, state
+
+
+class States:
+    """The model's states after 0, 1, 2, ... calls of a writer, grown on demand: which call
+    counts a seen state can be."""
+
+    def __init__(self, op: str) -> None:
+        self.gen = _model(op, 100_000)
+        self.at: dict = {}
+        self.n = -1
+
+    def counts(self, seen: dict, upto: int) -> list:
+        while self.n < upto:
+            self.n += 1
+            self.at.setdefault(frozenset(next(self.gen).items()), []).append(self.n)
+        return self.at.get(frozenset(seen.items()), [])
+
+
+def _path(storage, tmp_path, name="c"):
+    return tmp_path / (f"{name}.db" if storage == "sqlite" else name)
+
+
+class Acks:
+    """The calls a writer process has acknowledged so far (its stdout, read without blocking)."""
+
+    def __init__(self, proc) -> None:
+        self.proc, self.buf, self.n = proc, b"", 0
+        os.set_blocking(proc.stdout.fileno(), False)
+
+    def now(self) -> int:
+        self.buf += self.proc.stdout.read() or b""
+        done, _, self.buf = self.buf.rpartition(b"\n")  # a line cut by the read waits for its end
+        self.n = max([self.n] + acks(done))
+        return self.n
+
+
+# "close": the writer closes and reopens every other call, so the follower meets new generations
+# (a snapshot replacing the log) as well as appended records
+@pytest.mark.parametrize("op", ["mixed", "close"])
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_a_follower_sees_every_acknowledged_write_in_one_state_per_read(storage, op, tmp_path):
+    path = _path(storage, tmp_path)
+    proc = start_writer(storage, path, op)
+    states, acked, reads = States(op), Acks(proc), []
+    try:
+        with open_da(storage, path, read_only=True) as ro:
+            last = 0
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline and (len(reads) < 20 or acked.now() < 30):
+                time.sleep(0.002)
+                before = acked.now()
+                seen = state(ro)  # one read (fewer documents than a page of get)
+                after = acked.now()
+                ks = [k for k in states.counts(seen, after + 1) if k >= max(before, last)]
+                assert ks, (f"read {len(reads)}: {len(seen)} documents are not a state after {before} or more "
+                            f"acknowledged calls (the view was at call {last})")
+                last = ks[0]
+                reads.append(last)
+                assert proc.poll() is None, f"the writer stopped: {proc.communicate()[1][-3000:]}"
+            assert len(reads) >= 10 and acked.now() >= 10, (len(reads), acked.now())
+            # the reads went forward with the writer, not only at the end
+            assert len(set(reads)) >= 3, reads
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_refresh_applies_only_the_new_writes_and_follow_false_keeps_the_view(storage, tmp_path):
+    path = _path(storage, tmp_path)
+    name = {"memory-path": "memory", "hnsw-path": "hnsw"}.get(storage, storage)
+    with open_da(storage, path) as w:
+        w.extend([doc(f"d{i}", i, "a", 0) for i in range(50)])
+        fixed = hs.DocumentArray(Doc, storage=name, path=path, read_only=True, follow=False)
+        live = hs.DocumentArray(Doc, storage=name, path=path, read_only=True)
+        assert fixed.refresh() == 0 and live.refresh() == 0  # nothing new yet
+        w.extend([doc("n1", 1, "b", 1)])
+        w.update("d3", price=-3)
+        w.delete(["d4"])
+        w.update_many({"category": "b"}, price=77)
+        assert len(fixed) == 50 and "n1" not in fixed and fixed["d3"].price == 3  # the view of its open
+        assert "n1" in live and live["d3"].price == -3 and "d4" not in live and live["n1"].price == 77
+        applied = fixed.refresh()
+        assert applied >= 1  # memory / hnsw: the four logged writes; sqlite: the changed rows
+        assert state(fixed) == state(live) == state(w)
+        assert fixed.refresh() == 0 and live.refresh() == 0
+        # a write is found by every kind of read of the follower at once
+        q = np.ones(4, dtype=np.float32)
+        w.extend([dict(doc("n2", 5, "c", 2), title="zebra crossing", embedding=q)])
+        assert live.find(text="zebra").ids == ["n2"]
+        assert live.find(vector=q, limit=1).ids == ["n2"]
+        assert live.count(filter={"category": "c"}) == len(w.find(filter={"category": "c"}, limit=None).ids)
+        fixed.close()
+        live.close()
+
+
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_a_follower_beside_a_writer_killed_mid_write_then_a_new_writer(storage, tmp_path):
+    """kill -9 of the writer: the follower holds every acknowledged call (and at most the one in
+    flight, all or nothing); a new writer then takes over, and the follower follows it too."""
+    path = _path(storage, tmp_path)
+    proc = start_writer(storage, path, "extend_columns")
+    states = States("extend_columns")
+    with open_da(storage, path, read_only=True) as ro:
+        acked = Acks(proc)
+        deadline = time.monotonic() + 0.3 + (os.getpid() % 7) / 10
+        while time.monotonic() < deadline:
+            ro.count()  # following while the writer writes
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        n = max([acked.n] + acks(acked.buf + out))
+        seen = state(ro)
+        assert [k for k in states.counts(seen, n + 1) if k >= n], f"{n} acknowledged; the follower saw another state"
+        with open_da(storage, path) as w:  # the next writer (a torn tail is dropped now)
+            assert state(w) == seen  # the follower saw what the files hold
+            w.extend([doc("after", 1, "a", 1)])
+            assert "after" in ro and len(ro) == len(seen) + 1
+
+
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_threads_reading_one_follower_never_see_a_torn_state(storage, tmp_path):
+    """Several threads share one follower while the writer (another process) writes: each read
+    is one state the writer reached."""
+    path = _path(storage, tmp_path)
+    proc = start_writer(storage, path, "mixed")
+    states, problems, lock = States("mixed"), [], threading.Lock()
+    try:
+        with open_da(storage, path, read_only=True) as ro:
+            acked = Acks(proc)
+            stop = time.monotonic() + 2.5
+
+            def reader():
+                while time.monotonic() < stop and not problems:
+                    seen = state(ro)
+                    with lock:
+                        if not states.counts(seen, acked.now() + 1):
+                            problems.append(len(seen))
+
+            threads = [threading.Thread(target=reader) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not problems, f"torn reads: {problems[:5]}"
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
