@@ -113,6 +113,16 @@ class DocumentArray(TypedInit[T]):
         differ between storages."""
         return self._open_storage().stats()
 
+    def backup(self, dest: Any) -> dict:
+        """Writes a consistent copy of the collection to `dest`, a path that does not exist yet (or
+        an empty folder; anything else is a ConfigError and nothing is written), while writes go
+        on: it opens as a collection of the same storage with `path=dest` (or `hs.restore` copies
+        it elsewhere), holding every write acknowledged before the call and perhaps some made
+        during it. A read_only=True opener can back up too. -> {"documents", "bytes", "seconds",
+        "stall_seconds" (how long writers were held off), "path"}. Memory, hnsw and sqlite back
+        up; other storages raise UnsupportedError (API.md, "Backup and restore")."""
+        return self._open_storage().backup(dest)
+
     def close(self) -> None:
         """Flushes and releases the storage; further use raises an error."""
         if not self._closed:
