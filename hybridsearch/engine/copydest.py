@@ -4,8 +4,8 @@ temporary name beside it and renamed into place once complete and durable.
 A copy is built in `.<name>.hsbackup-<pid>-<random>.tmp` in dest's folder (a directory for the
 journaled storages, a file for sqlite), fsynced, then renamed to dest and the folder fsynced. So
 dest either does not exist or holds a complete copy, whenever the process dies; what a killed
-copier leaves is only its temporary, which the next backup or restore to the same dest removes
-(once the process that made it is gone).
+copier leaves is only its temporary, which the next backup or restore into the same folder
+removes (once the process that made it is gone).
 """
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from typing import Optional
 from hybridsearch.engine.files import fsync_dir
 from hybridsearch.errors import BackendError, ConfigError
 
-_TEMP = re.compile(r"^\.(?P<name>.+)\.hsbackup-(?P<pid>\d+)-[0-9a-f]+\.tmp$")
+# the temporary, and the files SQLite keeps beside a database it writes
+_TEMP = re.compile(r"^\.(?P<name>.+)\.hsbackup-(?P<pid>\d+)-[0-9a-f]+\.tmp(-journal|-wal|-shm)?$")
+_SIDECARS = ("-journal", "-wal", "-shm")
 
 
 def check_dest(dest, what: str = "backup") -> str:
@@ -44,13 +46,13 @@ def check_dest(dest, what: str = "backup") -> str:
 
 def temp_beside(dest: str) -> str:
     """A fresh temporary name in dest's folder (created if missing), after removing the
-    temporaries that dead copiers left there for the same dest."""
+    temporaries that dead copiers left there."""
     folder, name = os.path.split(dest)
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
         raise BackendError(f"{folder}: cannot create the folder of the copy: {e}") from None
-    remove_stale(folder, name)
+    remove_stale(folder)
     return os.path.join(folder, f".{name}.hsbackup-{os.getpid()}-{secrets.token_hex(4)}.tmp")
 
 
@@ -64,8 +66,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(folder: str, name: str) -> list:
-    """Removes the temporaries of copies to `name` whose process is gone; -> the paths removed."""
+def remove_stale(folder: str) -> list:
+    """Removes the temporaries in `folder` of copies whose process is gone; -> the paths removed."""
     removed = []
     try:
         entries = os.listdir(folder)
@@ -73,7 +75,7 @@ def remove_stale(folder: str, name: str) -> list:
         return removed
     for entry in entries:
         m = _TEMP.match(entry)
-        if m is None or m["name"] != name or _alive(int(m["pid"])):
+        if m is None or _alive(int(m["pid"])):
             continue
         path = os.path.join(folder, entry)
         try:
@@ -86,12 +88,15 @@ def remove_stale(folder: str, name: str) -> list:
 
 def discard(tmp: Optional[str]) -> None:
     """Removes a temporary after a failed copy (best effort: a later copy removes what is left)."""
-    if tmp is None or not os.path.lexists(tmp):
+    if tmp is None:
         return
-    try:
-        shutil.rmtree(tmp) if os.path.isdir(tmp) and not os.path.islink(tmp) else os.remove(tmp)
-    except OSError:
-        pass
+    for path in (tmp, *(tmp + s for s in _SIDECARS)):
+        if not os.path.lexists(path):
+            continue
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+        except OSError:
+            pass
 
 
 def publish(tmp: str, dest: str, what: str = "backup") -> None:
