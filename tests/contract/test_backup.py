@@ -211,10 +211,20 @@ def run_backup_child(storage: str, where: str) -> None:
 _CHILD = "import sys\nfrom tests.contract.test_backup import run_backup_child\nrun_backup_child(*sys.argv[1:])\n"
 
 
+TRIALS = 2  # kills at random moments: each run tries other ones (a kill lands in the copy about half the time)
+
+
 @pytest.mark.parametrize("storage", WITH_FILES)
 def test_kill_9_during_backups_leaves_each_destination_absent_or_complete(storage, tmp_path):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
+    for trial in range(TRIALS if storage != "sqlite" else 1):
+        where = tmp_path / f"t{trial}"
+        where.mkdir()
+        kill_during_backups(storage, where, rng, f"seed {seed}, trial {trial}")
+
+
+def kill_during_backups(storage: str, tmp_path: Path, rng: random.Random, seed: str) -> None:
     initial = initial_docs(3000)
     with open_source(storage, tmp_path) as da:
         da.extend(initial)
@@ -238,7 +248,7 @@ def test_kill_9_during_backups_leaves_each_destination_absent_or_complete(storag
         if i == n and not dest.exists():
             continue
         with open_copy(storage, dest, read_only=True) as copy:
-            assert state(copy) == expected, f"seed {seed}: backup k{i} of {n} finished"
+            assert state(copy) == expected, f"{seed}: backup k{i} of {n} finished"
     assert not dest_of(storage, tmp_path, f"k{n + 1}").exists()
     temps = [p for p in tmp_path.iterdir() if ".hsbackup-" in p.name]
     assert len({p.name.split(".tmp")[0] for p in temps}) <= 1, temps  # (sqlite: with its -journal beside it)
@@ -249,8 +259,8 @@ def test_kill_9_during_backups_leaves_each_destination_absent_or_complete(storag
             except hs.BackendError:
                 continue
             with copy:
-                assert state(copy) == expected, f"seed {seed}: the leftover {temp.name} opened with other data"
-    # a later backup to the same destination takes the place of the dead one's leftovers
+                assert state(copy) == expected, f"{seed}: the leftover {temp.name} opened with other data"
+    # a later backup into the same folder removes what the dead one left
     with open_copy(storage, tmp_path / ("src.db" if storage == "sqlite" else "src")) as source:
         again = dest_of(storage, tmp_path, f"k{n + 1}")
         source.backup(again)
