@@ -24,16 +24,17 @@ _TEMP = re.compile(r"^\.(?P<name>.+)\.hsbackup-(?P<pid>\d+)-[0-9a-f]+\.tmp(-jour
 _SIDECARS = ("-journal", "-wal", "-shm")
 
 
-def check_dest(dest, what: str = "backup") -> str:
+def check_dest(dest, what: str = "backup", folder_ok: bool = True) -> str:
     """dest as a str path, refused with ConfigError when it is not a path or already holds
-    something (a file, or a directory that is not empty): a copy never overwrites a collection."""
+    something (a file, or a directory that is not empty; with folder_ok=False, for a copy that is
+    a file, any directory): a copy never overwrites a collection."""
     if not isinstance(dest, (str, os.PathLike)):
         raise ConfigError(f"the {what} destination must be a path (str or os.PathLike), got {type(dest).__name__}")
     dest = os.path.abspath(os.fspath(dest))
     if os.path.lexists(dest):
-        if not os.path.isdir(dest) or os.path.islink(dest):
-            raise ConfigError(f"{dest} already exists: the {what} goes to a path that does not exist yet "
-                              "(or an empty folder); nothing was written")
+        if not folder_ok or not os.path.isdir(dest) or os.path.islink(dest):
+            raise ConfigError(f"{dest} already exists: the {what} goes to a path that does not exist yet"
+                              f"{' (or an empty folder)' if folder_ok else ''}; nothing was written")
         try:
             holds = os.listdir(dest)
         except OSError as e:

@@ -296,12 +296,16 @@ def test_a_destination_that_exists_is_refused_and_nothing_is_touched(storage, tm
     assert state(da) == before
     with pytest.raises(hs.ConfigError):
         da.backup(12)
+    empty = tmp_path / "empty"
+    empty.mkdir()
     if storage != "sqlite":  # an empty folder is a destination too
-        empty = tmp_path / "empty"
-        empty.mkdir()
         da.backup(empty)
         with open_copy(storage, empty) as copy:
             assert state(copy) == before
+    else:  # not for a copy that is one file
+        with pytest.raises(hs.ConfigError):
+            da.backup(empty)
+        assert os.listdir(empty) == []
     da.close()
     with pytest.raises(hs.ClosedError):
         da.backup(tmp_path / "after-close")

@@ -306,17 +306,18 @@ class JournaledStorage(ColumnarStorage):
                     size = B.write_snapshot(self.schema, dest, meta, arrays)
             stall = time.perf_counter() - started
         else:
-            if self.journal.read_only:  # no writer here: the state this opener reads
-                with self.writer:
-                    note()
-            else:  # new writes wait while the ones in flight apply and the state is pinned
-                self.commit.submit(note, lambda: None, alone=True)
-            stall = held[0] - started
-            state, count = pinned[0]
             try:
+                if self.journal.read_only:  # no writer here: the state this opener reads
+                    with self.writer:
+                        note()
+                else:  # new writes wait while the ones in flight apply and the state is pinned
+                    self.commit.submit(note, lambda: None, alone=True)
+                stall = held[0] - started
+                state, count = pinned[0]
                 size = B.write_copy(state, dest)
             finally:
-                state.close()
+                for state, _ in pinned:  # also when the group's fsync failed after note()
+                    state.close()
         seconds = time.perf_counter() - started
         log.info("%s storage backed up %s to %s: %d documents, %d bytes in %.3f s; writers waited %.6f s",
                  self.name, self.journal.path if self.journal is not None else "(RAM)", dest, count, size,

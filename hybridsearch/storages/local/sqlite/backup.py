@@ -94,7 +94,7 @@ def copy_database(src: str, dest: str, what: str = "backup", schema=None) -> dic
 
 def backup(src: str, table: str, dest) -> dict:
     """SqliteStorage.backup: the database of the collection to `dest` -> its report."""
-    dest = check_dest(dest)
+    dest = check_dest(dest, folder_ok=False)
     if os.path.abspath(dest) == os.path.abspath(src):
         raise BackendError(f"{dest} is the collection's own database")
     started = time.perf_counter()
@@ -108,7 +108,7 @@ def backup(src: str, table: str, dest) -> dict:
 def restore(src: str, dest, schema: Optional[object] = None) -> dict:
     """hs.restore of a sqlite backup: `src` checked, copied to `dest` and checked again there."""
     started = time.perf_counter()
-    dest = check_dest(dest, "restore")
+    dest = check_dest(dest, "restore", folder_ok=False)
     _check(src, schema)
     done = copy_database(src, dest, "restore", schema)
     return {"bytes": done["bytes"], "tables": done["tables"], "seconds": time.perf_counter() - started}
