@@ -30,6 +30,9 @@ def restore(src: Any, dest: Any, schema: Optional[type] = None) -> dict:
         from hybridsearch.engine.persist import backup
         return backup.restore(src, dest, checked)
     if os.path.isfile(src):
+        from hybridsearch.embedding.identity import copy_record
         from hybridsearch.storages.local.sqlite import backup as sqlite_backup
-        return sqlite_backup.restore(src, dest, checked)
+        report = sqlite_backup.restore(src, dest, checked)
+        copy_record(src, os.path.abspath(os.fspath(dest)))
+        return report
     raise BackendError(f"restore: {src} does not exist (neither a backup directory nor a SQLite file)")

@@ -412,3 +412,46 @@ def test_a_storage_without_backup_says_so(tmp_path):
         with pytest.raises(hs.UnsupportedError):
             da.backup(tmp_path / "bk")
     assert not (tmp_path / "bk").exists()
+
+
+# ------------------------------------------------------- embedding functions
+class Letters(hs.EmbeddingFunction):
+    """A toy model: letter counts."""
+    name, model, dimension, batch_size = "letters", "a-z", 26, 64
+
+    def embed_documents(self, texts):
+        out = np.zeros((len(texts), 26), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for c in t.lower():
+                if "a" <= c <= "z":
+                    out[i, ord(c) - 97] += 1
+        return out
+
+
+class Letters2(Letters):
+    model = "a-z, v2"
+
+
+class Word(hs.Document):
+    word: hs.Text
+    emb: hs.Vector[26] = hs.embedded("word", fn=Letters())
+
+
+class Word2(hs.Document):
+    word: hs.Text
+    emb: hs.Vector[26] = hs.embedded("word", fn=Letters2())
+
+
+@pytest.mark.parametrize("storage", WITH_FILES)
+def test_a_backup_and_its_restore_keep_the_embedding_functions_identity(storage, tmp_path):
+    name = kind(storage)
+    src, bk, rs = (dest_of(storage, tmp_path, n) for n in ("src", "bk", "rs"))
+    with hs.DocumentArray(Word, storage=name, path=src) as da:
+        da.extend([{"id": w, "word": w} for w in ("listen", "banana")])
+        da.backup(bk)
+    hs.restore(bk, rs)
+    for path in (bk, rs):
+        with pytest.raises(hs.ConfigError):  # another model than the one the vectors came from
+            hs.DocumentArray(Word2, storage=name, path=path)
+        with hs.DocumentArray(Word, storage=name, path=path) as copy:
+            assert copy.find(text="silent", vector="auto", limit=1).ids == ["listen"]

@@ -5,8 +5,9 @@ appends, so a consistent copy needs the writers held off only while `pin` notes 
 the log's end offset and descriptors on both files (the storage calls it under its writer lock,
 with no write in flight). The bytes are copied afterwards without any lock: the snapshot
 whole, the log's [0, end). A snapshot the writer takes meanwhile removes the old files, but the
-descriptors keep them readable. The copy gets a MANIFEST of its own naming the same generation,
-written last, and is checked record by record before it is renamed into place (engine/copydest.py:
+descriptors keep them readable. The small files others keep in the directory (the identity of
+the embedding functions) are copied along. The copy gets a MANIFEST of its own naming the same
+generation, written last, and is checked record by record before it is renamed into place (engine/copydest.py:
 dest either does not exist or holds the complete copy, whatever kills the process).
 
 `verify` checks a collection directory without its schema: MANIFEST, the file headers (magic,
@@ -17,6 +18,7 @@ here. `restore` copies a backup directory and verifies the copy before publishin
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import zlib
@@ -29,6 +31,7 @@ from hybridsearch.engine.persist import records as R
 from hybridsearch.errors import BackendError
 
 _CHUNK = 1 << 22
+log = logging.getLogger("hybridsearch")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Pinned:
     log_fd: int
     log_end: int  # the copy takes the log's bytes [0, log_end)
     manifest: list  # the chunks of a MANIFEST naming this generation
+    source: str  # the collection's directory (its side files are copied too)
 
     def close(self) -> None:
         for fd in (self.snap_fd, self.log_fd):
@@ -64,7 +68,42 @@ def pin(journal) -> Pinned:
         except OSError as e:
             os.close(log_fd)
             raise BackendError(f"{journal.path}: cannot open the snapshot to back it up: {e}") from None
-        return Pinned(gen, snap_fd, size if has else 0, log_fd, end, journal.manifest_chunks(gen, has, size))
+        return Pinned(gen, snap_fd, size if has else 0, log_fd, end, journal.manifest_chunks(gen, has, size),
+                      journal.path)
+
+
+_SIDE_MAX = 1 << 20
+
+
+def side_files(folder: str) -> dict:
+    """name -> bytes of the small files others keep in a collection's directory beside the
+    journal's (the identity of its embedding functions, embedding/identity.py): a copy carries
+    them. Each is replaced whole by a rename when it changes, so one read sees one version."""
+    found = {}
+    try:
+        names = os.listdir(folder)
+    except OSError as e:
+        raise BackendError(f"{folder}: cannot list the directory: {e}") from None
+    for name in names:
+        path = os.path.join(folder, name)
+        if R.OURS.match(name) or name == R.LOCK or name.endswith(".tmp") or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_SIDE_MAX + 1)
+        except OSError as e:
+            raise BackendError(f"{path}: cannot read: {e}") from None
+        if len(data) > _SIDE_MAX:  # not one of ours: someone else's file in the directory
+            log.warning("%s: not copied by the backup (%d+ bytes, not a file of the collection)", path, len(data))
+            continue
+        found[name] = data
+    return found
+
+
+def _write_side_files(folder: str, files: dict) -> int:
+    for name, data in files.items():
+        replace_file(os.path.join(folder, name), [data])
+    return sum(len(d) for d in files.values())
 
 
 def _copy(src_fd: int, dst_fd: int, length: int, what: str) -> None:
@@ -115,6 +154,7 @@ def write_copy(pinned: Pinned, dest: str) -> int:
             total += pinned.snap_bytes
         _copy_file(pinned.log_fd, pinned.log_end, os.path.join(tmp, R.log_name(pinned.generation)))
         total += pinned.log_end
+        total += _write_side_files(tmp, side_files(pinned.source))
         fsync_dir(tmp)
         total += replace_file(os.path.join(tmp, R.MANIFEST), pinned.manifest)
         fsync_dir(tmp)
@@ -266,6 +306,7 @@ def restore(src, dest, schema=None) -> dict:
     tmp = temp_beside(dest)
     try:
         os.mkdir(tmp)
+        _write_side_files(tmp, side_files(src))
         for fname in names:
             try:
                 fd = os.open(os.path.join(src, fname), os.O_RDONLY)
