@@ -286,6 +286,8 @@ class JournaledStorage(ColumnarStorage):
 
         dest = copydest.check_dest(dest)
         started = time.perf_counter()
+        journal = self.journal  # close() may drop it during the copy
+        where = journal.path if journal is not None else "(RAM)"
         pinned: list = []
         held: list = []
 
@@ -293,10 +295,10 @@ class JournaledStorage(ColumnarStorage):
             if self.closed:
                 raise ConfigError("this DocumentArray is closed")
             with self.lock.read():
-                pinned.append((B.pin(self.journal), self.store.n_live))
+                pinned.append((B.pin(journal), self.store.n_live))
             held.append(time.perf_counter())
 
-        if self.journal is None:
+        if journal is None:
             with self.writer:
                 if self.closed:
                     raise ConfigError("this DocumentArray is closed")
@@ -307,7 +309,7 @@ class JournaledStorage(ColumnarStorage):
             stall = time.perf_counter() - started
         else:
             try:
-                if self.journal.read_only:  # no writer here: the state this opener reads
+                if journal.read_only:  # no writer here: the state this opener reads
                     with self.writer:
                         note()
                 else:  # new writes wait while the ones in flight apply and the state is pinned
@@ -320,8 +322,7 @@ class JournaledStorage(ColumnarStorage):
                     state.close()
         seconds = time.perf_counter() - started
         log.info("%s storage backed up %s to %s: %d documents, %d bytes in %.3f s; writers waited %.6f s",
-                 self.name, self.journal.path if self.journal is not None else "(RAM)", dest, count, size,
-                 seconds, stall)
+                 self.name, where, dest, count, size, seconds, stall)
         return {"documents": count, "bytes": size, "seconds": seconds, "stall_seconds": stall, "path": dest}
 
     def _fsyncs(self) -> int:
