@@ -53,6 +53,11 @@ directory, in this process as in another, with `hs.BackendError`, at once or aft
 to `lock_timeout` seconds for it. The files are read only once the lock is held, so a writer
 that waited starts from everything the previous one acknowledged; a dead process's flock is
 dropped by the kernel.
+
+An online backup (backup.py) pins a generation's snapshot and the log up to its end offset under
+the writer's lock, copies them without it into a new directory with a MANIFEST of its own, and
+checks every record before renaming that directory into place; `verify` and `restore` check a
+backup the same way without its schema.
 """
 from hybridsearch.engine.persist.codec import DocCodec
 from hybridsearch.engine.persist.commit import GroupCommit

@@ -403,11 +403,14 @@ class Journal:
 
     def _write_manifest(self, gen: int, has_snapshot: bool, snap_bytes: int) -> None:
         """R.MANIFEST.tmp, fsync, rename (the caller syncs the directory)."""
+        self._write_file(R.MANIFEST, self.manifest_chunks(gen, has_snapshot, snap_bytes))
+
+    def manifest_chunks(self, gen: int, has_snapshot: bool, snap_bytes: int) -> list:
+        """The bytes of a R.MANIFEST naming generation `gen` (a backup writes one for its copy)."""
         payload = json.dumps({"format": R.FORMAT, "generation": gen, "schema": self.fp,
                               "snapshot": has_snapshot, "snapshot_bytes": snap_bytes,
                               "model": self.schema.name}).encode()
-        head = R.file_header(R.MANIFEST_MAGIC, gen, self.digest)
-        self._write_file(R.MANIFEST, [head, *R.record(R.K_MANIFEST, payload)])
+        return [R.file_header(R.MANIFEST_MAGIC, gen, self.digest), *R.record(R.K_MANIFEST, payload)]
 
     # ----------------------------------------------------------------- reading
     def load(self) -> tuple:

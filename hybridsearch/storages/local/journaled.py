@@ -208,6 +208,17 @@ class JournaledStorage(ColumnarStorage):
 
     def _snapshot(self) -> None:
         """Every column, the text index and the storage's index as arrays the next open maps back."""
+        meta, arrays = self._snapshot_parts()
+        started = time.perf_counter()
+        self.journal.snapshot_arrays(meta, arrays)
+        self.snapshot_due = False
+        self._snapshot_bytes = self.journal.snapshot_bytes
+        log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
+                 self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
+
+    def _snapshot_parts(self) -> tuple:
+        """(meta, arrays) of a snapshot: views of the live data (the caller holds the write lock
+        until they are written)."""
         meta, arrays = {}, {}
         meta["columns"], cols = self.store.export()
         arrays.update({f"col/{k}": v for k, v in cols.items()})
@@ -218,12 +229,7 @@ class JournaledStorage(ColumnarStorage):
         if index is not None:
             meta["index"], parts = index
             arrays.update({f"index/{k}": v for k, v in parts.items()})
-        started = time.perf_counter()
-        self.journal.snapshot_arrays(meta, arrays)
-        self.snapshot_due = False
-        self._snapshot_bytes = self.journal.snapshot_bytes
-        log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
-                 self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
+        return meta, arrays
 
     # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
     # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
@@ -335,6 +341,57 @@ class JournaledStorage(ColumnarStorage):
         slots = slots[slots >= 0]
         if len(slots):
             self._apply_update(slots, values)
+
+    # ------------------------------------------------------------ backup
+    def backup(self, dest) -> dict:
+        """Copies the collection to the new directory `dest`, which opens as a collection (with
+        `path=dest`) holding the state after some prefix of the writes: every write acknowledged
+        before the call, perhaps some made during it. With files, writers wait only while the
+        state is pinned (engine/persist/backup.py); without, while the RAM is written as one
+        snapshot. -> {"documents", "bytes", "seconds", "stall_seconds", "path"}."""
+        from hybridsearch.engine import copydest
+        from hybridsearch.engine.persist import backup as B
+
+        dest = copydest.check_dest(dest)
+        started = time.perf_counter()
+        journal = self.journal  # close() may drop it during the copy
+        where = journal.path if journal is not None else "(RAM)"
+        pinned: list = []
+        held: list = []
+
+        def note() -> None:  # under `writer`, nothing in flight: RAM is the log's [0, end)
+            if self.closed:
+                raise ConfigError("this DocumentArray is closed")
+            with self.lock.read():
+                pinned.append((B.pin(journal), self.store.n_live))
+            held.append(time.perf_counter())
+
+        if journal is None:
+            with self.writer:
+                if self.closed:
+                    raise ConfigError("this DocumentArray is closed")
+                with self.lock.write():  # the snapshot's arrays are views of the live data
+                    meta, arrays = self._snapshot_parts()
+                    count = self.store.n_live
+                    size = B.write_snapshot(self.schema, dest, meta, arrays)
+            stall = time.perf_counter() - started
+        else:
+            try:
+                if journal.read_only:  # no writer here: the state this opener reads
+                    with self.writer:
+                        note()
+                else:  # new writes wait while the ones in flight apply and the state is pinned
+                    self.commit.submit(note, lambda: None, alone=True)
+                stall = held[0] - started
+                state, count = pinned[0]
+                size = B.write_copy(state, dest)
+            finally:
+                for state, _ in pinned:  # also when the group's fsync failed after note()
+                    state.close()
+        seconds = time.perf_counter() - started
+        log.info("%s storage backed up %s to %s: %d documents, %d bytes in %.3f s; writers waited %.6f s",
+                 self.name, where, dest, count, size, seconds, stall)
+        return {"documents": count, "bytes": size, "seconds": seconds, "stall_seconds": stall, "path": dest}
 
     def _fsyncs(self) -> int:
         return self.commit.fsyncs if self.journal is not None else 0

@@ -45,12 +45,12 @@ from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_timeout, number, one_of, option,
                                           path_or_none, StrPath)
 from hybridsearch.storages.local import ram
-from hybridsearch.storages.local.sqlite import checks
+from hybridsearch.storages.local.sqlite import backup, checks
+from hybridsearch.storages.local.sqlite.backup import META as _META, fingerprint
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
               Kind.FLOAT: float, Kind.VECTOR: bytes, Kind.SPARSE: bytes, Kind.MULTI: bytes}
-_META = "hs_meta"
 
 log = logging.getLogger("hybridsearch")
 
@@ -168,7 +168,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
 
     # ---------------------------------------------------------------- file
     def _fingerprint(self) -> str:
-        return json.dumps(self.schema.fingerprint())
+        return fingerprint(self.schema)
 
     def _create_or_check(self) -> None:
         db, t = self.db, self.table_name
@@ -410,6 +410,16 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 rows = st.rows_in_order(st.filter_bits(node), limit)
                 return st.ids.get_many(rows), None
             return ids, None
+
+    def backup(self, dest) -> dict:
+        """The database file copied to `dest` with SQLite's online backup API (backup.py):
+        writers go on meanwhile. -> {"documents", "bytes", "seconds", "stall_seconds", "path"}."""
+        if self.conn is None and not self.read_only:
+            raise BackendError(f"{self.path}: the collection is closed")
+        report = backup.backup(self.path, self.table_name, dest)
+        log.info("sqlite storage backed up %s to %s: %d documents, %d bytes in %.3f s", self.path,
+                 report["path"], report["documents"], report["bytes"], report["seconds"])
+        return report
 
     @property
     def writer_path(self):
