@@ -58,28 +58,15 @@ class JournaledStorage(ColumnarStorage):
 
         started = time.perf_counter()
         try:
-            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout)
+            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout, evolve=True)
             self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
             snapshot, ops = self.journal.load()
-            if snapshot is not None:
-                if snapshot.mapping is not None:
-                    self._mappings.append(snapshot.mapping)
-                self._restore(snapshot, os.fspath(path))
-                snapshot.release()  # before the log's writes: it must not drop a page they copy
-                self._snapshot_bytes = self.journal.snapshot_bytes
-            for op in ops:
-                if op[0] == "upsert":
-                    self._apply_upsert(build_batch(self.schema, op[1]))
-                elif op[0] == "delete":
-                    self._apply_delete(op[1])
-                elif op[0] == "update":
-                    doc, fields = op[1], op[2]
-                    slot = self.store.row_of.get(doc.id)
-                    if slot is not None:
-                        self._apply_update(slot, {f: getattr(doc, f) for f in fields})
-                elif op[0] == "update_many":
-                    ids, doc, fields = op[1], op[2], op[3]
-                    self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
+            if self.journal.evolution is not None:  # files of an earlier schema (storages/local/evolve.py)
+                from hybridsearch.storages.local.evolve import evolve
+
+                evolve(self, snapshot, ops, os.fspath(path))
+            else:
+                self._load_state(snapshot, ops, os.fspath(path))
             log.info("%s storage opened %s%s: %d documents, snapshot of %d bytes, %d logged writes replayed "
                      "in %.3f s", self.name, os.fspath(path), " read-only" if read_only else "",
                      self.store.n_live, self.journal.snapshot_bytes, len(ops), time.perf_counter() - started)
@@ -89,6 +76,29 @@ class JournaledStorage(ColumnarStorage):
                 log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
             raise
+
+    def _load_state(self, snapshot, ops: list, where: str) -> None:
+        """The collection as the files hold it: the snapshot (or None), then the log's writes."""
+        if snapshot is not None:
+            if snapshot.mapping is not None:
+                self._mappings.append(snapshot.mapping)
+            self._restore(snapshot, where)
+            snapshot.release()  # before the log's writes: it must not drop a page they copy
+        for op in ops:
+            if op[0] == "upsert":
+                self._apply_upsert(build_batch(self.schema, op[1]))
+            elif op[0] == "delete":
+                self._apply_delete(op[1])
+            elif op[0] == "update":
+                doc, fields = op[1], op[2]
+                slot = self.store.row_of.get(doc.id)
+                if slot is not None:
+                    self._apply_update(slot, {f: getattr(doc, f) for f in fields})
+            elif op[0] == "update_many":
+                ids, doc, fields = op[1], op[2], op[3]
+                self._apply_update_many(ids, {f: getattr(doc, f) for f in fields})
+        if self.journal is not None:
+            self._snapshot_bytes = self.journal.snapshot_bytes
 
     # ------------------------------------------------------------ snapshots
     def _restore(self, snap, where: str) -> None:
@@ -128,6 +138,14 @@ class JournaledStorage(ColumnarStorage):
 
     def _check_index(self, where: str) -> None:
         """Raises BackendError if the restored index does not match the documents."""
+
+    # whether the storage's own index depends on each vector field's metric (hnsw: the graph was
+    # built for it), so that a schema evolution refuses a metric change rather than carry it over
+    index_metric_bound = False
+
+    def _adopt_index(self, old: "JournaledStorage", plan) -> None:
+        """Schema evolution (storages/local/evolve.py): takes the index of `old` (the collection
+        as stored, same slots) for the fields plan.schema keeps."""
 
     def _maybe_snapshot(self) -> None:
         """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no
@@ -267,6 +285,16 @@ class JournaledStorage(ColumnarStorage):
         slots = slots[slots >= 0]
         if len(slots):
             self._apply_update(slots, values)
+
+    def stats(self) -> dict:
+        """Adds "schema_history" with `path=`: the schema versions of the collection, oldest
+        first, each {"version", "at" (ISO time, None before history was kept), "added",
+        "removed", "changed", "fields" (the fingerprint [name, kind, optional, dim] per field)}."""
+        out = super().stats()
+        journal = self.journal
+        if journal is not None:
+            out["schema_history"] = journal.schema_history
+        return out
 
     def _fsyncs(self) -> int:
         return self.commit.fsyncs if self.journal is not None else 0
