@@ -124,7 +124,7 @@ def plan(stored_fp: list, schema: Schema) -> Plan:
         _, okind, oopt, odim = old[fname]
         if okind != kind:
             if not (okind in _STRING_KINDS and kind in _INTO_STRING_KINDS):
-                raise ConfigError(f"{name}.{fname} is a {kind} field, but the stored collection holds it as "
+                raise ConfigError(f"{name}.{fname} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} field, but the stored collection holds it as "
                                   f"{okind}: a field cannot change kind so (only between str, hs.Text and "
                                   f"hs.Keyword); rename the field, or store the documents again in a new collection")
             p.changed.append(fname)
