@@ -64,7 +64,7 @@ def evolve_table(storage, stored_fp: list, sql_types: dict) -> None:
     dropped = [f[0] for f in old_cols if f[0] not in new_cols]
     if old_other and not storage.extra:
         dropped.append("_extra")
-    try:
+    if True:
         with conn:
             conn.execute("BEGIN IMMEDIATE")
             rows = []
@@ -73,7 +73,11 @@ def evolve_table(storage, stored_fp: list, sql_types: dict) -> None:
                 if want is not None and want != old_crc(*(row[n] for n in old_crc_names)):
                     raise BackendError(f"{storage.path}: row {row['id']!r} of table {t!r} fails its checksum; "
                                        "its schema is not changed over a damaged row")
-                rows.append(_carried(storage, plan, row, old))
+                try:
+                    rows.append(_carried(storage, plan, row, old))
+                except SchemaError as e:
+                    raise ConfigError(f"{storage.path}: document {row['id']!r} of table {t!r} cannot be carried "
+                                      f"over to {schema.name}: {e}") from None
             for name in dropped:
                 for index in _indexes_on(conn, t, name):
                     conn.execute(f'DROP INDEX "{index}"')
@@ -91,8 +95,6 @@ def evolve_table(storage, stored_fp: list, sql_types: dict) -> None:
             fp = schema.fingerprint()
             conn.execute(f'UPDATE "{META}" SET fingerprint = ? WHERE name = ?', [json.dumps(fp), t])
             save_history(conn, t, E.next_version(history(conn, t, plan.stored), plan, fp))
-    except SchemaError as e:
-        raise ConfigError(f"{storage.path}: table {t!r} cannot be carried over to {schema.name}: {e}") from None
 
 
 def _indexes_on(conn, table: str, column: str) -> list:
