@@ -359,7 +359,7 @@ def test_the_history_of_the_schema_is_in_stats(storage, tmp_path):
 
 
 # ------------------------------------------------------------------ kill -9 while evolving
-CRASH_DOCS = 3000
+CRASH_DOCS = 1500
 
 
 class Old(hs.Document):
@@ -393,19 +393,37 @@ def run_evolver(storage: str, path: str) -> None:
 _CHILD = "import sys\nfrom tests.contract.test_schema_evolution import run_evolver\nrun_evolver(*sys.argv[1:])\n"
 
 
+def start_evolver(storage: str, path: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, storage, str(path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.readline().strip() == b"start", proc.communicate()[1][-3000:]
+    return proc
+
+
+def old_collection(storage: str, tmp: Path) -> Path:
+    tmp.mkdir()
+    path = where(storage, tmp)
+    with open_da(storage, path, Old) as da:
+        da.extend([Old(**d) for d in crash_docs()])
+    return path
+
+
 @pytest.mark.parametrize("storage", STORAGES)
 def test_kill_9_while_evolving_leaves_the_old_or_the_new_collection(storage, tmp_path):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     want = crash_docs()
+    # how long the child takes to evolve, so that the kills land before, during and after it
+    proc = start_evolver(storage, old_collection(storage, tmp_path / "timed"))
+    started = time.perf_counter()
+    assert proc.stdout.readline().strip() == b"done", proc.communicate()[1][-3000:]
+    took = time.perf_counter() - started
+    proc.communicate(timeout=60)
+    seen = set()
     for trial in range(2):
-        path = where(storage, tmp_path / f"t{trial}")
-        with open_da(storage, path, Old) as da:
-            da.extend([Old(**d) for d in want])
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, storage, str(path)], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-        assert proc.stdout.readline().strip() == b"start"
-        time.sleep(rng.uniform(0.0, 0.6))
+        path = old_collection(storage, tmp_path / f"t{trial}")
+        proc = start_evolver(storage, path)
+        time.sleep(rng.uniform(0.0, 1.2 * took))
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
         finished = b"done" in out
@@ -416,8 +434,10 @@ def test_kill_9_while_evolving_leaves_the_old_or_the_new_collection(storage, tmp
             assert not finished, f"seed {seed}: the evolution was acknowledged, yet the files are the old schema's"
             da = open_da(storage, path, Old, read_only=True)
             evolved = False
+        seen.add(evolved)
         with da:
             got = {d.id: d.model_dump() for d in da}
+        assert len(got) == len(want)
         for d in want:
             g = got[d["id"]]
             assert g["title"] == d["title"] and g["note"] == d["note"] and g["v"].tolist() == d["v"].tolist()
@@ -425,9 +445,10 @@ def test_kill_9_while_evolving_leaves_the_old_or_the_new_collection(storage, tmp
                 assert (g["added"], g["body"]) == ("fresh", "filled body") and "gone" not in g
             else:
                 assert g["gone"] == d["gone"]
-        assert len(got) == len(want)
         with open_da(storage, path, New) as da:  # a writer then evolves it (again) under the new schema
-            assert len(da) == CRASH_DOCS and len(da.find(text="filled", text_fields={"body": 1.0}, limit=ALL)) \
-                == CRASH_DOCS
+            assert len(da) == CRASH_DOCS
+            assert len(da.find(text="filled", text_fields={"body": 1.0}, limit=ALL)) == CRASH_DOCS
             assert set(da.find(text="note gamma", text_fields={"note": 1.0}, limit=ALL, operator="and").ids) \
                 == {d["id"] for d in want if d["note"] == "note gamma"}
+    print(f"{storage}: evolution took {took:.3f} s; killed collections found {sorted(seen)} (True: evolved)",
+          file=sys.stderr)
