@@ -359,7 +359,7 @@ def test_the_history_of_the_schema_is_in_stats(storage, tmp_path):
 
 
 # ------------------------------------------------------------------ kill -9 while evolving
-CRASH_DOCS = 1500
+CRASH_DOCS = 1000
 
 
 class Old(hs.Document):
