@@ -64,37 +64,36 @@ def evolve_table(storage, stored_fp: list, sql_types: dict) -> None:
     dropped = [f[0] for f in old_cols if f[0] not in new_cols]
     if old_other and not storage.extra:
         dropped.append("_extra")
-    if True:
-        with conn:
-            conn.execute("BEGIN IMMEDIATE")
-            rows = []
-            for row in storage.db[t].rows_where(order_by="_seq"):
-                want = row.get(checks.CRC_COLUMN)
-                if want is not None and want != old_crc(*(row[n] for n in old_crc_names)):
-                    raise BackendError(f"{storage.path}: row {row['id']!r} of table {t!r} fails its checksum; "
-                                       "its schema is not changed over a damaged row")
-                try:
-                    rows.append(_carried(storage, plan, row, old))
-                except SchemaError as e:
-                    raise ConfigError(f"{storage.path}: document {row['id']!r} of table {t!r} cannot be carried "
-                                      f"over to {schema.name}: {e}") from None
-            for name in dropped:
-                for index in _indexes_on(conn, t, name):
-                    conn.execute(f'DROP INDEX "{index}"')
-                conn.execute(f'ALTER TABLE "{t}" DROP COLUMN "{name}"')
-            for name in added_cols:
-                conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "{name}" {_SQL[sql_types[new_cols[name].kind]]}')
-            if storage.extra and not old_other:
-                conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "_extra" TEXT')
-            for name in rewritten:
-                if new_cols[name].kind in (Kind.KEYWORD, Kind.INT, Kind.FLOAT, Kind.BOOL):
-                    conn.execute(f'CREATE INDEX IF NOT EXISTS "idx_{t}_{name}" ON "{t}" ("{name}")')
-            names = rewritten + (["_extra"] if storage.extra else []) + [checks.CRC_COLUMN]
-            sets = ", ".join(f'"{n}" = ?' for n in names)
-            conn.executemany(f'UPDATE "{t}" SET {sets} WHERE id = ?', [[r[n] for n in names] + [r["id"]] for r in rows])
-            fp = schema.fingerprint()
-            conn.execute(f'UPDATE "{META}" SET fingerprint = ? WHERE name = ?', [json.dumps(fp), t])
-            save_history(conn, t, E.next_version(history(conn, t, plan.stored), plan, fp))
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        rows = []
+        for row in storage.db[t].rows_where(order_by="_seq"):
+            want = row.get(checks.CRC_COLUMN)
+            if want is not None and want != old_crc(*(row[n] for n in old_crc_names)):
+                raise BackendError(f"{storage.path}: row {row['id']!r} of table {t!r} fails its checksum; "
+                                   "its schema is not changed over a damaged row")
+            try:
+                rows.append(_carried(storage, plan, row, old))
+            except SchemaError as e:
+                raise ConfigError(f"{storage.path}: document {row['id']!r} of table {t!r} cannot be carried "
+                                  f"over to {schema.name}: {e}") from None
+        for name in dropped:
+            for index in _indexes_on(conn, t, name):
+                conn.execute(f'DROP INDEX "{index}"')
+            conn.execute(f'ALTER TABLE "{t}" DROP COLUMN "{name}"')
+        for name in added_cols:
+            conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "{name}" {_SQL[sql_types[new_cols[name].kind]]}')
+        if storage.extra and not old_other:
+            conn.execute(f'ALTER TABLE "{t}" ADD COLUMN "_extra" TEXT')
+        for name in rewritten:
+            if new_cols[name].kind in (Kind.KEYWORD, Kind.INT, Kind.FLOAT, Kind.BOOL):
+                conn.execute(f'CREATE INDEX IF NOT EXISTS "idx_{t}_{name}" ON "{t}" ("{name}")')
+        names = rewritten + (["_extra"] if storage.extra else []) + [checks.CRC_COLUMN]
+        sets = ", ".join(f'"{n}" = ?' for n in names)
+        conn.executemany(f'UPDATE "{t}" SET {sets} WHERE id = ?', [[r[n] for n in names] + [r["id"]] for r in rows])
+        fp = schema.fingerprint()
+        conn.execute(f'UPDATE "{META}" SET fingerprint = ? WHERE name = ?', [json.dumps(fp), t])
+        save_history(conn, t, E.next_version(history(conn, t, plan.stored), plan, fp))
 
 
 def _indexes_on(conn, table: str, column: str) -> list:
