@@ -61,16 +61,15 @@ class JournaledStorage(ColumnarStorage):
 
         started = time.perf_counter()
         try:
-            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout)
+            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout, evolve=True)
             self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
             snapshot, ops = self.journal.load()
-            if snapshot is not None:
-                if snapshot.mapping is not None:
-                    self._mappings.append(snapshot.mapping)
-                self._restore(snapshot, os.fspath(path))
-                snapshot.release()  # before the log's writes: it must not drop a page they copy
-                self._snapshot_bytes = self.journal.snapshot_bytes
-            self._apply_ops(ops)
+            if self.journal.evolution is not None:  # files of an earlier schema (storages/local/evolve.py)
+                from hybridsearch.storages.local.evolve import evolve
+
+                evolve(self, snapshot, ops, os.fspath(path))
+            else:
+                self._load_state(snapshot, ops, os.fspath(path))
             log.info("%s storage opened %s%s: %d documents, snapshot of %d bytes, %d logged writes replayed "
                      "in %.3f s", self.name, os.fspath(path), " read-only" if read_only else "",
                      self.store.n_live, self.journal.snapshot_bytes, len(ops), time.perf_counter() - started)
@@ -80,6 +79,17 @@ class JournaledStorage(ColumnarStorage):
                 log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
             raise
+
+    def _load_state(self, snapshot, ops: list, where: str) -> None:
+        """The collection as the files hold it: the snapshot (or None), then the log's writes."""
+        if snapshot is not None:
+            if snapshot.mapping is not None:
+                self._mappings.append(snapshot.mapping)
+            self._restore(snapshot, where)
+            snapshot.release()  # before the log's writes: it must not drop a page they copy
+        self._apply_ops(ops)
+        if self.journal is not None:
+            self._snapshot_bytes = self.journal.snapshot_bytes
 
     def _apply_ops(self, ops: list) -> None:
         """Applies logged writes to RAM in log order, as the writer applied them (an update of an
@@ -149,13 +159,18 @@ class JournaledStorage(ColumnarStorage):
         return 1
 
     def stats(self) -> dict:
-        """A read-only opener adds "follow": whether it follows (follow=), its refreshes that found
+        """Adds "schema_history" with `path=`: the schema versions of the collection, oldest
+        first, each {"version", "at" (ISO time, None before history was kept), "added",
+        "removed", "changed", "fields" (the fingerprint [name, kind, optional, dim] per field)};
+        a read-only opener adds "follow": whether it follows (follow=), its refreshes that found
         something, the logged writes they applied and the new generations (snapshots the writer
         took) they opened."""
         out = super().stats()
         journal = self.journal
-        if journal is not None and journal.read_only:
-            out["follow"] = {"follow": bool(self.config.follow), **self.follow_counts}
+        if journal is not None:
+            out["schema_history"] = journal.schema_history
+            if journal.read_only:
+                out["follow"] = {"follow": bool(self.config.follow), **self.follow_counts}
         return out
 
     # ------------------------------------------------------------ snapshots
@@ -196,6 +211,14 @@ class JournaledStorage(ColumnarStorage):
 
     def _check_index(self, where: str) -> None:
         """Raises BackendError if the restored index does not match the documents."""
+
+    # whether the storage's own index depends on each vector field's metric (hnsw: the graph was
+    # built for it), so that a schema evolution refuses a metric change rather than carry it over
+    index_metric_bound = False
+
+    def _adopt_index(self, old: "JournaledStorage", plan) -> None:
+        """Schema evolution (storages/local/evolve.py): takes the index of `old` (the collection
+        as stored, same slots) for the fields plan.schema keeps."""
 
     def _maybe_snapshot(self) -> None:
         """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no

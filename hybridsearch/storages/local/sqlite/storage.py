@@ -45,7 +45,7 @@ from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_timeout, number, one_of, option,
                                           path_or_none, StrPath)
 from hybridsearch.storages.local import ram
-from hybridsearch.storages.local.sqlite import backup, checks
+from hybridsearch.storages.local.sqlite import backup, checks, evolve
 from hybridsearch.storages.local.sqlite.backup import META as _META, fingerprint
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
@@ -120,6 +120,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
         self.conn = None
+        self.schema_history: list = []  # the schema versions hs_meta records (evolve.py)
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
         self.write_transactions = 0  # committed by this handle (the writes hold the write lock)
@@ -177,11 +178,16 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             rows = list(meta.rows_where("name = ?", [t])) if _META in db.table_names() else []
             if not rows:
                 raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
-            if rows[0]["fingerprint"] != self._fingerprint():
-                raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
             if checks.CRC_COLUMN not in db[t].columns_dict:  # nothing converted: read as it is, it would go unchecked
                 raise BackendError(f"{self.path}: table {t!r} was written by an unsupported format (rows without "
                                    f"the {checks.CRC_COLUMN} checksum column); this version reads tables with it")
+            if rows[0]["fingerprint"] != self._fingerprint():
+                try:
+                    stored = json.loads(rows[0]["fingerprint"])
+                except ValueError:
+                    raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})") from None
+                evolve.evolve_table(self, stored, _SQL_TYPES)  # ConfigError when the change is not allowed
+            self.schema_history = evolve.history(self.conn, t, self.schema.fingerprint())
             checks.write_marker(self._lock_fd, self._lock_path)  # its lock file was removed: record the table again
             return
         if checks.has_marker(self._lock_fd):
@@ -201,6 +207,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                     db[t].create_index([s.name])
             db[t].create_index(["_seq"])
             meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
+            self.schema_history = [evolve.E.first_version(self.schema.fingerprint(), evolve.E.now())]
+            evolve.save_history(self.conn, t, self.schema_history)
         checks.write_marker(self._lock_fd, self._lock_path)
 
     def _row(self, doc, seq: Optional[int]) -> dict:
@@ -224,6 +232,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     def _doc(self, row: dict):
         data = {"id": row["id"]}
         for s in self.columns:
+            if s.name not in row:  # a field new to the table, being filled with its default (evolve.py)
+                continue
             v = row[s.name]
             if v is not None and s.kind is Kind.VECTOR:
                 v = np.frombuffer(v, dtype="<f4")
@@ -398,7 +408,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         write call (an update_many or a delete by filter is one however many rows it changes)."""
         with self._count_lock:
             return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
-                    "write_transactions": self.write_transactions}
+                    "write_transactions": self.write_transactions,
+                    "schema_history": [dict(h) for h in self.schema_history]}
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
