@@ -18,7 +18,6 @@ import os
 from typing import Optional
 
 from hybridsearch.engine.persist import records as R
-from hybridsearch.engine.persist.codec import Corrupt
 
 
 class Following:
@@ -54,13 +53,7 @@ class Following:
                 return None
             name = R.log_name(self.generation)
             records, end = self._scan_log(self._fd, name, self._end)
-            ops = []
-            for kind, payload, pos in records:
-                try:
-                    ops.append(self._decode_op(kind, payload))
-                except Corrupt as e:
-                    raise self._error(name, f"record at offset {pos}: {e}") from None
-            return ops, (end, self._scan_seen)
+            return self._decode_ops(records, name), (end, self._scan_seen)
 
     def advance(self, mark: tuple) -> None:
         """The records read_new gave are applied: the next look starts after them."""

@@ -434,13 +434,18 @@ class Journal(Following):
             if records is None:
                 records, end = self._scan_log(self._fd, name)
                 self._end = end
-            ops = []
-            for kind, payload, pos in records:
-                try:
-                    ops.append(self._decode_op(kind, payload))
-                except Corrupt as e:
-                    raise self._error(name, f"record at offset {pos}: {e}") from None
-            return snapshot, ops
+            return snapshot, self._decode_ops(records, name)
+
+    def _decode_ops(self, records: list, name: str) -> list:
+        """The operations of the log `name`'s records, in order; a record that does not decode
+        raises BackendError naming its offset."""
+        ops = []
+        for kind, payload, pos in records:
+            try:
+                ops.append(self._decode_op(kind, payload))
+            except Corrupt as e:
+                raise self._error(name, f"record at offset {pos}: {e}") from None
+        return ops
 
     def _decode_op(self, kind: int, payload: bytes) -> tuple:
         if kind == R.K_UPSERT:
