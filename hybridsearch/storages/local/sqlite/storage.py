@@ -8,8 +8,9 @@ step for both), and every write goes to the file (committed) before it changes t
 and text search run on the core kernels while filter-only queries are answered by SQL.
 
 A `read_only=True` opener loads the table in one read transaction and then answers everything,
-filter-only finds included, from that RAM mirror: every read of it sees the table as it was
-when it opened, whatever the writer does meanwhile. Files that are missing or damaged raise
+filter-only finds included, from that RAM mirror; it keeps its connection to follow the writer
+(follow.py): the changes the writer committed since are applied to the mirror before a read
+(follow=True) or by refresh(), each read seeing one committed state. Files that are missing or damaged raise
 BackendError on open (checks.py): the writer's marker, SQLite's integrity check, a CRC per row.
 
 A filtered vector, text or hybrid search is pre-filtered either by the bitset
@@ -20,6 +21,7 @@ turning every matching id back into a slot (benchmarks/bench_sqlite.py).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -46,6 +48,7 @@ from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_tim
                                           path_or_none, StrPath)
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import checks
+from hybridsearch.storages.local.sqlite.follow import ChangeTracker, Follower, data_version
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
@@ -120,6 +123,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
         self.conn = None
+        self.changes = None  # the writer's change tracking (follow.py)
+        self.follower = None  # a read-only opener's following of the writer (follow.py)
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
         self.write_transactions = 0  # committed by this handle (the writes hold the write lock)
@@ -148,15 +153,19 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 self.conn.execute("PRAGMA synchronous=NORMAL")
             self.db = sqlite_utils.Database(self.conn)
             self._create_or_check()
+            if not self.read_only:
+                self.changes = ChangeTracker(self.conn, self.table_name)
+            # a commit after this is seen by the first catch_up (found before the transaction)
+            seen = data_version(self.conn) if self.read_only else None
             # one read transaction: the check and the rows are one state of the file, even
             # while a writer commits beside a read-only opener
             self.conn.execute("BEGIN")
             checks.check_integrity(self.conn, self.path, self.table_name)
             self._load()
+            version = Follower.last_version(self.conn, self.table_name) if self.read_only else None
             self.conn.execute("COMMIT")
-            if self.read_only:  # every later read is answered by the mirror: the file is not needed
-                self.conn.close()
-                self.conn = None
+            if self.read_only:  # every read is answered by the mirror; the file only tells what changed
+                self.follower = Follower(self, seen, version)
             log.info("sqlite storage opened table %r of %s%s: %d documents loaded in %.3f s", self.table_name,
                      self.path, " read-only" if self.read_only else "", self.store.n_live,
                      time.perf_counter() - started)
@@ -253,13 +262,16 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                                "accept such a change)")
         return row
 
-    def _load(self) -> None:
-        rows = self.db[self.table_name].rows_where(order_by="_seq")
+    def read_docs(self, rows) -> list:
+        """The documents of these table rows, checked (BackendError for a row that fails)."""
         try:
-            docs = [self._doc(self._checked(r)) for r in rows]
+            return [self._doc(self._checked(r)) for r in rows]
         except (ValueError, TypeError, KeyError) as e:  # SchemaError and JSON errors are ValueErrors
             raise BackendError(f"{self.path}: table {self.table_name!r} holds a row this schema cannot "
                                f"read: {e}") from None
+
+    def _load(self) -> None:
+        docs = self.read_docs(self.db[self.table_name].rows_where(order_by="_seq"))
         if docs:
             self._apply_upsert(build_batch(self.schema, docs))
         cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
@@ -274,6 +286,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             with self.conn:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self.conn.executemany(sql, rows)
+                if self.changes is not None:  # the change rows pruned in the same transaction
+                    self.changes.wrote(self.conn, len(rows), self.store.n_live)
             self.write_transactions += 1
         except sqlite3.Error as e:
             raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
@@ -395,10 +409,23 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
         vector, text or hybrid search, two for a hybrid one; always 0 read-only);
         "write_transactions": the write transactions this handle committed to the file, one per
-        write call (an update_many or a delete by filter is one however many rows it changes)."""
+        write call (an update_many or a delete by filter is one however many rows it changes);
+        "follow": a read-only opener's refreshes that found changes of this table, the changed
+        ids they applied and the whole-table reloads among them (follow.py; zeros for a writer)."""
+        follow = self.follower.stats() if self.follower is not None else {"refreshes": 0, "changes_applied": 0,
+                                                                           "reloads": 0}
         with self._count_lock:
             return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
-                    "write_transactions": self.write_transactions}
+                    "write_transactions": self.write_transactions, "follow": follow}
+
+    def catch_up(self) -> None:
+        if self.follower is not None:
+            self.follower.catch_up()
+
+    def refresh(self) -> int:
+        """The changes the writer committed since the last look applied to the mirror -> how many
+        ids changed (a whole-table reload counts 1); 0 for a writer."""
+        return self.follower.refresh() if self.follower is not None else 0
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
@@ -418,15 +445,20 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     def release(self) -> None:
         """The connection and the lock given back (every write is committed already); the RAM
         mirror stays for a Results that still fetches from it."""
-        conn, self.conn = self.conn, None
+        with self._following():
+            conn, self.conn = self.conn, None
         if conn is not None:
             conn.close()
             log.info("sqlite storage released table %r of %s (not closed)", self.table_name, self.path)
         fd, self._lock_fd = self._lock_fd, None
         unlock(fd)
 
+    def _following(self):
+        """A follower's mutex (no refresh uses the connection while it goes), else nothing."""
+        return self.follower.mutex if self.follower is not None else contextlib.nullcontext()
+
     def close(self) -> None:
-        with self.lock.write():
+        with self._following(), self.lock.write():
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
