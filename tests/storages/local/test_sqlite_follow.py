@@ -160,7 +160,7 @@ def _untrack(path) -> None:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
         for n in names:
             conn.execute(f'DROP TRIGGER "{n}"')
-        conn.execute('DROP TABLE "documents_hs_changes"')
+        conn.execute('DROP TABLE IF EXISTS "documents_hs_changes"')
         conn.commit()
     finally:
         conn.close()
