@@ -49,6 +49,9 @@ class JournaledStorage(ColumnarStorage):
         self.snapshot_due = False
         self.closed = False  # set by close() under `writer`: a write reaching the log after it is refused
         self._mappings: list = []  # the snapshots this collection maps (its arrays are views of them)
+        # a read-only opener's refreshes that found something, the logged writes they applied and
+        # the new generations they opened (stats()["follow"])
+        self.follow_counts = {"refreshes": 0, "writes_applied": 0, "generations_opened": 0}
 
     def _open_files(self, path, read_only: bool, lock_timeout: float = 0) -> None:
         """Opens (or creates) the collection under `path`: snapshot, then the log's writes. A
@@ -122,6 +125,8 @@ class JournaledStorage(ColumnarStorage):
             if ops:
                 with self.lock.write():
                     self._apply_ops(ops)
+                self.follow_counts["refreshes"] += 1
+                self.follow_counts["writes_applied"] += len(ops)
             return len(ops)
 
     def _reopen_files(self) -> int:
@@ -134,12 +139,24 @@ class JournaledStorage(ColumnarStorage):
             return 0
         old = self.journal
         with self.lock.write():
-            keep = {"lock", "writer"}  # the ones readers and other refreshes hold
+            keep = {"lock", "writer", "follow_counts"}  # what readers and other refreshes hold, and the counts
             self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in keep})
         old.close()
+        self.follow_counts["refreshes"] += 1
+        self.follow_counts["generations_opened"] += 1
         log.info("%s storage %s: opened generation %d written by the writer", self.name, old.path,
                  self.journal.generation)
         return 1
+
+    def stats(self) -> dict:
+        """A read-only opener adds "follow": whether it follows (follow=), its refreshes that found
+        something, the logged writes they applied and the new generations (snapshots the writer
+        took) they opened."""
+        out = super().stats()
+        journal = self.journal
+        if journal is not None and journal.read_only:
+            out["follow"] = {"follow": bool(self.config.follow), **self.follow_counts}
+        return out
 
     # ------------------------------------------------------------ snapshots
     def _restore(self, snap, where: str) -> None:
