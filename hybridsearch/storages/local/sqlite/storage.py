@@ -410,13 +410,15 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         vector, text or hybrid search, two for a hybrid one; always 0 read-only);
         "write_transactions": the write transactions this handle committed to the file, one per
         write call (an update_many or a delete by filter is one however many rows it changes);
-        "follow": a read-only opener's refreshes that found changes of this table, the changed
-        ids they applied and the whole-table reloads among them (follow.py; zeros for a writer)."""
-        follow = self.follower.stats() if self.follower is not None else {"refreshes": 0, "changes_applied": 0,
-                                                                           "reloads": 0}
+        a read-only opener adds "follow": whether it follows (follow=), its refreshes that found
+        changes of this table, the changed ids they applied and the whole-table reloads among them
+        (follow.py)."""
         with self._count_lock:
-            return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
-                    "write_transactions": self.write_transactions, "follow": follow}
+            out = {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
+                   "write_transactions": self.write_transactions}
+        if self.follower is not None:
+            out["follow"] = {"follow": bool(self.config.follow), **self.follower.stats()}
+        return out
 
     def catch_up(self) -> None:
         if self.follower is not None:
