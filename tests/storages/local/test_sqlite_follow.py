@@ -5,7 +5,7 @@ reloads and still equals it, a file written before change tracking follows, and 
 mid-transaction leaves the follower on a committed state.
 
 Public API, plus the file read and written with Python's sqlite3 as another program would: to
-take a file back to before change tracking (its change table and triggers dropped), to hold a
+take a file back to before change tracking (its change table dropped), to hold a
 write transaction open when the writer is killed, and to count the change rows left by pruning.
 """
 import os
@@ -157,7 +157,7 @@ def test_a_reader_behind_the_pruning_reloads_and_equals_the_writer(tmp_path):
 
 
 def _untrack(path) -> None:
-    """The file as a version before change tracking wrote it: no change table, no triggers."""
+    """The file as a version before change tracking wrote it: no change table."""
     conn = sqlite3.connect(path)
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]

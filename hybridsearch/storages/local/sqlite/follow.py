@@ -1,12 +1,15 @@
 """How a read_only=True sqlite opener follows the writer (issue 32 item 1, API.md section 2).
 
 The writer's side is a change table beside each collection table, `<table>_hs_changes`
-(ver INTEGER PRIMARY KEY AUTOINCREMENT, id, op): triggers on the collection table add one row
-per row inserted ('i'), updated ('u') or deleted ('d'), so every change is recorded in the
-transaction that makes it, whoever writes (this storage, an older hybridsearch, another
-program's SQL). The writer creates the table and its triggers on open when they are missing
-(a file written before change tracking gets them then), and prunes the oldest rows once the
-table holds twice what it keeps: the newest max(KEEP_MIN, live documents) rows.
+(ver INTEGER PRIMARY KEY, id, op): every write adds one row per row it inserts ('i'), updates
+('u') or deletes ('d'), in the transaction that makes the write. The writer creates the table on
+open when it is missing (a file written before change tracking gets it then), and prunes the
+oldest rows once the table holds twice what it keeps: the newest max(KEEP_MIN, live documents)
+rows. Versions only grow: the newest rows are never pruned, so the next rowid is always above
+every version a reader has seen. (Triggers would also record other programs' writes, but an
+AFTER INSERT trigger made a 100k-row extend several times slower on a table with indexes:
+docs/storages/sqlite.md. A write made by another program's SQL is therefore not followed: a
+reader sees it when it opens.)
 
 The reader's side keeps its connection open. Before each read (follow=True) it asks SQLite
 for `PRAGMA data_version`, which changes when another connection commits (a few µs); when it
@@ -49,34 +52,26 @@ def _has_table(conn, name: str) -> bool:
 
 
 class ChangeTracker:
-    """The writer's side: the change table and its triggers exist (created on open when
-    missing), and the table is pruned inside the write transactions."""
+    """The writer's side: the change table exists (created on open when missing); each write
+    records its changed ids and prunes the table inside its transaction."""
 
     def __init__(self, conn, table: str) -> None:
-        c, t = changes_table(table), table
-        ins = f'INSERT INTO "{c}" (id, op) VALUES'
+        c = changes_table(table)
         with conn:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{c}" (ver INTEGER PRIMARY KEY AUTOINCREMENT, '
-                         'id TEXT NOT NULL, op TEXT NOT NULL)')
-            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{c}_i" AFTER INSERT ON "{t}" '
-                         f"BEGIN {ins} (NEW.id, 'i'); END")
-            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{c}_u" AFTER UPDATE ON "{t}" '
-                         f"BEGIN {ins} (NEW.id, 'u'); END")
-            # an UPDATE of the id itself (another program's SQL) moves the row: gone, then new
-            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{c}_m" AFTER UPDATE OF id ON "{t}" '
-                         f"WHEN NEW.id IS NOT OLD.id BEGIN {ins} (OLD.id, 'd'), (NEW.id, 'i'); END")
-            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{c}_d" AFTER DELETE ON "{t}" '
-                         f"BEGIN {ins} (OLD.id, 'd'); END")
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{c}" (ver INTEGER PRIMARY KEY, id TEXT NOT NULL, '
+                         'op TEXT NOT NULL)')
             self.rows = conn.execute(f'SELECT COUNT(*) FROM "{c}"').fetchone()[0]
         self.table = c
+        self._insert = f'INSERT INTO "{c}" (id, op) VALUES (?, ?)'
 
-    def wrote(self, conn, n: int, live: int) -> None:
-        """After a write of n rows, inside its transaction: the oldest change rows pruned once
-        there are twice as many as kept (an estimate; a rolled back write only makes a prune
-        come early or late)."""
-        self.rows += n
-        keep = max(KEEP_MIN, live + n)
+    def wrote(self, conn, changes: list, live: int) -> None:
+        """Inside a write's transaction: its (id, op) changes recorded, and the oldest change rows
+        pruned once there are twice as many as kept (`rows` is an estimate: a rolled back write
+        only makes a prune come early or late)."""
+        conn.executemany(self._insert, changes)
+        self.rows += len(changes)
+        keep = max(KEEP_MIN, live + len(changes))
         if self.rows > 2 * keep:
             conn.execute(f'DELETE FROM "{self.table}" WHERE ver <= (SELECT MAX(ver) FROM "{self.table}") - ?',
                          (keep,))

@@ -277,17 +277,18 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
         self.next_seq = (cur[0] or 0) + 1
 
-    def _sql_write(self, sql: str, rows: list) -> None:
+    def _sql_write(self, sql: str, rows: list, changes: list) -> None:
         """One transaction: committed (WAL) before the call returns; rolled back on any error,
-        which is raised as BackendError (disk full, a lock held by another program...)."""
+        which is raised as BackendError (disk full, a lock held by another program...). `changes`
+        are the (id, op) rows it records for the readers that follow (follow.py)."""
         if self.conn is None:
             raise BackendError(f"{self.path}: the collection is closed")
         try:
             with self.conn:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self.conn.executemany(sql, rows)
-                if self.changes is not None:  # the change rows pruned in the same transaction
-                    self.changes.wrote(self.conn, len(rows), self.store.n_live)
+                if self.changes is not None:
+                    self.changes.wrote(self.conn, changes, self.store.n_live)
             self.write_transactions += 1
         except sqlite3.Error as e:
             raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
@@ -307,9 +308,12 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             row = self._row(doc, 0)  # its number is given under the lock
             rows.append([row[n] for n in names])
         with self.lock.write():  # numbered here: concurrent batches must not share insertion numbers
+            row_of = self.store.row_of
+            changes = []
             for i, row in enumerate(rows):
                 row[1] = self.next_seq + i  # names[1] is "_seq"
-            self._sql_write(sql, rows)
+                changes.append((row[0], "u" if row[0] in row_of else "i"))
+            self._sql_write(sql, rows, changes)
             self.next_seq += len(rows)
             self._apply_upsert(batch)
 
@@ -318,7 +322,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             present = [i for i in ids if i in self.store.row_of]
             if not present:
                 return 0
-            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present],
+                            [(i, "d") for i in present])
             return self._apply_delete(present)
 
     def update_fields(self, id: str, values: dict) -> None:
@@ -346,7 +351,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             ids = st.ids.get_many(st.slots_matching(node))
             if not ids:
                 return 0
-            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids])
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids],
+                            [(i, "d") for i in ids])
             return self._apply_delete(ids)
 
     def _sql_update(self, slots: np.ndarray, ids: list, values: dict) -> None:
@@ -364,7 +370,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         crc = f'hs_crc({", ".join(new.get(n, chr(34) + n + chr(34)) for n in self.crc_names)})'
         params = [[rows[i if extras else 0][n] for n in names] + [id_] for i, id_ in enumerate(ids)]
         self._sql_write(f'UPDATE "{self.table_name}" SET {sets}, "{checks.CRC_COLUMN}" = {crc} '
-                        f'WHERE id = ?{len(names) + 1}', params)
+                        f'WHERE id = ?{len(names) + 1}', params, [(id_, "u") for id_ in ids])
 
     # --------------------------------------------------------------- reads
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
