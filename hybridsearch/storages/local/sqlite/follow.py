@@ -24,12 +24,14 @@ read transaction into a fresh mirror, swapped in under the exclusive lock.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from typing import Optional
 
 from hybridsearch.batch import build_batch
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex
+from hybridsearch.errors import BackendError
 from hybridsearch.storages.local import ram
 
 # the change rows a writer keeps at least (more when the collection holds more documents, so
@@ -101,15 +103,26 @@ class Follower:
     def catch_up(self) -> None:
         with self.mutex:
             conn = self.storage.conn
-            if conn is not None and data_version(conn) != self.seen:
-                self._refresh(conn)
+            try:
+                if conn is not None and data_version(conn) != self.seen:
+                    self._refresh(conn)
+            except sqlite3.Error as e:
+                raise self._failed(e) from None
 
     def refresh(self) -> int:
         with self.mutex:
             conn = self.storage.conn
-            if conn is None or data_version(conn) == self.seen:  # no other connection committed
-                return 0
-            return self._refresh(conn)
+            try:
+                if conn is None or data_version(conn) == self.seen:  # no other connection committed
+                    return 0
+                return self._refresh(conn)
+            except sqlite3.Error as e:
+                raise self._failed(e) from None
+
+    def _failed(self, e: Exception) -> BackendError:
+        return BackendError(f"{self.storage.path}: could not read the writer's changes of table "
+                            f"{self.storage.table_name!r} ({type(e).__name__}: {e}); this reader's view is "
+                            "unchanged")
 
     def stats(self) -> dict:
         return {"refreshes": self.refreshes, "changes_applied": self.changes_applied, "reloads": self.reloads}
@@ -118,7 +131,7 @@ class Follower:
     def _refresh(self, conn) -> int:
         st = self.storage
         seen = data_version(conn)  # before the transaction: a commit after it is found next time
-        conn.execute("BEGIN")
+        conn.execute("BEGIN")  # outside the try: a failed BEGIN leaves no transaction to end
         try:
             if self._behind(conn):
                 version = self.last_version(conn, st.table_name)
