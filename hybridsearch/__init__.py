@@ -12,6 +12,7 @@ from hybridsearch.document import Analyzer, Document, Keyword, MultiVector, Spar
 from hybridsearch.errors import (BackendError, ClosedError, ConfigError, EmbeddingError, FilterError, HybridSearchError, RerankError,
                                  SchemaError, UnsupportedError)
 from hybridsearch.query.rerank import CrossEncoderReranker, LinearReranker, RRFReranker
+from hybridsearch.restore import restore
 from hybridsearch.results import Hit, Results
 
 __all__ = [
@@ -21,7 +22,7 @@ __all__ = [
     "CrossEncoderReranker", "LinearReranker", "RRFReranker", "RerankError",
     "EmbeddingError", "EmbeddingFunction", "FastEmbedEmbedding", "OpenAIEmbedding", "SentenceTransformerEmbedding",
     "WordLlamaEmbedding", "embedded",
-    "backends", "storages",
+    "backends", "restore", "storages",
 ]
 
 def __getattr__(name: str):

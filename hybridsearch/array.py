@@ -23,7 +23,7 @@ from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
 from hybridsearch.document import (Document, Kind, check_storable, schema_of,
                                    validate_value, vector_norm_problem)
 from hybridsearch.embedding import compute as embedding
-from hybridsearch.embedding.identity import check_identity, record_identity
+from hybridsearch.embedding.identity import check_identity, copy_record, record_identity
 from hybridsearch.errors import ClosedError, ConfigError, IdError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import as_column_dict, to_arrow, to_pandas
 from hybridsearch.ingest import batch_from_columns, public_columns
@@ -123,6 +123,18 @@ class DocumentArray(TypedInit[T]):
         grew; with follow=False the view stays as it was until refresh(). 0 for a writer, and on
         the remote storages, which always answer from the engine's current state."""
         return self._open_storage().refresh()
+
+    def backup(self, dest: Any) -> dict:
+        """Writes a consistent copy of the collection to `dest`, a path that does not exist yet (or
+        an empty folder; anything else is a ConfigError and nothing is written), while writes go
+        on: it opens as a collection of the same storage with `path=dest` (or `hs.restore` copies
+        it elsewhere), holding every write acknowledged before the call and perhaps some made
+        during it. A read_only=True opener can back up too. -> {"documents", "bytes", "seconds",
+        "stall_seconds" (how long writers were held off), "path"}. Memory, hnsw and sqlite back
+        up; other storages raise UnsupportedError (API.md, "Backup and restore")."""
+        report = self._open_storage().backup(dest)
+        copy_record(getattr(self._storage.config, "path", None), report["path"])
+        return report
 
     def close(self) -> None:
         """Flushes and releases the storage; further use raises an error."""

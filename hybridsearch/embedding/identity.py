@@ -82,3 +82,13 @@ def record_identity(schema: Schema, config: Any) -> None:
 def _describe(identity: dict) -> str:
     return (f"{identity.get('name')} model {identity.get('model')!r} ({identity.get('kind')}, "
             f"dimension {identity.get('dimension')})")
+
+
+def copy_record(src: Any, dest: str) -> None:
+    """A backup of a collection that is one file (sqlite) carries the record beside its copy,
+    once the copy is in place (a folder's record is copied with the folder's files)."""
+    if src is None or os.path.isdir(dest):
+        return
+    raw = read_if_present(_record_path(os.fspath(src)), "the identity of its embedding functions")
+    if raw is not None:
+        write_durably(_record_path(dest), raw)

@@ -317,6 +317,12 @@ class Storage(ABC):
             f"text search is not available on storage {self.name!r}: this storage has no lexical engine"
         )
 
+    def backup(self, dest) -> dict:
+        """Copies the collection, while writes go on, to `dest` (a path that does not exist yet),
+        where it opens as a collection (API.md, "Backup and restore"). This default: refused."""
+        raise UnsupportedError(f"storage {self.name!r} has no backup: use its engine's own snapshots, "
+                               "or copy the documents out (to_columns / iteration) into a new collection")
+
     def stats(self) -> dict:
         """What this collection holds and how it is configured, for sizing and debugging
         (DocumentArray.stats). Storages add their own keys to these."""

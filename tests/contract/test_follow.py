@@ -166,3 +166,44 @@ def test_threads_reading_one_follower_never_see_a_torn_state(storage, tmp_path):
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+
+
+_READER = r"""
+import sys, time
+from tests.contract.test_crash import open_da
+ro = open_da(sys.argv[1], sys.argv[2], read_only=True)
+print("ready", flush=True)
+while True:
+    print(len(ro), flush=True)
+"""
+
+
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_a_follower_killed_while_it_catches_up_harms_nothing(storage, tmp_path):
+    """kill -9 of follower processes in the middle of their catching up: the writer goes on, its
+    files are only its own, and a new follower sees every write."""
+    import random
+    import subprocess
+    import sys
+    from tests.contract.test_crash import ROOT
+    path = _path(storage, tmp_path)
+    with open_da(storage, path) as w:
+        w.extend([doc(f"d{i}", i, "a", 0) for i in range(100)])
+        rng = random.Random()
+        for trial in range(3):
+            proc = subprocess.Popen([sys.executable, "-c", _READER, storage, str(path)], cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert proc.stdout.readline().strip() == b"ready", proc.communicate()[1][-2000:]
+            stop = time.monotonic() + rng.uniform(0.05, 0.4)
+            k = 0
+            while time.monotonic() < stop:  # writes the follower is catching up with
+                w.extend([doc(f"t{trial}_{k}", k, "b", trial)])
+                k += 1
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+            w.update_many({"category": "b"}, price=trial)
+        want = state(w)
+    with open_da(storage, path, read_only=True) as ro:
+        assert state(ro) == want
+    with open_da(storage, path) as again:
+        assert state(again) == want

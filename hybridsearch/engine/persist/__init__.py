@@ -2,7 +2,8 @@
 
 One collection lives in one directory:
 
-    MANIFEST                the current generation g and the schema fingerprint
+    MANIFEST                the current generation g, the schema fingerprint, the fields'
+                            declaration order and the schema history (persist/evolve.py)
                             (written to MANIFEST.tmp, fsynced, renamed, directory fsynced)
     snap-<g>.hss            the snapshot of generation g (absent for a collection that has
                             never been snapshotted): JSON meta and named arrays (columns, text
@@ -44,6 +45,12 @@ several times faster than `model_validate`. They compare equal field by field to
 written, with fields in declaration order and every field in `model_fields_set`; each
 vector is its own read-only float32 array.
 
+A Journal opened with `evolve=True` (the storages open it so) on files of an earlier schema
+that the schema may evolve from (persist/evolve.py) reads them under their own layout; the
+storage carries the collection over and publishes it as the next generation under the new
+schema (storages/local/evolve.py). Without it, and for a change evolve.py refuses, a file of
+another schema is an error (`hs.BackendError`, or `hs.ConfigError` naming the field).
+
 MANIFEST records the format number (records.FORMAT); files of any other format, and
 snapshots of any other layout, are refused with `hs.BackendError` naming the format found and
 the one this version reads: nothing is converted or guessed.
@@ -53,6 +60,11 @@ directory, in this process as in another, with `hs.BackendError`, at once or aft
 to `lock_timeout` seconds for it. The files are read only once the lock is held, so a writer
 that waited starts from everything the previous one acknowledged; a dead process's flock is
 dropped by the kernel.
+
+An online backup (backup.py) pins a generation's snapshot and the log up to its end offset under
+the writer's lock, copies them without it into a new directory with a MANIFEST of its own, and
+checks every record before renaming that directory into place; `verify` and `restore` check a
+backup the same way without its schema.
 """
 from hybridsearch.engine.persist.codec import DocCodec
 from hybridsearch.engine.persist.commit import GroupCommit

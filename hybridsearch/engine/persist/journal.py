@@ -16,9 +16,10 @@ import numpy as np
 
 from hybridsearch.document import Document, schema_of
 from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, replace_file, unlock
+from hybridsearch.engine.persist import evolve as E
 from hybridsearch.engine.persist import records as R
 from hybridsearch.engine.persist.codec import Corrupt, DocCodec
-from hybridsearch.errors import BackendError, SchemaError
+from hybridsearch.errors import BackendError, ConfigError, SchemaError
 
 
 log = logging.getLogger("hybridsearch")
@@ -63,8 +64,17 @@ Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields) | ("u
 class Journal:
     """Files of one collection in directory `path` (see the module docstring)."""
 
-    def __init__(self, path, schema, read_only: bool = False, lock_timeout: float = 0) -> None:
+    def __init__(self, path, schema, read_only: bool = False, lock_timeout: float = 0,
+                 evolve: bool = False) -> None:
+        """`evolve=True`: files of another schema that the schema may evolve from (persist/evolve.py)
+        open under their stored layout with `evolution` set to the plan (load() decodes them so);
+        the caller carries the collection over and calls finish_evolution() before snapshotting.
+        Without it, files of another schema are a BackendError."""
         self.read_only = read_only
+        self.evolve = evolve
+        self.evolution: Optional[E.Plan] = None  # set while files of another schema are opened to evolve
+        self._target: Optional[tuple] = None  # (schema, codec, fp, digest) the evolution leads to
+        self.history: list = []  # the schema versions MANIFEST records (persist/evolve.py)
         self.lock_timeout = lock_timeout  # seconds a writer waits for another writer's lock
         self._snap_fd: Optional[int] = None  # read-only: the snapshot, held open against a writer's cleanup
         if isinstance(schema, type) and issubclass(schema, Document):
@@ -215,6 +225,7 @@ class Journal:
         self.generation = 0
         self.has_snapshot = False
         self._snap_bytes = 0
+        self.history = [E.first_version(self.fp, E.now())]
         try:
             self._write_new_log(0)
             fsync_dir(self.path)
@@ -258,11 +269,43 @@ class Journal:
         if (type(g) is not int or g != gen or g < 0 or g >= 10**10 or type(has) is not bool
                 or type(size) is not int or size < 0):
             raise self._error(name, "corrupt (bad fields)")
-        if meta.get("schema") != self.fp or digest != self.digest:
-            stored = meta.get("schema")
-            detail = R.describe_mismatch(stored if isinstance(stored, list) else [], self.fp)
-            raise self._error(name, f"written for a different schema than {self.schema.name}: {detail}")
+        stored = meta.get("schema")
+        if stored != self.fp or digest != self.digest:
+            if self.evolve and isinstance(stored, list) and R.digest(stored) == digest:
+                self._plan_evolution(stored, meta)
+            else:
+                detail = R.describe_mismatch(stored if isinstance(stored, list) else [], self.fp)
+                raise self._error(name, f"written for a different schema than {self.schema.name}: {detail}")
+        self.history = E.valid_history(meta.get("history")) or [E.first_version(stored, None)]
         self.generation, self.has_snapshot, self._snap_bytes = g, has, size
+
+    def _plan_evolution(self, stored: list, meta: dict) -> None:
+        """Files of another schema: ConfigError unless this schema may evolve from theirs (and the
+        opener is a writer); else the files are read under their own layout (persist/evolve.py)."""
+        plan = E.plan(stored, self.schema)  # ConfigError naming the field that cannot change
+        if self.read_only:
+            raise ConfigError(f"{self.path} holds {self.schema.name} as it was before a change of its fields "
+                              f"({plan.describe()}); a read-only opener cannot apply it: open the collection "
+                              "once as a writer with the new schema first")
+        old = E.old_schema(plan, meta.get("declared"))
+        self._target = (self.schema, self.codec, self.fp, self.digest)
+        self.schema, self.codec, self.fp, self.digest = old, DocCodec(old), stored, R.digest(stored)
+        self.evolution = plan
+
+    def finish_evolution(self) -> None:
+        """After the caller carried the collection over to the new schema: from here on the files
+        written (the next snapshot, log and MANIFEST) are the new schema's, and the history
+        records the change."""
+        with self._mutex:
+            plan, target = self.evolution, self._target
+            self.schema, self.codec, self.fp, self.digest = target
+            self.history = E.next_version(self.history, plan, self.fp)
+            self.evolution = self._target = None
+
+    @property
+    def schema_history(self) -> list:
+        """The schema versions of the collection, oldest first (persist/evolve.py)."""
+        return [dict(h) for h in self.history]
 
     def _check_snapshot_file(self) -> None:
         if not self.has_snapshot:
@@ -403,11 +446,17 @@ class Journal:
 
     def _write_manifest(self, gen: int, has_snapshot: bool, snap_bytes: int) -> None:
         """R.MANIFEST.tmp, fsync, rename (the caller syncs the directory)."""
+        self._write_file(R.MANIFEST, self.manifest_chunks(gen, has_snapshot, snap_bytes))
+
+    def manifest_chunks(self, gen: int, has_snapshot: bool, snap_bytes: int) -> list:
+        """The bytes of a R.MANIFEST naming generation `gen` (a backup writes one for its copy)."""
         payload = json.dumps({"format": R.FORMAT, "generation": gen, "schema": self.fp,
                               "snapshot": has_snapshot, "snapshot_bytes": snap_bytes,
-                              "model": self.schema.name}).encode()
-        head = R.file_header(R.MANIFEST_MAGIC, gen, self.digest)
-        self._write_file(R.MANIFEST, [head, *R.record(R.K_MANIFEST, payload)])
+                              "model": self.schema.name,
+                              # the field order (the layout of unindexed fields and vector blocks)
+                              # and the schema versions, for a later evolution (persist/evolve.py)
+                              "declared": list(self.schema.fields), "history": self.history}).encode()
+        return [R.file_header(R.MANIFEST_MAGIC, gen, self.digest), *R.record(R.K_MANIFEST, payload)]
 
     # ----------------------------------------------------------------- reading
     def load(self) -> tuple:
@@ -738,6 +787,8 @@ class Journal:
             raise BackendError(f"{self.path}: opened read-only")
         if self._broken is not None:
             raise BackendError(self._broken)
+        if self.evolution is not None:  # the files are still the old schema's: nothing is logged to them
+            raise BackendError(f"{self.path}: the collection is being carried over to its new schema")
 
     def _close_fds(self) -> None:
         if self._fd is not None:

@@ -249,6 +249,17 @@ class HnswStorage(JournaledStorage):
                 self.graphs[name] = self._new_graph(name)
                 self._index_slots(name, self._vector_slots(rows, name))
 
+    index_metric_bound = True  # each graph was built for its field's metric
+
+    def _adopt_index(self, old: "HnswStorage", plan) -> None:
+        """Schema evolution: the graphs of the vector fields kept (the slots are the same), as
+        they are; a vector field new to the collection starts with an empty graph; the FDE graphs
+        are built again from the carried tokens (_build_fde_graphs)."""
+        self.quantization = old.quantization
+        for name in self.graphs:
+            self.graphs[name] = old.graphs[name] if name in old.graphs else self._new_graph(name)
+        self.graph_writes += old.graph_writes
+
     def _vector_count(self, field: str) -> int:
         if not self.store.dense[field].spec.optional:
             return self.store.n_live

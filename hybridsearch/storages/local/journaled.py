@@ -61,16 +61,15 @@ class JournaledStorage(ColumnarStorage):
 
         started = time.perf_counter()
         try:
-            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout)
+            self.journal = Journal(path, self.schema, read_only=read_only, lock_timeout=lock_timeout, evolve=True)
             self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
             snapshot, ops = self.journal.load()
-            if snapshot is not None:
-                if snapshot.mapping is not None:
-                    self._mappings.append(snapshot.mapping)
-                self._restore(snapshot, os.fspath(path))
-                snapshot.release()  # before the log's writes: it must not drop a page they copy
-                self._snapshot_bytes = self.journal.snapshot_bytes
-            self._apply_ops(ops)
+            if self.journal.evolution is not None:  # files of an earlier schema (storages/local/evolve.py)
+                from hybridsearch.storages.local.evolve import evolve
+
+                evolve(self, snapshot, ops, os.fspath(path))
+            else:
+                self._load_state(snapshot, ops, os.fspath(path))
             log.info("%s storage opened %s%s: %d documents, snapshot of %d bytes, %d logged writes replayed "
                      "in %.3f s", self.name, os.fspath(path), " read-only" if read_only else "",
                      self.store.n_live, self.journal.snapshot_bytes, len(ops), time.perf_counter() - started)
@@ -80,6 +79,17 @@ class JournaledStorage(ColumnarStorage):
                 log.info("%s storage closed %s", self.name, self.journal.path)
                 self.journal = None
             raise
+
+    def _load_state(self, snapshot, ops: list, where: str) -> None:
+        """The collection as the files hold it: the snapshot (or None), then the log's writes."""
+        if snapshot is not None:
+            if snapshot.mapping is not None:
+                self._mappings.append(snapshot.mapping)
+            self._restore(snapshot, where)
+            snapshot.release()  # before the log's writes: it must not drop a page they copy
+        self._apply_ops(ops)
+        if self.journal is not None:
+            self._snapshot_bytes = self.journal.snapshot_bytes
 
     def _apply_ops(self, ops: list) -> None:
         """Applies logged writes to RAM in log order, as the writer applied them (an update of an
@@ -149,13 +159,18 @@ class JournaledStorage(ColumnarStorage):
         return 1
 
     def stats(self) -> dict:
-        """A read-only opener adds "follow": whether it follows (follow=), its refreshes that found
+        """Adds "schema_history" with `path=`: the schema versions of the collection, oldest
+        first, each {"version", "at" (ISO time, None before history was kept), "added",
+        "removed", "changed", "fields" (the fingerprint [name, kind, optional, dim] per field)};
+        a read-only opener adds "follow": whether it follows (follow=), its refreshes that found
         something, the logged writes they applied and the new generations (snapshots the writer
         took) they opened."""
         out = super().stats()
         journal = self.journal
-        if journal is not None and journal.read_only:
-            out["follow"] = {"follow": bool(self.config.follow), **self.follow_counts}
+        if journal is not None:
+            out["schema_history"] = journal.schema_history
+            if journal.read_only:
+                out["follow"] = {"follow": bool(self.config.follow), **self.follow_counts}
         return out
 
     # ------------------------------------------------------------ snapshots
@@ -197,6 +212,14 @@ class JournaledStorage(ColumnarStorage):
     def _check_index(self, where: str) -> None:
         """Raises BackendError if the restored index does not match the documents."""
 
+    # whether the storage's own index depends on each vector field's metric (hnsw: the graph was
+    # built for it), so that a schema evolution refuses a metric change rather than carry it over
+    index_metric_bound = False
+
+    def _adopt_index(self, old: "JournaledStorage", plan) -> None:
+        """Schema evolution (storages/local/evolve.py): takes the index of `old` (the collection
+        as stored, same slots) for the fields plan.schema keeps."""
+
     def _maybe_snapshot(self) -> None:
         """Compacts the log into a snapshot once it has grown; the caller holds `self.writer` and no
         write is queued (GroupCommit runs it then)."""
@@ -208,6 +231,17 @@ class JournaledStorage(ColumnarStorage):
 
     def _snapshot(self) -> None:
         """Every column, the text index and the storage's index as arrays the next open maps back."""
+        meta, arrays = self._snapshot_parts()
+        started = time.perf_counter()
+        self.journal.snapshot_arrays(meta, arrays)
+        self.snapshot_due = False
+        self._snapshot_bytes = self.journal.snapshot_bytes
+        log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
+                 self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
+
+    def _snapshot_parts(self) -> tuple:
+        """(meta, arrays) of a snapshot: views of the live data (the caller holds the write lock
+        until they are written)."""
         meta, arrays = {}, {}
         meta["columns"], cols = self.store.export()
         arrays.update({f"col/{k}": v for k, v in cols.items()})
@@ -218,12 +252,7 @@ class JournaledStorage(ColumnarStorage):
         if index is not None:
             meta["index"], parts = index
             arrays.update({f"index/{k}": v for k, v in parts.items()})
-        started = time.perf_counter()
-        self.journal.snapshot_arrays(meta, arrays)
-        self.snapshot_due = False
-        self._snapshot_bytes = self.journal.snapshot_bytes
-        log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
-                 self.journal.path, self.store.n_live, self._snapshot_bytes, time.perf_counter() - started)
+        return meta, arrays
 
     # With files, a write goes through GroupCommit (engine/persist/commit.py): appended to the log
     # under `self.writer` (the log's order), made durable by one fsync shared with the writes queued
@@ -335,6 +364,57 @@ class JournaledStorage(ColumnarStorage):
         slots = slots[slots >= 0]
         if len(slots):
             self._apply_update(slots, values)
+
+    # ------------------------------------------------------------ backup
+    def backup(self, dest) -> dict:
+        """Copies the collection to the new directory `dest`, which opens as a collection (with
+        `path=dest`) holding the state after some prefix of the writes: every write acknowledged
+        before the call, perhaps some made during it. With files, writers wait only while the
+        state is pinned (engine/persist/backup.py); without, while the RAM is written as one
+        snapshot. -> {"documents", "bytes", "seconds", "stall_seconds", "path"}."""
+        from hybridsearch.engine import copydest
+        from hybridsearch.engine.persist import backup as B
+
+        dest = copydest.check_dest(dest)
+        started = time.perf_counter()
+        journal = self.journal  # close() may drop it during the copy
+        where = journal.path if journal is not None else "(RAM)"
+        pinned: list = []
+        held: list = []
+
+        def note() -> None:  # under `writer`, nothing in flight: RAM is the log's [0, end)
+            if self.closed:
+                raise ConfigError("this DocumentArray is closed")
+            with self.lock.read():
+                pinned.append((B.pin(journal), self.store.n_live))
+            held.append(time.perf_counter())
+
+        if journal is None:
+            with self.writer:
+                if self.closed:
+                    raise ConfigError("this DocumentArray is closed")
+                with self.lock.write():  # the snapshot's arrays are views of the live data
+                    meta, arrays = self._snapshot_parts()
+                    count = self.store.n_live
+                    size = B.write_snapshot(self.schema, dest, meta, arrays)
+            stall = time.perf_counter() - started
+        else:
+            try:
+                if journal.read_only:  # no writer here: the state this opener reads
+                    with self.writer:
+                        note()
+                else:  # new writes wait while the ones in flight apply and the state is pinned
+                    self.commit.submit(note, lambda: None, alone=True)
+                stall = held[0] - started
+                state, count = pinned[0]
+                size = B.write_copy(state, dest)
+            finally:
+                for state, _ in pinned:  # also when the group's fsync failed after note()
+                    state.close()
+        seconds = time.perf_counter() - started
+        log.info("%s storage backed up %s to %s: %d documents, %d bytes in %.3f s; writers waited %.6f s",
+                 self.name, where, dest, count, size, seconds, stall)
+        return {"documents": count, "bytes": size, "seconds": seconds, "stall_seconds": stall, "path": dest}
 
     def _fsyncs(self) -> int:
         return self.commit.fsyncs if self.journal is not None else 0

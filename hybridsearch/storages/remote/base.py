@@ -42,7 +42,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -60,6 +60,7 @@ PRESENT_FIELD = "hs_present"  # names of the optional fields that hold a value (
 EXTRA_FIELD = "hs_extra"      # the fields that are not indexed, as one JSON string
 log = logging.getLogger("hybridsearch")
 RETRY_STATUS = (429, 503)     # answers that mean "busy, ask again later"
+_EXISTS = object()  # create_or_find: the engine said it exists already
 MAX_BACKOFF = 8.0             # seconds: the longest wait between two resends
 ROLLED_BACK = "the rest of the batch was rolled back"
 
@@ -335,6 +336,24 @@ class RemoteStorage(Storage):
             if self.slow_call is not None and took > self.slow_call:
                 log.warning("%s at %s: %s took %.2f s (slow_call=%g s)", self.engine, self.where(), what,
                             took, self.slow_call)
+
+    def create_or_find(self, what: str, create: Callable[[], Any], exists: str) -> Any:
+        """create()'s answer, resent as `call` resends, or None when the engine answers that the
+        index / collection already exists (its reason holds `exists`): a loaded cluster can create
+        it and still answer a timeout or 503, so the resend finds it, and another process may
+        have created it since the caller looked. The caller then opens it as an existing one,
+        which checks that it holds this schema."""
+        def attempt():
+            try:
+                return create()
+            except Exception as e:  # the client's errors: only "already exists" is an answer here
+                info = self.failure(e)
+                if info is not None and exists in str(info[1]):
+                    return _EXISTS
+                raise
+
+        answer = self.call(what, attempt)
+        return None if answer is _EXISTS else answer
 
     def _attempts(self, what: str, fn, args: tuple, kwargs: dict):
         for attempt in range(self.max_retries + 1):

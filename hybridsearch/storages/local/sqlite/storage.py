@@ -47,13 +47,13 @@ from hybridsearch.storages.columnar import ColumnarStorage
 from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_timeout, number, one_of, option,
                                           path_or_none, StrPath)
 from hybridsearch.storages.local import ram
-from hybridsearch.storages.local.sqlite import checks
+from hybridsearch.storages.local.sqlite import backup, checks, evolve
+from hybridsearch.storages.local.sqlite.backup import META as _META, fingerprint
 from hybridsearch.storages.local.sqlite.follow import ChangeTracker, Follower, data_version
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
               Kind.FLOAT: float, Kind.VECTOR: bytes, Kind.SPARSE: bytes, Kind.MULTI: bytes}
-_META = "hs_meta"
 
 log = logging.getLogger("hybridsearch")
 
@@ -123,6 +123,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         get = operator.itemgetter(*self.crc_names)  # a row dict -> those values
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
         self.conn = None
+        self.schema_history: list = []  # the schema versions hs_meta records (evolve.py)
         self.changes = None  # the writer's change tracking (follow.py)
         self.follower = None  # a read-only opener's following of the writer (follow.py)
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
@@ -177,7 +178,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
 
     # ---------------------------------------------------------------- file
     def _fingerprint(self) -> str:
-        return json.dumps(self.schema.fingerprint())
+        return fingerprint(self.schema)
 
     def _create_or_check(self) -> None:
         db, t = self.db, self.table_name
@@ -186,11 +187,16 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             rows = list(meta.rows_where("name = ?", [t])) if _META in db.table_names() else []
             if not rows:
                 raise BackendError(f"{self.path}: table {t!r} was not written by hybridsearch")
-            if rows[0]["fingerprint"] != self._fingerprint():
-                raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})")
             if checks.CRC_COLUMN not in db[t].columns_dict:  # nothing converted: read as it is, it would go unchecked
                 raise BackendError(f"{self.path}: table {t!r} was written by an unsupported format (rows without "
                                    f"the {checks.CRC_COLUMN} checksum column); this version reads tables with it")
+            if rows[0]["fingerprint"] != self._fingerprint():
+                try:
+                    stored = json.loads(rows[0]["fingerprint"])
+                except ValueError:
+                    raise BackendError(f"{self.path}: table {t!r} holds another schema ({rows[0]['fingerprint']})") from None
+                evolve.evolve_table(self, stored, _SQL_TYPES)  # ConfigError when the change is not allowed
+            self.schema_history = evolve.history(self.conn, t, self.schema.fingerprint())
             checks.write_marker(self._lock_fd, self._lock_path)  # its lock file was removed: record the table again
             return
         if checks.has_marker(self._lock_fd):
@@ -210,6 +216,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                     db[t].create_index([s.name])
             db[t].create_index(["_seq"])
             meta.insert({"name": t, "fingerprint": self._fingerprint()}, pk="name", replace=True)
+            self.schema_history = [evolve.E.first_version(self.schema.fingerprint(), evolve.E.now())]
+            evolve.save_history(self.conn, t, self.schema_history)
         checks.write_marker(self._lock_fd, self._lock_path)
 
     def _row(self, doc, seq: Optional[int]) -> dict:
@@ -233,6 +241,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     def _doc(self, row: dict):
         data = {"id": row["id"]}
         for s in self.columns:
+            if s.name not in row:  # a field new to the table, being filled with its default (evolve.py)
+                continue
             v = row[s.name]
             if v is not None and s.kind is Kind.VECTOR:
                 v = np.frombuffer(v, dtype="<f4")
@@ -421,7 +431,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         (follow.py)."""
         with self._count_lock:
             out = {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
-                   "write_transactions": self.write_transactions}
+                   "write_transactions": self.write_transactions,
+                   "schema_history": [dict(h) for h in self.schema_history]}
         if self.follower is not None:
             out["follow"] = {"follow": bool(self.config.follow), **self.follower.stats()}
         return out
@@ -445,6 +456,16 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 rows = st.rows_in_order(st.filter_bits(node), limit)
                 return st.ids.get_many(rows), None
             return ids, None
+
+    def backup(self, dest) -> dict:
+        """The database file copied to `dest` with SQLite's online backup API (backup.py):
+        writers go on meanwhile. -> {"documents", "bytes", "seconds", "stall_seconds", "path"}."""
+        if self.conn is None and not self.read_only:
+            raise BackendError(f"{self.path}: the collection is closed")
+        report = backup.backup(self.path, self.table_name, dest)
+        log.info("sqlite storage backed up %s to %s: %d documents, %d bytes in %.3f s", self.path,
+                 report["path"], report["documents"], report["bytes"], report["seconds"])
+        return report
 
     @property
     def writer_path(self):

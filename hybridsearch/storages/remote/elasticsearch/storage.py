@@ -170,19 +170,21 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
 
     # ------------------------------------------------------------- plumbing
     def _open_index(self, options: dict) -> None:
-        # the one metric of a one-field schema (the format of indexes made before named fields),
-        # else every dense and multi-vector field's
+        # the one metric of a one-field schema (the format of indexes before named fields), else all
         metric = (self.metric if len(self.schema.vectors) <= 1 and not self.schema.multi
                   else sorted(self.metrics.items()))
         fp = Q.fingerprint(self.schema, metric)
         exists = self.call("check the index", self.client.indices.exists, index=self.index)
         self.settle_mode(exists, f"index {self.index!r}")
-        if not exists and self._create_index(options, fp):
-            return
-        self._adopt_index(fp)
-
-    def _adopt_index(self, fp: str) -> None:
-        """Opens the existing index after checking that hybridsearch made it for this schema (`fp`)."""
+        if not exists:
+            vector = V.properties(self.schema, lambda name: self._vector_mapping(options, name), self._SPARSE_TYPE)
+            body = {"settings": self._index_settings(options),
+                    "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
+                                 "properties": Q.properties(self.schema, vector)}}
+            if self.create_or_find("create the index", lambda: self.client.indices.create(
+                    index=self.index, body=body), "already_exists") is not None:
+                self.spread = A.spread(options["shards"])
+                return
         mapping = self.call("read the mapping", self.client.indices.get_mapping, index=self.index)
         meta = (dict(mapping).get(self.index, {}).get("mappings", {}).get("_meta") or {})
         if Q.META_KEY not in meta:
@@ -192,30 +194,6 @@ class SearchEngineStorage(VectorLists, RemoteStorage):
         res = self.call("read the index settings", self.client.indices.get_settings, index=self.index,
                         name="index.number_of_shards", flat_settings=True)
         self.spread = A.spread(int(dict(res)[self.index]["settings"]["index.number_of_shards"]))
-
-    def _create_index(self, options: dict, fp: str) -> bool:
-        """Creates the index; False when it exists after all. A cluster under load can create the
-        index yet answer the request with a timeout or 503, and the resend then finds it; another
-        process can also have created it between the check and the create. Either way the index
-        is then opened as an existing one, which checks that it holds this schema."""
-        vector = V.properties(self.schema, lambda name: self._vector_mapping(options, name), self._SPARSE_TYPE)
-        body = {"settings": self._index_settings(options),
-                "mappings": {"dynamic": "strict", "_meta": {Q.META_KEY: fp},
-                             "properties": Q.properties(self.schema, vector)}}
-
-        def create():
-            try:
-                return self.client.indices.create(index=self.index, body=body)
-            except Exception as e:  # the client's errors: only "already exists" is an answer here
-                info = self.failure(e)
-                if info is not None and info[0] == 400 and "already_exists" in str(info[1]):
-                    return None
-                raise
-
-        if self.call("create the index", create) is None:
-            return False
-        self.spread = A.spread(options["shards"])
-        return True
 
     def _search(self, body: dict, what: str = "search", **params) -> list:
         res = self.call(what, self.client.search, index=self.index, body=body, **A.spread_of(self.spread, body),

@@ -149,22 +149,12 @@ class WeaviateStorage(RemoteStorage):
         return col
 
     def _create_collection(self, fp: str):
-        """The new collection, or None when it exists after all: another process created it
-        between the check and the create, or a resent create finds what the first one made."""
-        def create():
-            try:
-                return self.client.collections.create(
-                    self.collection_name, description=C.META + fp, properties=C.properties(self.schema),
-                    vector_config=C.vector_config(self.schema, self.metrics, self.metric, self.m,
-                                                  self.ef_construct, self.ef),
-                    inverted_index_config=C.inverted_config())
-            except Exception as e:  # the client's errors: only "already exists" is an answer here
-                info = self.failure(e)
-                if info is not None and "already exists" in str(info[1]):
-                    return None
-                raise
-
-        return self.call("create the collection", create)
+        """The new collection, or None when it exists after all (RemoteStorage.create_or_find)."""
+        return self.create_or_find("create the collection", lambda: self.client.collections.create(
+            self.collection_name, description=C.META + fp, properties=C.properties(self.schema),
+            vector_config=C.vector_config(self.schema, self.metrics, self.metric, self.m, self.ef_construct,
+                                          self.ef),
+            inverted_index_config=C.inverted_config()), "already exists")
 
     def drop(self) -> None:
         """Deletes the collection and everything in it from the server."""
