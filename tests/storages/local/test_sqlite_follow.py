@@ -269,3 +269,43 @@ def test_a_writer_killed_mid_transaction_leaves_the_follower_on_a_committed_stat
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+
+
+class ItemWithStock(hs.Document):
+    """Item with a field added: a change a writer applies to the table on open (schema evolution)."""
+    title: hs.Text = ""
+    category: Optional[hs.Keyword] = None
+    price: int = 0
+    embedding: Optional[hs.Vector[4]] = None
+    stock: int = 5
+
+
+def test_a_follower_of_a_table_whose_fields_a_writer_changed_is_told_to_reopen(tmp_path):
+    """A writer with another Document class changes the table's columns and every row's checksum;
+    a follower of the old class cannot follow that: a ConfigError saying so, and its view stays
+    as it was, instead of rows read without their new fields or refused as damaged."""
+    path, model = tmp_path / "c.db", Model()
+    with open_da(path) as w:
+        batch = [item(i) for i in range(20)]
+        w.extend(batch)
+        model.extend(batch)
+    ro = open_da(path, read_only=True)
+    fixed = open_da(path, read_only=True, follow=False)
+    assert state(ro) == state(fixed) == model.state()
+    with hs.DocumentArray(ItemWithStock, storage="sqlite", path=path) as w:
+        w.update("d3", price=-3)
+        for _ in range(2):  # and again: nothing was half applied
+            with pytest.raises(hs.ConfigError, match="Document class"):
+                ro.count()
+            with pytest.raises(hs.ConfigError, match="Document class"):
+                fixed.refresh()
+            assert state(fixed) == model.state()
+        # a follower of the new class follows
+        new = hs.DocumentArray(ItemWithStock, storage="sqlite", path=path, read_only=True)
+        w.update("d4", stock=0)
+        model.update("d3", -3)
+        assert [(d.id, d.price, d.stock) for d in new] == [(i, p, 0 if i == "d4" else 5)
+                                                            for i, _, p in model.state()]
+        new.close()
+    ro.close()
+    fixed.close()

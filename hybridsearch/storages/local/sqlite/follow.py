@@ -31,8 +31,9 @@ from typing import Optional
 from hybridsearch.batch import build_batch
 from hybridsearch.engine.columns import ColumnStore
 from hybridsearch.engine.lexical import TextIndex
-from hybridsearch.errors import BackendError
+from hybridsearch.errors import BackendError, ConfigError
 from hybridsearch.storages.local import ram
+from hybridsearch.storages.local.sqlite.backup import META
 
 # the change rows a writer keeps at least (more when the collection holds more documents, so
 # that a reader one whole rewrite behind still catches up by changes)
@@ -86,6 +87,7 @@ class Follower:
 
     def __init__(self, storage, seen: int, version: Optional[int]) -> None:
         self.storage = storage
+        self.fingerprint = storage._fingerprint()  # hs_meta's record of the reader's fields
         self.seen = seen  # data_version before the read transaction of the state applied
         self.version = version  # None: no change table when last read (any commit reloads)
         self.mutex = threading.Lock()  # one refresh at a time, and the connection used by one thread
@@ -133,6 +135,7 @@ class Follower:
         seen = data_version(conn)  # before the transaction: a commit after it is found next time
         conn.execute("BEGIN")  # outside the try: a failed BEGIN leaves no transaction to end
         try:
+            self._check_fields(conn)
             if self._behind(conn):
                 version = self.last_version(conn, st.table_name)
                 store, text = self._fresh_mirror(st.db[st.table_name].rows_where(order_by="_seq"))
@@ -155,6 +158,17 @@ class Follower:
             self.changes_applied += applied if ids is not None else 0
         self.seen, self.version = seen, version
         return applied
+
+    def _check_fields(self, conn) -> None:
+        """ConfigError when a writer changed the table's fields (schema evolution rewrites the
+        columns and every row's checksum): rows of another Document class cannot be followed."""
+        st = self.storage
+        row = conn.execute(f'SELECT fingerprint FROM "{META}" WHERE name = ?', (st.table_name,)).fetchone()
+        if row is None or row[0] != self.fingerprint:
+            raise ConfigError(f"{st.path}: a writer changed the fields of table {st.table_name!r} to another "
+                              f"Document class than this reader's {st.schema.name}; a reader cannot follow that "
+                              "change: open a new read-only DocumentArray with the writer's Document class "
+                              "(this reader's view stays as it was)")
 
     def _behind(self, conn) -> bool:
         """Whether the changes since the last version applied are not all in the change table:
