@@ -309,3 +309,52 @@ def test_a_follower_of_a_table_whose_fields_a_writer_changed_is_told_to_reopen(t
         new.close()
     ro.close()
     fixed.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_followers_equal_the_model_through_random_writes(tmp_path, seed):
+    """Random writes (new, replaced, re-inserted after a delete, updated one by one and by filter,
+    deleted by id and by filter), with a follower reading between them and a follow=False reader
+    refreshed at random moments: both equal the model, in insertion order, after each look."""
+    import random
+    rng = random.Random(seed)
+    path, model = tmp_path / "c.db", Model()
+    with open_da(path) as w:
+        batch = [item(i) for i in range(200)]
+        w.extend(batch)
+        model.extend(batch)
+        live = open_da(path, read_only=True)
+        fixed = open_da(path, read_only=True, follow=False)
+        for step in range(60):
+            op = rng.choice(["extend", "update", "update_many", "delete", "delete_where"])
+            if op == "extend":
+                docs = [item(rng.randrange(300), price=rng.randrange(-50, 50)) for _ in range(rng.randrange(1, 20))]
+                docs = list({d["id"]: d for d in docs}.values())
+                w.extend(docs)
+                model.extend(docs)
+            elif op == "update":
+                i = f"d{rng.randrange(300)}"
+                p = rng.randrange(-50, 50)
+                if i in model.docs:
+                    w.update(i, price=p)
+                    model.update(i, p)
+            elif op == "update_many":
+                c, p = rng.choice("abc"), rng.randrange(-50, 50)
+                w.update_many({"category": c}, price=p)
+                model.update_many(c, p)
+            elif op == "delete":
+                ids = [f"d{rng.randrange(300)}" for _ in range(rng.randrange(1, 10))]
+                w.delete(ids)
+                model.delete(ids)
+            else:
+                lo = rng.randrange(-50, 300)
+                w.delete(filter={"price": {"$gte": lo, "$lt": lo + 5}})
+                model.delete([v[0] for v in model.state() if lo <= v[2] < lo + 5])
+            assert state(w) == model.state(), step  # the reference is right
+            assert state(live) == model.state(), (step, op)
+            if rng.random() < 0.3:
+                fixed.refresh()
+                assert state(fixed) == model.state(), (step, op)
+        assert follow_stats(live)["reloads"] == 0
+        live.close()
+        fixed.close()
