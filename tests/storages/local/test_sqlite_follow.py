@@ -358,3 +358,26 @@ def test_followers_equal_the_model_through_random_writes(tmp_path, seed):
         assert follow_stats(live)["reloads"] == 0
         live.close()
         fixed.close()
+
+
+def test_ids_of_any_characters_are_followed(tmp_path):
+    """Ids are any strings: a NUL, quotes, a backslash, a line separator, non-BMP characters; a
+    follower applies the writes to them as to any other id."""
+    path, model = tmp_path / "c.db", Model()
+    odd = ["a\x00b", "a", 'q"uote', "back\\slash", "line\u2028sep", "smile\U0001F600", "[1]", "'"]
+    docs = [dict(item(i), id=key) for i, key in enumerate(odd)]
+    with open_da(path) as w:
+        w.extend(docs)
+        model.extend(docs)
+        ro = open_da(path, read_only=True)
+        for i, key in enumerate(odd):
+            w.update(key, price=-i)
+            model.update(key, -i)
+            assert state(ro) == model.state(), key
+        w.delete(["a\x00b", "'"])
+        model.delete(["a\x00b", "'"])
+        assert state(ro) == model.state()
+        w.extend([docs[0]])
+        model.extend([docs[0]])
+        assert state(ro) == model.state()
+        ro.close()

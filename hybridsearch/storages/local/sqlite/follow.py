@@ -23,7 +23,6 @@ read transaction into a fresh mirror, swapped in under the exclusive lock.
 """
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from typing import Optional
@@ -66,15 +65,18 @@ class ChangeTracker:
                          'op TEXT NOT NULL)')
             self.rows = conn.execute(f'SELECT COUNT(*) FROM "{c}"').fetchone()[0]
         self.table = c
+        # bound one by one: an id is any string, and SQLite's JSON functions cut one at a NUL
         self._insert = f'INSERT INTO "{c}" (id, op) VALUES (?, ?)'
 
     def wrote(self, conn, changes: list, live: int) -> None:
-        """Inside a write's transaction: its (id, op) changes recorded, and the oldest change rows
-        pruned once there are twice as many as kept (`rows` is an estimate: a rolled back write
-        only makes a prune come early or late)."""
-        conn.executemany(self._insert, changes)
-        self.rows += len(changes)
-        keep = max(KEEP_MIN, live + len(changes))
+        """Inside a write's transaction: its changes, (op, ids) pairs, recorded, and the oldest
+        change rows pruned once there are twice as many as kept (`rows` is an estimate: a rolled
+        back write only makes a prune come early or late)."""
+        rows = [(id_, op) for op, ids in changes for id_ in ids]
+        conn.executemany(self._insert, rows)
+        n = len(rows)
+        self.rows += n
+        keep = max(KEEP_MIN, live + n)
         if self.rows > 2 * keep:
             conn.execute(f'DELETE FROM "{self.table}" WHERE ver <= (SELECT MAX(ver) FROM "{self.table}") - ?',
                          (keep,))
@@ -192,7 +194,8 @@ class Follower:
             return self.version, [], set(), []
         ids = list(dict.fromkeys(r[1] for r in rows))
         fresh = {r[1] for r in rows if r[2] != "u"}
-        current = st.db[st.table_name].rows_where("id IN (SELECT value FROM json_each(?))", [json.dumps(ids)],
+        # the ids from the change table itself (not sent back as parameters: any string is an id)
+        current = st.db[st.table_name].rows_where(f'id IN (SELECT id FROM "{c}" WHERE ver > ?)', [self.version],
                                                   order_by="_seq")
         return rows[-1][0], ids, fresh, st.read_docs(current)
 

@@ -290,7 +290,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     def _sql_write(self, sql: str, rows: list, changes: list) -> None:
         """One transaction: committed (WAL) before the call returns; rolled back on any error,
         which is raised as BackendError (disk full, a lock held by another program...). `changes`
-        are the (id, op) rows it records for the readers that follow (follow.py)."""
+        are the (op, ids) it records for the readers that follow (follow.py)."""
         if self.conn is None:
             raise BackendError(f"{self.path}: the collection is closed")
         try:
@@ -319,11 +319,11 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             rows.append([row[n] for n in names])
         with self.lock.write():  # numbered here: concurrent batches must not share insertion numbers
             row_of = self.store.row_of
-            changes = []
+            changes = {"i": [], "u": []}  # new ids, replaced ones
             for i, row in enumerate(rows):
                 row[1] = self.next_seq + i  # names[1] is "_seq"
-                changes.append((row[0], "u" if row[0] in row_of else "i"))
-            self._sql_write(sql, rows, changes)
+                changes["u" if row[0] in row_of else "i"].append(row[0])
+            self._sql_write(sql, rows, list(changes.items()))
             self.next_seq += len(rows)
             self._apply_upsert(batch)
 
@@ -333,7 +333,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             if not present:
                 return 0
             self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present],
-                            [(i, "d") for i in present])
+                            [("d", present)])
             return self._apply_delete(present)
 
     def update_fields(self, id: str, values: dict) -> None:
@@ -362,7 +362,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             if not ids:
                 return 0
             self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids],
-                            [(i, "d") for i in ids])
+                            [("d", ids)])
             return self._apply_delete(ids)
 
     def _sql_update(self, slots: np.ndarray, ids: list, values: dict) -> None:
@@ -380,7 +380,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         crc = f'hs_crc({", ".join(new.get(n, chr(34) + n + chr(34)) for n in self.crc_names)})'
         params = [[rows[i if extras else 0][n] for n in names] + [id_] for i, id_ in enumerate(ids)]
         self._sql_write(f'UPDATE "{self.table_name}" SET {sets}, "{checks.CRC_COLUMN}" = {crc} '
-                        f'WHERE id = ?{len(names) + 1}', params, [(id_, "u") for id_ in ids])
+                        f'WHERE id = ?{len(names) + 1}', params, [("u", list(ids))])
 
     # --------------------------------------------------------------- reads
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
