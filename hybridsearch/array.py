@@ -122,7 +122,9 @@ class DocumentArray(TypedInit[T]):
         mapped anew). With follow=True, the default, every read does this first when the files
         grew; with follow=False the view stays as it was until refresh(). 0 for a writer, and on
         the remote storages, which always answer from the engine's current state."""
-        return self._open_storage().refresh()
+        if self._closed:
+            self._open_storage()  # ClosedError
+        return self._storage.refresh()  # not through _open_storage: its catch-up would apply them first
 
     def backup(self, dest: Any) -> dict:
         """Writes a consistent copy of the collection to `dest`, a path that does not exist yet (or

@@ -138,13 +138,22 @@ def test_a_follower_beside_a_writer_killed_mid_write_then_a_new_writer(storage, 
             assert "after" in ro and len(ro) == len(seen) + 1
 
 
+def one_read(da) -> dict:
+    """state() in one call of the API (iteration reads ids, then documents: two reads, between
+    which another thread's catching up may apply writes)."""
+    cols = da.to_columns(fields=["id", "title", "category", "price"])
+    return {i: (t, c, int(p)) for i, t, c, p in zip(cols["id"], cols["title"], cols["category"], cols["price"])}
+
+
+@pytest.mark.parametrize("op", ["mixed", "close"])
 @pytest.mark.parametrize("storage", READ_ONLY)
-def test_threads_reading_one_follower_never_see_a_torn_state(storage, tmp_path):
-    """Several threads share one follower while the writer (another process) writes: each read
-    is one state the writer reached."""
+def test_threads_sharing_one_follower_each_see_every_acknowledged_write(storage, op, tmp_path):
+    """Several threads share one follower while the writer (another process) writes and, with
+    "close", takes snapshots: each read is one state the writer reached, holding every call
+    acknowledged before the read began."""
     path = _path(storage, tmp_path)
-    proc = start_writer(storage, path, "mixed")
-    states, problems, lock = States("mixed"), [], threading.Lock()
+    proc = start_writer(storage, path, op)
+    states, problems, lock = States(op), [], threading.Lock()
     try:
         with open_da(storage, path, read_only=True) as ro:
             acked = Acks(proc)
@@ -152,20 +161,81 @@ def test_threads_reading_one_follower_never_see_a_torn_state(storage, tmp_path):
 
             def reader():
                 while time.monotonic() < stop and not problems:
-                    seen = state(ro)
                     with lock:
-                        if not states.counts(seen, acked.now() + 1):
-                            problems.append(len(seen))
+                        before = acked.now()
+                    seen = one_read(ro)
+                    with lock:
+                        ks = states.counts(seen, acked.now() + 1)
+                        if not any(k >= before for k in ks):
+                            problems.append((len(seen), before, ks[-3:]))
 
             threads = [threading.Thread(target=reader) for _ in range(3)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            assert not problems, f"torn reads: {problems[:5]}"
+            assert not problems, f"reads that are no state, or miss an acknowledged call: {problems[:5]}"
+            assert acked.now() >= 5
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+
+
+class Vec(hs.Document):
+    embedding: hs.Vector[4]
+
+
+@pytest.mark.parametrize("storage", READ_ONLY)
+def test_the_plain_vector_find_follows_too(storage, tmp_path):
+    """find(vector=q, limit=k) alone takes the native path of a required vector field: it
+    catches up first like every other read."""
+    path = _path(storage, tmp_path)
+    name = {"memory-path": "memory", "hnsw-path": "hnsw"}.get(storage, storage)
+    with hs.DocumentArray(Vec, storage=name, path=path) as w:
+        w.extend([{"id": "a", "embedding": [1, 0, 0, 0]}])
+        with hs.DocumentArray(Vec, storage=name, path=path, read_only=True) as ro:
+            assert ro.find(vector=[0, 1, 0, 0], limit=1).ids == ["a"]
+            for i, v in enumerate(([0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1])):
+                w.extend([{"id": f"n{i}", "embedding": v}])
+                assert ro.find(vector=v, limit=1).ids == [f"n{i}"]  # the first read after the write
+
+
+def _held(path) -> tuple:
+    """(descriptors, mappings) this process holds on files under `path`."""
+    where = os.fspath(path)
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds += os.readlink(f"/proc/self/fd/{fd}").startswith(where)
+        except OSError:
+            pass
+    with open("/proc/self/maps") as f:
+        maps = sum(where in line for line in f)
+    return fds, maps
+
+
+@pytest.mark.parametrize("storage", [s for s in READ_ONLY if s != "sqlite"])
+def test_new_generations_do_not_pile_up_in_a_follower(storage, tmp_path):
+    """Each snapshot the writer takes is a new generation the follower opens: the old one's
+    descriptors and mapping go at once, and close() gives back the rest."""
+    path = _path(storage, tmp_path)
+    w = open_da(storage, path)
+    w.extend([doc("a", 1, "a", 0)])
+    ro = open_da(storage, path, read_only=True)
+    w.close()
+    w = open_da(storage, path)  # a generation with a snapshot, for both
+    assert "a" in ro
+    base = _held(path)
+    for i in range(12):
+        w.close()  # a snapshot: a new generation
+        w = open_da(storage, path)
+        w.extend([doc(f"x{i}", i, "b", i)])
+        assert f"x{i}" in ro
+        assert _held(path) == base, (i, _held(path), base)
+    assert ro.stats()["follow"]["generations_opened"] >= 12
+    w.close()
+    ro.close()
+    assert _held(path) == (0, 0)
 
 
 _READER = r"""

@@ -19,6 +19,7 @@ from hybridsearch.engine.files import fsync_dir, lock_exclusive, pwrite_all, rep
 from hybridsearch.engine.persist import evolve as E
 from hybridsearch.engine.persist import records as R
 from hybridsearch.engine.persist.codec import Corrupt, DocCodec
+from hybridsearch.engine.persist.follow import Following
 from hybridsearch.errors import BackendError, ConfigError, SchemaError
 
 
@@ -61,7 +62,7 @@ _ARRAY_DTYPES = {"<i8", "<i4", "<f4", "<f8", "|u1", "|i1", "<u8", "<u4"}
 Op = tuple  # ("upsert", docs) | ("delete", ids) | ("update", doc, fields) | ("update_many", ids, doc, fields)
 
 
-class Journal:
+class Journal(Following):
     """Files of one collection in directory `path` (see the module docstring)."""
 
     def __init__(self, path, schema, read_only: bool = False, lock_timeout: float = 0,
@@ -94,9 +95,10 @@ class Journal:
         self.has_snapshot = False
         self._snap_bytes = 0
         # read-only: the MANIFEST as last read (a writer replaces it, by rename, only to name a new
-        # generation) and the log's size at the last look, so that changed() costs two stats
+        # generation) and the log's (size, mtime) at the last look: changed() costs two stats
         self._manifest_id: Optional[tuple] = None
-        self._seen_size = 0
+        self._seen: tuple = (0, 0)
+        self._scan_seen: tuple = (0, 0)
         try:
             self._open()
         except BaseException:
@@ -139,7 +141,7 @@ class Journal:
         A writer may replace the generation meanwhile and remove its files; the snapshot and
         log are opened together and held open, and the manifest is read again if one is gone."""
         if not os.path.isfile(self._file(R.MANIFEST)):
-            raise BackendError(f"{self.path}: no collection to open read-only (no R.MANIFEST)")
+            raise BackendError(f"{self.path}: no collection to open read-only (no MANIFEST)")
         for _ in range(50):
             self._manifest_id = self._manifest_identity()  # before reading it: a later change is seen
             self._read_manifest()
@@ -159,49 +161,9 @@ class Journal:
         else:
             raise BackendError(f"{self.path}: the collection kept changing while it was opened read-only")
         if snap_fd is not None and os.fstat(snap_fd).st_size != self._snap_bytes:
-            raise self._error(snap, f"snapshot is {os.fstat(snap_fd).st_size} bytes, R.MANIFEST says {self._snap_bytes}")
+            raise self._error(snap, f"snapshot is {os.fstat(snap_fd).st_size} bytes, MANIFEST says {self._snap_bytes}")
         self._pending, self._end = self._scan_log(self._fd, R.log_name(self.generation))
-        self._seen_size = os.fstat(self._fd).st_size
-
-    def _manifest_identity(self) -> Optional[tuple]:
-        try:
-            st = os.stat(self._file(R.MANIFEST))
-        except OSError:
-            return None
-        return st.st_ino, st.st_mtime_ns, st.st_size
-
-    # ------------------------------------------------------------ following
-    def changed(self) -> bool:
-        """Read-only: whether the writer logged a write or named a new generation since the last
-        look (two stats, no read)."""
-        fd = self._fd
-        if fd is None:
-            return False
-        try:
-            return os.fstat(fd).st_size != self._seen_size or self._manifest_identity() != self._manifest_id
-        except OSError:
-            return True
-
-    def read_new(self) -> Optional[list]:
-        """Read-only: the operations the writer logged since the last look, in order, or None when
-        MANIFEST names another generation (the writer took a snapshot: open the files again). A
-        record still being written is left for the next look; a damaged one followed by more
-        raises BackendError, as on open."""
-        with self._mutex:
-            self._check_open()
-            if self._manifest_identity() != self._manifest_id:
-                return None
-            name = R.log_name(self.generation)
-            size = os.fstat(self._fd).st_size
-            records, end = self._scan_log(self._fd, name, self._end)
-            ops = []
-            for kind, payload, pos in records:
-                try:
-                    ops.append(self._decode_op(kind, payload))
-                except Corrupt as e:
-                    raise self._error(name, f"record at offset {pos}: {e}") from None
-            self._end, self._seen_size = end, size
-            return ops
+        self._seen = self._scan_seen  # the log as the scan found it: a record appended since is news
 
     def _lock(self) -> None:
         # before anything is read: the files are then the ones the previous writer left
@@ -314,16 +276,16 @@ class Journal:
         try:
             size = os.path.getsize(self._file(name))
         except OSError as e:
-            raise self._error(name, f"snapshot named by R.MANIFEST cannot be read: {e}") from None
+            raise self._error(name, f"snapshot named by MANIFEST cannot be read: {e}") from None
         if size != self._snap_bytes:
-            raise self._error(name, f"snapshot is {size} bytes, R.MANIFEST says {self._snap_bytes}")
+            raise self._error(name, f"snapshot is {size} bytes, MANIFEST says {self._snap_bytes}")
 
     def _open_log(self) -> None:
         name = R.log_name(self.generation)
         try:
             fd = os.open(self._file(name), os.O_RDWR)
         except OSError as e:
-            raise self._error(name, f"log named by R.MANIFEST cannot be opened: {e}") from None
+            raise self._error(name, f"log named by MANIFEST cannot be opened: {e}") from None
         self._fd = fd
         self._pending, self._end = self._scan_log(fd, name)
 
@@ -333,7 +295,8 @@ class Journal:
         incomplete or unchecked last one left alone (the writer may be writing it)."""
         expected = R.file_header(R.LOG_MAGIC, self.generation, self.digest)
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size, self._scan_seen = st.st_size, (st.st_size, st.st_mtime_ns)
             f = os.fdopen(os.dup(fd), "rb")
             f.seek(0)
         except OSError as e:
@@ -355,7 +318,7 @@ class Journal:
                         raise self._error(name, "not a hybridsearch log (bad magic)")
                     if zlib.crc32(head[:R.FILE.size - 4]) != R.FILE.unpack(head)[3]:
                         raise self._error(name, "corrupt log header (checksum mismatch)")
-                    raise self._error(name, "log of another generation or schema than R.MANIFEST")
+                    raise self._error(name, "log of another generation or schema than MANIFEST")
                 pos = start if following else R.FILE.size
                 end = None
                 while pos < size:
@@ -407,10 +370,11 @@ class Journal:
         return True
 
     def _truncate(self, fd: int, name: str, end: int) -> None:
+        if self.read_only:  # skipped, and left for the writer to drop: it may be a write in progress
+            log.debug("%s: an incomplete last record at offset %d is not read yet", self._file(name), end)
+            return
         log.warning("%s: a torn last write (an incomplete or unchecked record at offset %d) is dropped",
                     self._file(name), end)
-        if self.read_only:  # a torn tail is skipped, and left for the writer to drop
-            return
         try:
             os.ftruncate(fd, end)
             os.fsync(fd)
@@ -534,7 +498,7 @@ class Journal:
                 f.seek(0)
                 size = os.fstat(f.fileno()).st_size
                 if size != self._snap_bytes:
-                    raise self._error(name, f"snapshot is {size} bytes, R.MANIFEST says {self._snap_bytes}")
+                    raise self._error(name, f"snapshot is {size} bytes, MANIFEST says {self._snap_bytes}")
                 return self._read_snapshot(f, size, name)
             except OSError as e:
                 raise self._error(name, f"cannot read: {e}") from None

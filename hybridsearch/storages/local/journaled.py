@@ -52,6 +52,7 @@ class JournaledStorage(ColumnarStorage):
         # a read-only opener's refreshes that found something, the logged writes they applied and
         # the new generations they opened (stats()["follow"])
         self.follow_counts = {"refreshes": 0, "writes_applied": 0, "generations_opened": 0}
+        self._view_broken = False  # a refresh failed half-way: the next one opens the files again
 
     def _open_files(self, path, read_only: bool, lock_timeout: float = 0) -> None:
         """Opens (or creates) the collection under `path`: snapshot, then the log's writes. A
@@ -125,37 +126,54 @@ class JournaledStorage(ColumnarStorage):
         journal = self.journal
         if journal is None or not journal.read_only:
             return 0
-        with self.writer:  # one refresh at a time; finds go on meanwhile
-            journal = self.journal
-            if journal is None:
+        with self.writer:  # one refresh at a time: the others then find nothing new
+            journal = self.journal  # the one of now: another thread may have opened a new generation
+            if self.closed or journal is None:
                 return 0
-            ops = journal.read_new()
-            if ops is None:
+            got = None if self._view_broken else journal.read_new()
+            if got is None:
                 return self._reopen_files()
+            ops, mark = got
             if ops:
-                with self.lock.write():
-                    self._apply_ops(ops)
+                try:
+                    with self.lock.write():
+                        self._apply_ops(ops)
+                except BaseException:  # applied in part: the next look opens the files again
+                    self._view_broken = True
+                    raise
                 self.follow_counts["refreshes"] += 1
                 self.follow_counts["writes_applied"] += len(ops)
+            # only now: until they are applied, other threads' looks see the log as grown, and
+            # wait on `writer` for this refresh rather than read the state before it
+            journal.advance(mark)
             return len(ops)
 
     def _reopen_files(self) -> int:
         """The writer named a new generation: the collection opened again beside this view (the
-        same storage, read-only), then swapped in under the exclusive lock. The old view's
-        mapped snapshot goes when nothing refers to it any more (a document read from it may)."""
+        same storage, read-only), then swapped in under the exclusive lock; the old view's
+        snapshot is unmapped then (a document a caller still holds from it keeps its pages until
+        the collector frees it). The caller holds `writer`."""
+        from hybridsearch.engine.persist import GroupCommit
+
         fresh = type(self)(self.schema, self.config)
-        if self.closed:  # closed meanwhile: the new view is not wanted
-            fresh.journal.close()
-            return 0
-        old = self.journal
+        old, old_maps = self.journal, self._mappings
         with self.lock.write():
-            keep = {"lock", "writer", "follow_counts"}  # what readers and other refreshes hold, and the counts
+            # kept: what readers and other refreshes hold, the counts, and closed (release() sets
+            # it without `writer`)
+            keep = {"lock", "writer", "follow_counts", "closed"}
             self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in keep})
+            self.commit = GroupCommit(self.writer, self.journal.sync, self.lock, self._maybe_snapshot)
+            self._view_broken = False
+        fresh.__dict__.clear()  # its commit's bound method would keep the new view alive twice
+        where = f"the collection {old.path}"
         old.close()
+        unmap(old_maps, where)
         self.follow_counts["refreshes"] += 1
         self.follow_counts["generations_opened"] += 1
         log.info("%s storage %s: opened generation %d written by the writer", self.name, old.path,
                  self.journal.generation)
+        if self.closed:  # released meanwhile (release() does not take `writer`): its files go back
+            self.journal.close()
         return 1
 
     def stats(self) -> dict:
@@ -385,8 +403,8 @@ class JournaledStorage(ColumnarStorage):
         def note() -> None:  # under `writer`, nothing in flight: RAM is the log's [0, end)
             if self.closed:
                 raise ConfigError("this DocumentArray is closed")
-            with self.lock.read():
-                pinned.append((B.pin(journal), self.store.n_live))
+            with self.lock.read():  # the journal of now: a follower may have opened a new generation
+                pinned.append((B.pin(self.journal), self.store.n_live))
             held.append(time.perf_counter())
 
         if journal is None:
