@@ -8,8 +8,9 @@ step for both), and every write goes to the file (committed) before it changes t
 and text search run on the core kernels while filter-only queries are answered by SQL.
 
 A `read_only=True` opener loads the table in one read transaction and then answers everything,
-filter-only finds included, from that RAM mirror: every read of it sees the table as it was
-when it opened, whatever the writer does meanwhile. Files that are missing or damaged raise
+filter-only finds included, from that RAM mirror; it keeps its connection to follow the writer
+(follow.py): the changes the writer committed since are applied to the mirror before a read
+(follow=True) or by refresh(), each read seeing one committed state. Files that are missing or damaged raise
 BackendError on open (checks.py): the writer's marker, SQLite's integrity check, a CRC per row.
 
 A filtered vector, text or hybrid search is pre-filtered either by the bitset
@@ -20,6 +21,7 @@ turning every matching id back into a slot (benchmarks/bench_sqlite.py).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -47,6 +49,7 @@ from hybridsearch.storages.config import (StorageConfig, boolean, check_lock_tim
 from hybridsearch.storages.local import ram
 from hybridsearch.storages.local.sqlite import backup, checks, evolve
 from hybridsearch.storages.local.sqlite.backup import META as _META, fingerprint
+from hybridsearch.storages.local.sqlite.follow import ChangeTracker, Follower, data_version
 from hybridsearch.storages.local.sqlite.sql import to_sql
 
 _SQL_TYPES = {Kind.ID: str, Kind.TEXT: str, Kind.KEYWORD: str, Kind.INT: int, Kind.BOOL: int,
@@ -121,6 +124,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         self._crc_values = get if len(self.crc_names) > 1 else (lambda row: (get(row),))  # one: not a tuple
         self.conn = None
         self.schema_history: list = []  # the schema versions hs_meta records (evolve.py)
+        self.changes = None  # the writer's change tracking (follow.py)
+        self.follower = None  # a read-only opener's following of the writer (follow.py)
         # SQL WHERE queries run for filters, for stats(); readers share the lock, so it has its own
         self.sql_filter_queries = 0
         self.write_transactions = 0  # committed by this handle (the writes hold the write lock)
@@ -149,15 +154,19 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                 self.conn.execute("PRAGMA synchronous=NORMAL")
             self.db = sqlite_utils.Database(self.conn)
             self._create_or_check()
+            if not self.read_only:
+                self.changes = ChangeTracker(self.conn, self.table_name)
+            # a commit after this is seen by the first catch_up (found before the transaction)
+            seen = data_version(self.conn) if self.read_only else None
             # one read transaction: the check and the rows are one state of the file, even
             # while a writer commits beside a read-only opener
             self.conn.execute("BEGIN")
             checks.check_integrity(self.conn, self.path, self.table_name)
             self._load()
+            version = Follower.last_version(self.conn, self.table_name) if self.read_only else None
             self.conn.execute("COMMIT")
-            if self.read_only:  # every later read is answered by the mirror: the file is not needed
-                self.conn.close()
-                self.conn = None
+            if self.read_only:  # every read is answered by the mirror; the file only tells what changed
+                self.follower = Follower(self, seen, version)
             log.info("sqlite storage opened table %r of %s%s: %d documents loaded in %.3f s", self.table_name,
                      self.path, " read-only" if self.read_only else "", self.store.n_live,
                      time.perf_counter() - started)
@@ -263,27 +272,33 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
                                "accept such a change)")
         return row
 
-    def _load(self) -> None:
-        rows = self.db[self.table_name].rows_where(order_by="_seq")
+    def read_docs(self, rows) -> list:
+        """The documents of these table rows, checked (BackendError for a row that fails)."""
         try:
-            docs = [self._doc(self._checked(r)) for r in rows]
+            return [self._doc(self._checked(r)) for r in rows]
         except (ValueError, TypeError, KeyError) as e:  # SchemaError and JSON errors are ValueErrors
             raise BackendError(f"{self.path}: table {self.table_name!r} holds a row this schema cannot "
                                f"read: {e}") from None
+
+    def _load(self) -> None:
+        docs = self.read_docs(self.db[self.table_name].rows_where(order_by="_seq"))
         if docs:
             self._apply_upsert(build_batch(self.schema, docs))
         cur = self.conn.execute(f'SELECT MAX(_seq) FROM "{self.table_name}"').fetchone()
         self.next_seq = (cur[0] or 0) + 1
 
-    def _sql_write(self, sql: str, rows: list) -> None:
+    def _sql_write(self, sql: str, rows: list, changes: list) -> None:
         """One transaction: committed (WAL) before the call returns; rolled back on any error,
-        which is raised as BackendError (disk full, a lock held by another program...)."""
+        which is raised as BackendError (disk full, a lock held by another program...). `changes`
+        are the (op, ids) it records for the readers that follow (follow.py)."""
         if self.conn is None:
             raise BackendError(f"{self.path}: the collection is closed")
         try:
             with self.conn:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self.conn.executemany(sql, rows)
+                if self.changes is not None:
+                    self.changes.wrote(self.conn, changes, self.store.n_live)
             self.write_transactions += 1
         except sqlite3.Error as e:
             raise BackendError(f"{self.path}: the write was not made ({type(e).__name__}: {e}); "
@@ -303,9 +318,12 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             row = self._row(doc, 0)  # its number is given under the lock
             rows.append([row[n] for n in names])
         with self.lock.write():  # numbered here: concurrent batches must not share insertion numbers
+            row_of = self.store.row_of
+            changes = {"i": [], "u": []}  # new ids, replaced ones
             for i, row in enumerate(rows):
                 row[1] = self.next_seq + i  # names[1] is "_seq"
-            self._sql_write(sql, rows)
+                changes["u" if row[0] in row_of else "i"].append(row[0])
+            self._sql_write(sql, rows, list(changes.items()))
             self.next_seq += len(rows)
             self._apply_upsert(batch)
 
@@ -314,7 +332,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             present = [i for i in ids if i in self.store.row_of]
             if not present:
                 return 0
-            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present])
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in present],
+                            [("d", present)])
             return self._apply_delete(present)
 
     def update_fields(self, id: str, values: dict) -> None:
@@ -342,7 +361,8 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
             ids = st.ids.get_many(st.slots_matching(node))
             if not ids:
                 return 0
-            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids])
+            self._sql_write(f'DELETE FROM "{self.table_name}" WHERE id = ?', [[i] for i in ids],
+                            [("d", ids)])
             return self._apply_delete(ids)
 
     def _sql_update(self, slots: np.ndarray, ids: list, values: dict) -> None:
@@ -360,7 +380,7 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         crc = f'hs_crc({", ".join(new.get(n, chr(34) + n + chr(34)) for n in self.crc_names)})'
         params = [[rows[i if extras else 0][n] for n in names] + [id_] for i, id_ in enumerate(ids)]
         self._sql_write(f'UPDATE "{self.table_name}" SET {sets}, "{checks.CRC_COLUMN}" = {crc} '
-                        f'WHERE id = ?{len(names) + 1}', params)
+                        f'WHERE id = ?{len(names) + 1}', params, [("u", list(ids))])
 
     # --------------------------------------------------------------- reads
     def _vectors(self, queries: np.ndarray, limit: int, node: Optional[Node], exact: bool,
@@ -405,11 +425,26 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
         filters (every filter-only find; with prefilter="sql" also the pre-filter of each filtered
         vector, text or hybrid search, two for a hybrid one; always 0 read-only);
         "write_transactions": the write transactions this handle committed to the file, one per
-        write call (an update_many or a delete by filter is one however many rows it changes)."""
+        write call (an update_many or a delete by filter is one however many rows it changes);
+        a read-only opener adds "follow": whether it follows (follow=), its refreshes that found
+        changes of this table, the changed ids they applied and the whole-table reloads among them
+        (follow.py)."""
         with self._count_lock:
-            return {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
-                    "write_transactions": self.write_transactions,
-                    "schema_history": [dict(h) for h in self.schema_history]}
+            out = {**super().stats(), "sql_filter_queries": self.sql_filter_queries,
+                   "write_transactions": self.write_transactions,
+                   "schema_history": [dict(h) for h in self.schema_history]}
+        if self.follower is not None:
+            out["follow"] = {"follow": bool(self.config.follow), **self.follower.stats()}
+        return out
+
+    def catch_up(self) -> None:
+        if self.follower is not None:
+            self.follower.catch_up()
+
+    def refresh(self) -> int:
+        """The changes the writer committed since the last look applied to the mirror -> how many
+        ids changed (a whole-table reload counts 1); 0 for a writer."""
+        return self.follower.refresh() if self.follower is not None else 0
 
     def search_filter(self, node: Node, limit: Optional[int]) -> tuple:
         with self.lock.read():
@@ -439,15 +474,20 @@ class SqliteStorage(ram.RamWrites, ColumnarStorage):
     def release(self) -> None:
         """The connection and the lock given back (every write is committed already); the RAM
         mirror stays for a Results that still fetches from it."""
-        conn, self.conn = self.conn, None
+        with self._following():
+            conn, self.conn = self.conn, None
         if conn is not None:
             conn.close()
             log.info("sqlite storage released table %r of %s (not closed)", self.table_name, self.path)
         fd, self._lock_fd = self._lock_fd, None
         unlock(fd)
 
+    def _following(self):
+        """A follower's mutex (no refresh uses the connection while it goes), else nothing."""
+        return self.follower.mutex if self.follower is not None else contextlib.nullcontext()
+
     def close(self) -> None:
-        with self.lock.write():
+        with self._following(), self.lock.write():
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
