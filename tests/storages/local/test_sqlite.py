@@ -176,3 +176,17 @@ def test_kill_9_during_extends_keeps_every_acknowledged_batch(tmp_path):
     assert all(counts.get(b) == 200 for b in range(acked + 1)), "an acknowledged batch is missing or partial"
     assert set(counts) <= set(range(acked + 2)) and all(c == 200 for c in counts.values())
     da.close()
+
+
+def test_a_long_in_list_with_a_nul_character_matches_exactly(tmp_path):
+    """A $in of more than 256 values travelled as one JSON array, which SQLite's json_each cuts at
+    a NUL character: {"tag": {"$in": ["a\\x00b", ...]}} then matched tag "a"."""
+    docs = [{"id": "cut", "title": "x", "tag": "a", "v": [1, 0, 0, 0]},
+            {"id": "whole", "title": "y", "tag": "a\x00b", "v": [0, 1, 0, 0]}]
+    values = ["a\x00b"] + [f"v{i}" for i in range(300)]
+    with hs.DocumentArray(Item, storage="sqlite", path=tmp_path / "c.db") as da, \
+            hs.DocumentArray(Item, storage="memory") as model:
+        da.extend(docs)
+        model.extend(docs)
+        for flt in ({"tag": {"$in": values}}, {"tag": {"$nin": values}}, {"tag": {"$in": values[1:] + ["a"]}}):
+            assert da.find(filter=flt, limit=None).ids == model.find(filter=flt, limit=None).ids, flt

@@ -46,9 +46,15 @@ def _sql_leaf(node: Node) -> tuple:
                   if not (type(v) is int and not INT64_MIN <= v <= INT64_MAX)]  # such ints equal no value
         if not values:
             return "0", []
-        if len(values) > _SQL_IN_MAX:  # one JSON parameter instead of more than SQLite takes
+        if len(values) <= _SQL_IN_MAX:
+            return f'"{node.field}" IN ({", ".join("?" * len(values))})', values
+        if not any(type(v) is str and "\x00" in v for v in values):
+            # one JSON parameter instead of more than SQLite takes
             return f'"{node.field}" IN (SELECT value FROM json_each(?))', [json.dumps(values)]
-        return f'"{node.field}" IN ({", ".join("?" * len(values))})', values
+        # json_each cuts a string at a NUL character: lists of bound values instead (past SQLite's
+        # limit on variables the query fails, and the storage answers from its RAM columns)
+        return _balanced([(f'"{node.field}" IN ({", ".join("?" * len(c))})', c)
+                          for c in (values[i:i + _SQL_IN_MAX] for i in range(0, len(values), _SQL_IN_MAX))], " OR ")
     if isinstance(node, Exists):
         return f'"{node.field}" IS NOT NULL', []
     raise FilterError(f"cannot compile {node!r} to SQL")
