@@ -30,7 +30,10 @@ def check_dest(dest, what: str = "backup", folder_ok: bool = True) -> str:
     a file, any directory): a copy never overwrites a collection."""
     if not isinstance(dest, (str, os.PathLike)):
         raise ConfigError(f"the {what} destination must be a path (str or os.PathLike), got {type(dest).__name__}")
-    dest = os.path.abspath(os.fspath(dest))
+    dest = os.fspath(dest)
+    if not isinstance(dest, str) or "\x00" in dest:  # bytes, or a name no file system takes
+        raise ConfigError(f"the {what} destination must be a str path without NUL characters, got {dest!r}")
+    dest = os.path.abspath(dest)
     if os.path.lexists(dest):
         if not folder_ok or not os.path.isdir(dest) or os.path.islink(dest):
             raise ConfigError(f"{dest} already exists: the {what} goes to a path that does not exist yet"

@@ -110,8 +110,9 @@ def _fill(new: ColumnStore, name: str, spec, rows: np.ndarray, vals: list, cap: 
 
 def _carry_extras(old: ColumnStore, new: ColumnStore, plan, rows: np.ndarray, values: dict, cap: int) -> None:
     """The JSON array of unindexed fields of every live row, in the new schema's order."""
-    if old.extras is not None and tuple(old.extra_names) == tuple(new.extra_names):
-        new.extras = old.extras  # the same fields in the same order: the same JSON
+    if (old.extras is not None and tuple(old.extra_names) == tuple(new.extra_names)
+            and not any(n in values for n in new.extra_names)):
+        new.extras = old.extras  # the same fields in the same order, none given new values: the same JSON
         return
     from_old = [n for n in new.extra_names if n not in values]
     have = old.field_values(rows, from_old) if from_old else {}

@@ -299,6 +299,10 @@ def test_a_destination_that_exists_is_refused_and_nothing_is_touched(storage, tm
     assert state(da) == before
     with pytest.raises(hs.ConfigError):
         da.backup(12)
+    with pytest.raises(hs.ConfigError, match="NUL"):  # was a raw ValueError from os.makedirs
+        da.backup(str(tmp_path / "a\x00b"))
+    with pytest.raises(hs.ConfigError, match="NUL"):
+        hs.restore(str(other), str(tmp_path / "r\x00s"))
     empty = tmp_path / "empty"
     empty.mkdir()
     if storage != "sqlite":  # an empty folder is a destination too

@@ -232,7 +232,11 @@ class Journal(Following):
                 or type(size) is not int or size < 0):
             raise self._error(name, "corrupt (bad fields)")
         stored = meta.get("schema")
-        if stored != self.fp or digest != self.digest:
+        # the fingerprint is sorted by name, but unindexed values are stored in declaration order:
+        # the same fields declared in another order are a change too (their values would swap)
+        declared = meta.get("declared")
+        reordered = isinstance(declared, list) and declared != list(self.schema.fields)
+        if stored != self.fp or digest != self.digest or reordered:
             if self.evolve and isinstance(stored, list) and R.digest(stored) == digest:
                 self._plan_evolution(stored, meta)
             else:
@@ -244,6 +248,11 @@ class Journal(Following):
     def _plan_evolution(self, stored: list, meta: dict) -> None:
         """Files of another schema: ConfigError unless this schema may evolve from theirs (and the
         opener is a writer); else the files are read under their own layout (persist/evolve.py)."""
+        if self.read_only and any(isinstance(h, dict) and h.get("fields") == self.fp
+                                  for h in (E.valid_history(meta.get("history")) or [])[:-1]):
+            # this class is an earlier version: a writer changed the fields since (a follower of it)
+            raise ConfigError(f"{self.path}: a writer changed the fields of this collection since {self.schema.name} "
+                              "was its schema; open a new read-only DocumentArray with the writer's Document class")
         plan = E.plan(stored, self.schema)  # ConfigError naming the field that cannot change
         if self.read_only:
             raise ConfigError(f"{self.path} holds {self.schema.name} as it was before a change of its fields "
