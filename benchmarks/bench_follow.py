@@ -31,7 +31,7 @@ import numpy as np
 DIM = 64
 
 
-def _schema():
+def item_schema():
     import hybridsearch as hs
 
     class Item(hs.Document):
@@ -48,7 +48,7 @@ def _path(root: str, storage: str) -> str:
 
 def overhead(storage: str, n: int, passes: int, root: str) -> dict:
     import hybridsearch as hs
-    Item = _schema()
+    Item = item_schema()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, DIM)).astype(np.float32)
     Q = rng.standard_normal((200, DIM)).astype(np.float32)
@@ -91,10 +91,10 @@ _WRITER = r"""
 import sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[4])
-from benchmarks.bench_follow import _schema
+from benchmarks.bench_follow import item_schema
 import hybridsearch as hs
 storage, path, count, root, interval = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-da = hs.DocumentArray(_schema(), storage=storage, path=path)
+da = hs.DocumentArray(item_schema(), storage=storage, path=path)
 print("ready", flush=True)
 sys.stdin.readline()
 v = np.ones(%d, dtype=np.float32)
@@ -113,7 +113,7 @@ def staleness(storage: str, count: int, interval: float, root: str) -> dict:
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, storage, path, str(count), here, str(interval)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
-    ro = hs.DocumentArray(_schema(), storage=storage, path=path, read_only=True)
+    ro = hs.DocumentArray(item_schema(), storage=storage, path=path, read_only=True)
     seen = {}
     proc.stdin.write("go\n")
     proc.stdin.flush()

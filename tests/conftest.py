@@ -76,6 +76,8 @@ def make_da(storage, tmp_path):
             if storage.endswith("-cluster"):  # three nodes (url: their list): 3 primary shards, 1 replica each
                 options.setdefault("shards", 3)
                 options.setdefault("replicas", 1)
+                # six JVMs beside the suite on two cores: a bulk request can outlast 30 s there
+                options.setdefault("timeout", 90)
             options.setdefault("hosts", url)
             options.setdefault("index", f"hs-test-{uuid.uuid4().hex}")
             options.setdefault("refresh", True)  # immediate refresh keeps the suite fast; wait_for is tested apart

@@ -42,6 +42,7 @@ AFTER_CLOSE = {
     "to_pandas": lambda da: da.to_pandas(),
     "to_arrow": lambda da: da.to_arrow(),
     "backup": lambda da: da.backup("never-written"),  # refused before anything is written
+    "refresh": lambda da: da.refresh(),
 }
 # public names that keep working after close(): what the handle is, not what it holds
 STILL_FINE = {"close", "schema", "storage", "__enter__", "__exit__", "__repr__"}

@@ -40,6 +40,7 @@ Semantics of API.md kept here:
 from __future__ import annotations
 
 import logging
+import time
 import urllib.parse
 from typing import Iterator, Optional
 
@@ -99,7 +100,7 @@ class WeaviateStorage(RemoteStorage):
         self.client = self.call("connect", self._connect, parts, config)
         try:
             self.col = self._open_collection()
-            self.next_seq = self._max_seq() + 1
+            self.next_seq = self._first_seq() + 1
         except BaseException:
             self.close()
             raise
@@ -203,6 +204,18 @@ class WeaviateStorage(RemoteStorage):
                                limit=len(chunk), include_vector=vectors and bool(self.kinds))
             out.update({r[ID_FIELD]: r for r in recs})
         return out
+
+    def _first_seq(self) -> int:
+        """_max_seq at open: a collection another process created a moment ago may not have its
+        shard yet ("non-existing index"), so that answer is asked again for up to 10 s."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return self._max_seq()
+            except BackendError as e:
+                if "non-existing index" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _max_seq(self) -> int:
         from weaviate.classes.query import Sort
