@@ -17,6 +17,7 @@ here. `restore` copies a backup directory and verifies the copy before publishin
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -143,8 +144,7 @@ def _copy_file(src_fd: int, length: int, dst: str) -> None:
 
 def write_copy(pinned: Pinned, dest: str) -> int:
     """Copies the pinned files to a new directory `dest` (checked by check_dest) -> bytes written."""
-    tmp = temp_beside(dest)
-    try:
+    with _building(dest) as tmp:
         os.mkdir(tmp)
         total = 0
         # the data files first, under their names: a directory holding them without MANIFEST is
@@ -161,10 +161,6 @@ def write_copy(pinned: Pinned, dest: str) -> int:
         verify(tmp)
         publish(tmp, dest)
         return total
-    except OSError as e:
-        raise BackendError(f"{dest}: the backup failed: {e}; nothing was written there") from None
-    finally:
-        discard(tmp)
 
 
 def write_snapshot(schema, dest: str, meta: dict, arrays: dict) -> int:
@@ -172,8 +168,7 @@ def write_snapshot(schema, dest: str, meta: dict, arrays: dict) -> int:
     snapshot writes them (a storage without files backs up this way) -> bytes written."""
     from hybridsearch.engine.persist.journal import Journal
 
-    tmp = temp_beside(dest)
-    try:
+    with _building(dest) as tmp:
         journal = Journal(tmp, schema)
         try:
             journal.snapshot_arrays(meta, arrays)
@@ -184,6 +179,15 @@ def write_snapshot(schema, dest: str, meta: dict, arrays: dict) -> int:
         fsync_dir(tmp)
         publish(tmp, dest)
         return total
+
+
+@contextlib.contextmanager
+def _building(dest: str):
+    """A temporary name beside `dest` to build the copy under; removed whatever happens (the copy
+    is published by renaming it first), an OSError meanwhile -> BackendError."""
+    tmp = temp_beside(dest)
+    try:
+        yield tmp
     except OSError as e:
         raise BackendError(f"{dest}: the backup failed: {e}; nothing was written there") from None
     finally:
