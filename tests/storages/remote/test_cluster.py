@@ -95,7 +95,10 @@ def test_a_node_stopped_mid_run_keeps_reads_and_writes_and_every_acknowledged_wr
         pytest.skip(f"{ENV[kind]} names a cluster scripts/searchcluster.sh does not run: no node of it is stopped")
     index = f"hs-test-{uuid.uuid4().hex}"
     # node 1 is the first of the hosts: requests sent to it while it is down must go on to the others
-    da = hs.DocumentArray(Item, storage=storage, hosts=urls, index=index, shards=3, replicas=1)
+    # max_retries=10 (63.5 s of resends): on two cores shared with the suite, promoting the
+    # replicas of the stopped node's shards took longer than the default 23.5 s (CI, OpenSearch:
+    # an mget answered "no_shard_available" throughout); the page says to raise it on such clusters
+    da = hs.DocumentArray(Item, storage=storage, hosts=urls, index=index, shards=3, replicas=1, max_retries=10)
     ref = hs.DocumentArray(Item)
     try:
         first = items(rng, 0, 300)
