@@ -61,7 +61,8 @@ class TypedInit(Generic[T]):
                  seed: int = 24301,
                  read_only: bool = False,
                  follow: bool = True,
-                 lock_timeout: float = 0) -> None: ...
+                 lock_timeout: float = 0,
+                 vectors_on_disk: bool = False) -> None: ...
 
     @overload
     def __init__(self, schema: type[T], storage: Literal['sqlite'], *,

@@ -233,6 +233,16 @@ class ColumnStore:
         self.live = live
         self.cap = cap
 
+    def release_vectors(self) -> None:
+        """After a write: the on-disk blocks' pages leave the process (engine/vectorfile.py)."""
+        for col in self.dense.values():
+            col.release()
+
+    def close_files(self) -> None:
+        """close(): the on-disk blocks' files go now, not when the collector gets to them."""
+        for col in self.dense.values():
+            col.close()
+
     def nbytes(self) -> dict:
         """Bytes held per component (allocated capacity, not only the rows in use)."""
         return {

@@ -14,6 +14,7 @@ import numpy as np
 from hybridsearch._native import _kernels as K
 from hybridsearch.document import FieldSpec
 from hybridsearch.engine.exact import vector_aux
+from hybridsearch.engine.vectorfile import VectorFile
 
 
 class DenseColumn:
@@ -26,11 +27,29 @@ class DenseColumn:
         self.dim = spec.dim
         self.vectors = np.zeros((0, self.dim), dtype=np.float32)
         self.aux = np.zeros(0, dtype=np.float32)
+        self.backing: Optional[VectorFile] = None  # vectors_on_disk: the block's file
+
+    def keep_on_disk(self, directory: Optional[str]) -> None:
+        """From the next growth on, the block lives in a file in `directory` (engine/vectorfile.py)."""
+        if self.backing is None:
+            self.backing = VectorFile(directory, self.name)
+
+    def release(self) -> None:
+        """After a write: an on-disk block's pages leave this process (no-op in RAM)."""
+        if self.backing is not None:
+            self.backing.release()
+
+    def close(self) -> None:
+        if self.backing is not None:
+            self.backing.close()
 
     def grow(self, cap: int, n: int) -> None:
         """Room for `cap` rows, keeping the first `n`."""
-        vectors = np.zeros((cap, self.dim), dtype=np.float32)
-        vectors[:n] = self.vectors[:n]
+        if self.backing is not None:
+            vectors = self.backing.allocate(cap, self.dim, self.vectors, n)
+        else:
+            vectors = np.zeros((cap, self.dim), dtype=np.float32)
+            vectors[:n] = self.vectors[:n]
         aux = np.zeros(cap, dtype=np.float32)
         aux[:n] = self.aux[:n]
         self.vectors, self.aux = vectors, aux
@@ -47,7 +66,13 @@ class DenseColumn:
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes + self.aux.nbytes)
+        """Bytes in RAM: an on-disk block counts only its per-row numbers (see disk_nbytes)."""
+        return int(self.aux.nbytes + (0 if self.backing is not None else self.vectors.nbytes))
+
+    @property
+    def disk_nbytes(self) -> int:
+        """Bytes of the block kept on disk (0 in RAM)."""
+        return int(self.vectors.nbytes) if self.backing is not None else 0
 
     # ------------------------------------------------------------ snapshots
     def export(self, n: int) -> dict:

@@ -25,8 +25,8 @@ from tests.conftest import STORAGES
 from tests.models import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite", "qdrant") if s in STORAGES]
-READ_ONLY = [s for s in ("memory-path", "hnsw-path", "sqlite") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite", "annlite", "qdrant") if s in STORAGES]
+READ_ONLY = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite") if s in STORAGES]
 CATEGORIES = ["a", "b", "c"]
 INITIAL = 300
 
@@ -109,8 +109,10 @@ def _model(op: str, n: int):
 
 # ------------------------------------------------------------------ the child
 def open_da(storage: str, path: str, read_only: bool = False, follow: bool = True):
-    name = {"hnsw-path": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "memory-path": "memory"}.get(storage, storage)
     options = {"read_only": True, "follow": follow} if read_only else {}
+    if storage == "hnsw-disk":
+        options["vectors_on_disk"] = True
     return hs.DocumentArray(Doc, storage=name, path=path, **options)
 
 

@@ -84,11 +84,10 @@ def test_a_follower_sees_every_acknowledged_write_in_one_state_per_read(storage,
 @pytest.mark.parametrize("storage", READ_ONLY)
 def test_refresh_applies_only_the_new_writes_and_follow_false_keeps_the_view(storage, tmp_path):
     path = _path(storage, tmp_path)
-    name = {"memory-path": "memory", "hnsw-path": "hnsw"}.get(storage, storage)
     with open_da(storage, path) as w:
         w.extend([doc(f"d{i}", i, "a", 0) for i in range(50)])
-        fixed = hs.DocumentArray(Doc, storage=name, path=path, read_only=True, follow=False)
-        live = hs.DocumentArray(Doc, storage=name, path=path, read_only=True)
+        fixed = open_da(storage, path, read_only=True, follow=False)
+        live = open_da(storage, path, read_only=True)
         assert fixed.refresh() == 0 and live.refresh() == 0  # nothing new yet
         w.extend([doc("n1", 1, "b", 1)])
         w.update("d3", price=-3)
@@ -190,10 +189,11 @@ def test_the_plain_vector_find_follows_too(storage, tmp_path):
     """find(vector=q, limit=k) alone takes the native path of a required vector field: it
     catches up first like every other read."""
     path = _path(storage, tmp_path)
-    name = {"memory-path": "memory", "hnsw-path": "hnsw"}.get(storage, storage)
-    with hs.DocumentArray(Vec, storage=name, path=path) as w:
+    name = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw"}.get(storage, storage)
+    disk = {"vectors_on_disk": True} if storage == "hnsw-disk" else {}
+    with hs.DocumentArray(Vec, storage=name, path=path, **disk) as w:
         w.extend([{"id": "a", "embedding": [1, 0, 0, 0]}])
-        with hs.DocumentArray(Vec, storage=name, path=path, read_only=True) as ro:
+        with hs.DocumentArray(Vec, storage=name, path=path, read_only=True, **disk) as ro:
             assert ro.find(vector=[0, 1, 0, 0], limit=1).ids == ["a"]
             for i, v in enumerate(([0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1])):
                 w.extend([{"id": f"n{i}", "embedding": v}])

@@ -60,10 +60,17 @@ class HnswConfig(GraphConfig):
                                          "the view of the open until refresh()")
     lock_timeout: float = option(0, number(0, 86400), "with path: seconds a writer waits for another writer's "
                                                       "lock before BackendError; 0 refuses at once")
+    vectors_on_disk: bool = option(False, boolean, "with path: the float32 vectors stay in a file, read only to "
+                                                   "rescore; RAM holds the codes, the graph and the columns")
 
     def validate(self) -> None:
         if self.read_only and self.path is None:
             raise ConfigError("read_only=True needs path= (the collection to open)")
+        if self.vectors_on_disk and self.path is None:
+            raise ConfigError("vectors_on_disk=True needs path= (the directory whose disk holds the vectors)")
+        if self.vectors_on_disk and self.quantization in (None, "none"):
+            raise ConfigError("vectors_on_disk=True needs a quantized walk (quantization='int8' or 'auto'): "
+                              "a walk on float32 vectors reads them all from disk")
         check_lock_timeout(self)
 
 
@@ -88,6 +95,9 @@ class HnswStorage(JournaledStorage):
         self.quantization = "int8" if quant in ("int8", "auto") else "none"
         self.threads = config.threads or os.cpu_count() or 1
         self.store = ColumnStore(schema, self.metrics, reuse_slots=True)
+        if config.vectors_on_disk:
+            for col in self.store.dense.values():
+                col.keep_on_disk(str(config.path))
         self.dim = self.store.dim
         self.graphs = {name: self._new_graph(name) for name in schema.vectors}  # dense field -> graph
         self.lock = RWLock()
@@ -291,6 +301,7 @@ class HnswStorage(JournaledStorage):
                 graph.remove(self.store.dense[name].vectors, gone, self.threads)
                 self.graph_writes += 1
             self._index_slots(name, with_vec)
+        self.store.release_vectors()
 
     def _apply_delete(self, ids: list) -> int:
         st = self.store
@@ -303,6 +314,7 @@ class HnswStorage(JournaledStorage):
             for name, graph in self.graphs.items():
                 graph.remove(st.dense[name].vectors, slots, self.threads)
                 self.graph_writes += 1
+        st.release_vectors()
         return len(slots)
 
     def _apply_update(self, slots, values: dict) -> None:
@@ -323,6 +335,7 @@ class HnswStorage(JournaledStorage):
             else:
                 graph.add(vectors, slots, self.threads)  # re-links the nodes
             self.graph_writes += 1
+        self.store.release_vectors()
 
     # --------------------------------------------------------------- reads
     def last_plan(self) -> Optional[planner.Plan]:
@@ -474,5 +487,6 @@ class HnswStorage(JournaledStorage):
                               **({"fde_graph": sum(fg.nbytes for fg in self.fde_graphs.values())}
                                  if self.fde_graphs else {})},
                     "vector_bytes": int(sum(c.vectors.nbytes for c in self.store.dense.values())),
+                    "vectors_on_disk": self.config.vectors_on_disk,
                     "last_plan": None if plan is None else {"strategy": plan.strategy, "ef": plan.ef,
                                                             "selectivity": plan.selectivity}}

@@ -470,6 +470,7 @@ class JournaledStorage(ColumnarStorage):
         """After close() of a collection with files: the columns, text index and the storage's
         index go, and with them the last views of the mapped snapshots, which are unmapped now
         (their descriptors closed) rather than when the collector gets to them."""
+        self.store.close_files()  # an on-disk vector block's file (engine/vectorfile.py)
         self.store = Released(where)
         self.text = Released(where)
         self._drop_index()

@@ -1,0 +1,197 @@
+"""storage="hnsw" with vectors_on_disk=True: the float32 block lives in a file, the answers do not
+change. Public API only.
+
+The whole contract suite runs on it too ("hnsw-disk" in tests/conftest.py, with the kill -9 and
+follower tests of test_crash.py / test_follow.py); the tests here check what those do not: the
+vectors themselves (read back, exact scores and rankings against numpy) across growths of the
+block, rewrites, deletes and reopens, and across kill -9 of a writer.
+"""
+import gc
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hybridsearch as hs
+from tests.conftest import STORAGES
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif("hnsw-disk" not in STORAGES, reason="HS_TEST_STORAGES leaves out hnsw-disk")
+DIM = 6
+
+
+class Vec(hs.Document):
+    v: hs.Vector[DIM]
+    n: int = 0
+
+
+def vector(key: str, k: int) -> np.ndarray:
+    """The vector call k gives document `key`: deterministic, so a child's writes can be modelled."""
+    rng = np.random.default_rng([k, int(key[1:])])
+    return rng.standard_normal(DIM).astype(np.float32)
+
+
+def open_disk(path, **options):
+    return hs.DocumentArray(Vec, storage="hnsw", path=path, vectors_on_disk=True, metric="l2", **options)
+
+
+def check(da, model: dict, rng) -> None:
+    """Every document's vector is the model's, bit for bit, and an exact find ranks as numpy."""
+    assert len(da) == len(model)
+    for key, (vec, n) in model.items():
+        got = da[key]
+        assert got.n == n and np.array_equal(np.asarray(got.v, dtype=np.float32), vec), key
+    if not model:
+        return
+    keys = sorted(model)
+    X = np.stack([model[k][0] for k in keys]).astype(np.float64)
+    for _ in range(3):
+        q = rng.standard_normal(DIM).astype(np.float32)
+        d = np.sqrt(((X - q.astype(np.float64)) ** 2).sum(1))
+        order = np.lexsort((keys, d))[:5]
+        res = da.find(vector=q, limit=5, exact=True)
+        assert res.ids == [keys[i] for i in order]
+        assert np.allclose(res.scores, -d[order], rtol=1e-4, atol=1e-4)
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("extend"), st.integers(0, 3000), st.integers(1, 1500)),  # (first id, count): growths
+    st.tuples(st.just("delete"), st.integers(0, 4500), st.integers(1, 700)),
+    st.tuples(st.just("update"), st.integers(0, 4500), st.integers(1, 50)),
+    st.tuples(st.just("reopen"), st.just(0), st.just(0))), min_size=1, max_size=8)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops, seed=st.integers(0, 2**31))
+def test_random_writes_growths_and_reopens_keep_every_vector(tmp_path_factory, ops, seed):
+    path = tmp_path_factory.mktemp("disk") / "col"
+    rng = np.random.default_rng(seed)
+    model: dict = {}
+    da = open_disk(path)
+    try:
+        for k, (op, first, count) in enumerate(ops, start=1):
+            keys = [f"d{i}" for i in range(first, first + count)]
+            if op == "extend":
+                da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * count})
+                model.update({key: (vector(key, k), k) for key in keys})
+            elif op == "delete":
+                assert da.delete(keys) == sum(key in model for key in keys)
+                for key in keys:
+                    model.pop(key, None)
+            elif op == "update":
+                for key in keys:
+                    if key in model:
+                        da.update(key, v=vector(key, k))
+                        model[key] = (vector(key, k), model[key][1])
+            else:
+                da.close()
+                da = open_disk(path)
+            check(da, model, rng)
+        da.close()
+        with open_disk(path) as again:
+            check(again, model, rng)
+            assert again.stats()["vectors_on_disk"] is True
+    finally:
+        da.close()
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_a_growth_after_reopen_keeps_the_rows_read_from_the_files(tmp_path, snapshot):
+    """After an open the rows are the snapshot's (or the replayed log's); the first growth moves
+    them into the block's file, then writes go on in it."""
+    path, model = tmp_path / "col", {}
+    da = open_disk(path)
+    for k in (1, 2, 3):
+        keys = [f"d{i}" for i in range(k * 1000, k * 1000 + 900)]
+        da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
+        model.update({key: (vector(key, k), k) for key in keys})
+        if snapshot:
+            da.close()
+        # without close(): the next opener replays the log (a dropped writer frees its lock)
+        da = None
+        gc.collect()
+        da = open_disk(path)
+        check(da, model, np.random.default_rng(k))
+    da.close()
+
+
+def test_the_block_is_counted_on_disk_not_in_ram(tmp_path):
+    n = 5000
+    X = np.random.default_rng(1).standard_normal((n, DIM)).astype(np.float32)
+    with open_disk(tmp_path / "a") as da, hs.DocumentArray(Vec, storage="hnsw", path=tmp_path / "b", metric="l2") as ram:
+        for d in (da, ram):
+            d.extend_columns({"id": [f"d{i}" for i in range(n)], "v": X})
+        disk_stats, ram_stats = da.stats(), ram.stats()
+        assert disk_stats["vector_bytes"] == ram_stats["vector_bytes"] >= n * DIM * 4
+        # RAM keeps one float per row beside an on-disk block (its norm), not the rows
+        assert disk_stats["bytes"]["vectors"] <= ram_stats["bytes"]["vectors"] // DIM + 4096
+        q = X[17] + 0.001
+        assert da.find(vector=q, limit=10).ids == ram.find(vector=q, limit=10).ids
+
+
+@pytest.mark.parametrize("options,why", [
+    (dict(), "needs path="),
+    (dict(path="P", quantization=None), "quantized walk"),
+])
+def test_options_it_cannot_honour_are_config_errors(tmp_path, options, why):
+    if options.get("path") == "P":
+        options["path"] = tmp_path / "c"
+    with pytest.raises(hs.ConfigError, match=why):
+        hs.DocumentArray(Vec, storage="hnsw", vectors_on_disk=True, **options)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_follower_with_vectors_on_disk_sees_the_writers_vectors(tmp_path):
+    path = tmp_path / "col"
+    with open_disk(path) as w, open_disk(path, read_only=True) as ro:
+        model = {}
+        for k in range(1, 4):  # each write grows the block past what the follower mapped
+            keys = [f"d{i}" for i in range(k * 700)]
+            w.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
+            model.update({key: (vector(key, k), k) for key in keys})
+            check(ro, model, np.random.default_rng(k))
+
+
+# ------------------------------------------------------------------ kill -9
+def run_child(path: str) -> None:
+    """The writer: call k writes 400 documents (new and rewritten) with vector(key, k)."""
+    da = open_disk(path)
+    print("ready", flush=True)
+    for k in range(1, 100_000):
+        keys = [f"d{(k * 311 + j) % 3000}" for j in range(400)]
+        da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
+        print("ack", k, flush=True)
+
+
+def model_after(n: int) -> dict:
+    m: dict = {}
+    for k in range(1, n + 1):
+        m.update({key: (vector(key, k), k) for key in (f"d{(k * 311 + j) % 3000}" for j in range(400))})
+    return m
+
+
+_CHILD = "import sys\nfrom tests.contract.test_vectors_on_disk import run_child\nrun_child(sys.argv[1])\n"
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0])
+def test_kill_9_keeps_every_acknowledged_vector(tmp_path, delay):
+    path = tmp_path / "col"
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.readline().strip() == b"ready", proc.communicate()[1][-3000:]
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    acked = [int(line.split()[1]) for line in out.splitlines() if line.startswith(b"ack ")]
+    n = acked[-1] if acked else 0
+    assert acked == list(range(1, n + 1)), err[-3000:]
+    with open_disk(path) as again:
+        got_n = {d.id: d.n for d in again}
+        expect = model_after(n) if got_n == {k: v[1] for k, v in model_after(n).items()} else model_after(n + 1)
+        check(again, expect, np.random.default_rng(n))
