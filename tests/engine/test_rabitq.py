@@ -4,14 +4,20 @@ level computes what scalar does, bad input gets typed errors.
 
 Internal on purpose: the codes are an engine component that no storage uses yet (the hnsw walk
 and the storages adopt them in a later step), so there is no public API to test them through;
-the SIMD levels are forced with the kernels' own switch (tests/engine/conftest.py)."""
+the SIMD levels are forced with the kernels' own switch (tests/engine/conftest.py), and the C
+code is also built alone (NEON under qemu-aarch64)."""
+import ast
 import math
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hybridsearch._native import _kernels as K
 from hybridsearch.engine.rabitq import RabitqCodes
 from hybridsearch.errors import ConfigError, SchemaError
 from tests.models import check_topk, clustered, exact_scores, top_rows
@@ -300,3 +306,35 @@ def test_bad_input_gets_typed_errors_and_changes_nothing():
         rq.train(X)
     after = rq.state()
     assert all(np.array_equal(before[k], after[k]) for k in ("codes", "factors", "filled", "centroid"))
+
+
+# ------------------------------------------------------------------ the C code alone (NEON under qemu)
+
+ROOT = Path(__file__).resolve().parents[2]
+NATIVE_SRC = ["tests/native/test_rabitq_native.c", "kernels/hs_rabitq.c", "kernels/hs_rabitq_kern.c",
+              "kernels/hs_distance.c", "kernels/hs_topk.c"]
+
+
+def compile_args():
+    """setup.py's COMPILE_ARGS (read, not imported: importing setup.py would run setup())."""
+    for node in ast.parse((ROOT / "setup.py").read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILE_ARGS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("no COMPILE_ARGS in setup.py")
+
+
+@pytest.mark.parametrize("target", ["native", "aarch64"])
+def test_c_levels_agree_and_hard_bound_holds(target, tmp_path):
+    cc, run = ("gcc", []) if target == "native" else ("aarch64-linux-gnu-gcc", ["qemu-aarch64"])
+    missing = [t for t in [cc] + run if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not on PATH (Debian: apt-get install gcc-aarch64-linux-gnu qemu-user)")
+    exe = tmp_path / f"rq-{target}"
+    subprocess.run([cc, *compile_args(), "-Wall", "-Werror=implicit-function-declaration", "-Ikernels",
+                    *(["-static"] if run else []), *NATIVE_SRC, "-lm", "-o", str(exe)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    out = subprocess.run(run + [str(exe)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # aarch64: scalar and NEON; here: every level this CPU has
+    levels = 2 if run else len(K.simd_levels())
+    assert f"ok: {levels} levels" in out.stdout, out.stdout
