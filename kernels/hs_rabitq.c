@@ -123,13 +123,23 @@ static void load_row(const float *x, int64_t d, int metric, double *v) {
 
 /* 4-bit grid code of the unit vector o: the scale t = f max|o| / 7.5 (f on a grid) whose
  * rounding u = clamp(floor(o / t + 8), 0, 15) maximises cos(u - 7.5, o). */
-/* a stored rounded down, never up: the bounds grow as a shrinks, so they stay true */
-static float down(double a) {
-    float f = (float)a;
-    return (double)f > a ? nextafterf(f, 0.0f) : f;
+/* a bound coefficient stored rounded up, never down, so the bounds stay true */
+static float up(double v) {
+    float f = (float)v;
+    return (double)f < v ? nextafterf(f, INFINITY) : f;
 }
 
-static void encode4(const double *o, int64_t dp, uint8_t *code, float *f) {
+/* The stored factors of a vector at distance r from the centroid whose code has
+ * a = <xbar, o> and xbar = code * nrm: everything a query needs per row, so that scoring
+ * a row takes no division and no square root. */
+static void set_factors(double r, double a, double cnt, double nrm, float *f) {
+    f[0] = (float)r;
+    f[1] = (float)(r * nrm / a);
+    f[2] = (float)cnt;
+    f[3] = up(a < 1.0 ? r * sqrt(1.0 - a * a) / a : 0.0);
+}
+
+static void encode4(const double *o, int64_t dp, double r, uint8_t *code, float *f) {
     double m = 0;
     for (int64_t i = 0; i < dp; i++) m = fabs(o[i]) > m ? fabs(o[i]) : m;
     double best = -1, best_t = m / 7.5;
@@ -151,12 +161,10 @@ static void encode4(const double *o, int64_t dp, uint8_t *code, float *f) {
         code[i >> 1] |= (uint8_t)((int)u << ((i & 1) * 4));
         dot += (u - 7.5) * o[i], nn += (u - 7.5) * (u - 7.5), sum += u;
     }
-    f[1] = down(dot / sqrt(nn));
-    f[2] = (float)sum;
-    f[3] = (float)(1.0 / sqrt(nn));
+    set_factors(r, dot / sqrt(nn), sum, 1.0 / sqrt(nn), f);
 }
 
-static void encode1(const double *o, int64_t dp, uint8_t *code, float *f) {
+static void encode1(const double *o, int64_t dp, double r, uint8_t *code, float *f) {
     double l1 = 0;
     int64_t pop = 0;
     memset(code, 0, (size_t)(dp / 8));
@@ -164,9 +172,7 @@ static void encode1(const double *o, int64_t dp, uint8_t *code, float *f) {
         l1 += fabs(o[i]);
         if (o[i] > 0) code[i >> 3] |= (uint8_t)(1u << (i & 7)), pop++;
     }
-    f[1] = down(l1 / sqrt((double)dp));
-    f[2] = (float)pop;
-    f[3] = (float)(1.0 / sqrt((double)dp));
+    set_factors(r, l1 / sqrt((double)dp), (double)pop, 1.0 / sqrt((double)dp), f);
 }
 
 int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *codes,
@@ -193,9 +199,8 @@ int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *code
             for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
         }
         float *f = factors + i * HS_RQ_NFACT;
-        f[0] = (float)rr;
-        if (p->bits == 1) encode1(v, dp, codes + i * cb, f);
-        else encode4(v, dp, codes + i * cb, f);
+        if (p->bits == 1) encode1(v, dp, rr, codes + i * cb, f);
+        else encode4(v, dp, rr, codes + i * cb, f);
     }
     free(v);
     rot_free(&r);
@@ -207,8 +212,7 @@ int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *code
 typedef struct {
     double qn;      /* ||q'|| */
     double lo, dl;  /* q'_i ~ lo + dl u_i */
-    double qerr;    /* max |q'_i - (lo + dl u_i)| */
-    double su;      /* sum u_i */
+    double ka, kb, kc, qt; /* see rq_eval */
     double cq, qc2; /* <c, q> (ip, cosine), ||q - c||^2 (l2) */
     double qsq;     /* ||q||^2 of the query as scored (unit under cosine) */
     double cn;      /* ||c|| */
@@ -263,37 +267,39 @@ static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, doubl
         }
     }
     /* the quantised value is itself a rounded double: a relative 1e-12 of its size covers it */
-    qp->qerr = qerr + 1e-12 * (fabs(lo) + fabs(hi));
-    qp->su = su;
+    qerr += 1e-12 * (fabs(lo) + fabs(hi));
+    /* <code, q~'> = ka cnt + kb S + kc, code = 2b - 1 (1 bit) or u - 7.5 (4 bits); the query's
+     * quantisation moves <code, q'> by at most ||code||_1 qerr: dp qerr, or 7.5 dp qerr */
+    if (p->bits == 1) {
+        qp->ka = 2.0 * lo, qp->kb = 2.0 * qp->dl, qp->kc = -(lo * dp + qp->dl * su);
+        qp->qt = (double)dp * qerr;
+    } else {
+        qp->ka = lo, qp->kb = qp->dl, qp->kc = -7.5 * (lo * dp + qp->dl * su);
+        qp->qt = 7.5 * dp * qerr;
+    }
     return HS_OK;
 }
 
 /* The estimate (distance^2 for l2, inner product otherwise) of one coded vector from its
- * integer code product S, and the two bound half-widths (slack included). */
-static inline void rq_eval(const hs_rq_params *p, int64_t dp, const qprep *qp, const float *f,
-                           int32_t S, double eps0, double *est, double *bprob, double *bhard) {
-    const double r = f[0], a = f[1], cnt = f[2], nrm = f[3];
-    double xq = p->bits == 1 ? (qp->lo * (2.0 * cnt - dp) + qp->dl * (2.0 * S - qp->su)) * nrm
-                             : (qp->lo * (cnt - 7.5 * dp) + qp->dl * (S - 7.5 * qp->su)) * nrm;
-    double eo = xq / a;
-    double sa = 1.0 - a * a;
-    sa = sa > 0 ? sqrt(sa) / a : 0.0;
-    /* ||xbar||_1 <= sqrt(dp): the query quantisation moves <xbar, q'> by at most that x qerr */
-    double qterm = sqrt((double)dp) * qp->qerr / a;
-    double bh = qp->qn * sa + qterm;
-    double bp = qp->qn * eps0 * sa / sqrt((double)(dp - 1)) + qterm;
-    double slack;
-    if (p->metric == HS_METRIC_L2) {
-        *est = r * r + qp->qc2 - 2.0 * r * eo;
-        bh *= 2.0 * r, bp *= 2.0 * r;
-        slack = FACT_EPS * (r * r + qp->qc2 + 2.0 * r * (fabs(eo) + qp->qn));
+ * integer code product S, and the half-widths of the hard bound and of the probabilistic one
+ * (kprob = eps0 / sqrt(dp - 1)), float32-rounding slack included. With the factors of
+ * set_factors: r <o, q'> ~ f1 (ka cnt + kb S + kc) (= r <xbar, q~'> / a), the rotation term
+ * of the bound is ||q'|| f3 (x kprob), the query quantisation's f1 qt. */
+static inline void rq_eval(int l2, const qprep *qp, const float *f, int32_t S, double kprob,
+                           double *est, double *bhard, double *bprob) {
+    const double r = f[0], reo = f[1] * (qp->ka * f[2] + qp->kb * S + qp->kc);
+    const double rot = qp->qn * f[3], quant = f[1] * qp->qt;
+    if (l2) {
+        *est = r * r + qp->qc2 - 2.0 * reo;
+        double slack = FACT_EPS * (r * r + qp->qc2 + 2.0 * (fabs(reo) + r * qp->qn));
+        *bhard = 2.0 * (rot + quant) + slack;
+        *bprob = 2.0 * (rot * kprob + quant) + slack;
     } else {
-        *est = r * eo + qp->cq;
-        bh *= r, bp *= r;
-        slack = FACT_EPS * (r * (fabs(eo) + qp->qn) + fabs(qp->cq));
+        *est = reo + qp->cq;
+        double slack = FACT_EPS * (fabs(reo) + r * qp->qn + fabs(qp->cq));
+        *bhard = rot + quant + slack;
+        *bprob = rot * kprob + quant + slack;
     }
-    *bhard = bh + slack;
-    *bprob = bp + slack;
 }
 
 int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *factors,
@@ -305,6 +311,8 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
     if (rot_init(&r, p->d, p->seed)) return HS_ENOMEM;
     const int64_t dp = r.dp, cb = hs_rq_code_bytes(p->d, p->bits);
     hs_rq_dots_fn dots = hs_rq_dots_impl(p->bits);
+    const int l2 = p->metric == HS_METRIC_L2;
+    const double kprob = eps0 / sqrt((double)(dp - 1));
     qprep qp = {0};
     double *v = malloc((size_t)dp * sizeof(double));
     int32_t *S = malloc(CHUNK * sizeof(int32_t));
@@ -317,7 +325,7 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
             for (int64_t i = 0; i < m; i++) {
                 int64_t row = rows ? rows[i0 + i] : i0 + i, o = t * n + i0 + i;
                 double e, bp, bh;
-                rq_eval(p, dp, &qp, factors + row * HS_RQ_NFACT, S[i], eps0, &e, &bp, &bh);
+                rq_eval(l2, &qp, factors + row * HS_RQ_NFACT, S[i], kprob, &e, &bh, &bp);
                 est[o] = (float)e;
                 if (bprob) bprob[o] = (float)bp;
                 if (bhard) bhard[o] = (float)bh;
@@ -413,31 +421,40 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
                     const float *q, int64_t k, int bound, double eps0, scan_buf *b, qprep *qp,
                     float *out_s, int64_t *out_i, int64_t *rescored) {
     const int64_t dp = r->dp, cb = hs_rq_code_bytes(p->d, p->bits);
-    const int l2 = p->metric == HS_METRIC_L2;
+    const int l2 = p->metric == HS_METRIC_L2, hard = bound == HS_RQ_BOUND_HARD;
+    const double kprob = eps0 / sqrt((double)(dp - 1));
     int rc = qprep_make(p, r, q, b->v, qp);
     if (rc) return rc;
-    const double gamma = (double)(p->d + 4) * FLT_EPSILON;
+    const double gamma = (double)(p->d + 4) * FLT_EPSILON, gq = gamma * sqrt(qp->qsq);
     hs_heap h;
     hs_heap_init(&h, out_s, out_i, k);
     int64_t pos = 0, start, cnt, m = 0, hn = 0;
     while ((cnt = next_rows(bits, n, &pos, b->rows, &start)) > 0) {
         const int64_t *rp = start >= 0 ? NULL : b->rows;
         dots(codes, cb, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
+        if (!X) { /* estimates alone: the heap sees only rows that can enter it */
+            float thr = hs_heap_threshold(&h);
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t row = rp ? rp[i] : start + i;
+                double est, bp, bh;
+                rq_eval(l2, qp, factors + row * HS_RQ_NFACT, b->S[i], kprob, &est, &bh, &bp);
+                float s = (float)(l2 ? -est : est);
+                if (s >= thr) {
+                    hs_heap_push(&h, s, row);
+                    thr = hs_heap_threshold(&h);
+                }
+            }
+            continue;
+        }
         for (int64_t i = 0; i < cnt; i++) {
             int64_t row = rp ? rp[i] : start + i;
             const float *f = factors + row * HS_RQ_NFACT;
             double est, bp, bh;
-            rq_eval(p, dp, qp, f, b->S[i], eps0, &est, &bp, &bh);
-            double key = l2 ? est : -est;
-            if (!X) { /* estimates alone */
-                hs_heap_push(&h, (float)-key, row);
-                continue;
-            }
-            double xn = qp->cn + f[0], e = bound == HS_RQ_BOUND_HARD ? bh : bp;
-            if (l2) e += 2.0 * gamma * (qp->qsq + xn * xn);
-            else if (p->metric == HS_METRIC_IP) e += gamma * sqrt(qp->qsq) * xn;
-            else e += 3.0 * gamma;
-            kth_push(b->kth, &hn, k, key + e);
+            rq_eval(l2, qp, f, b->S[i], kprob, &est, &bh, &bp);
+            double key = l2 ? est : -est, xn = qp->cn + f[0], e = hard ? bh : bp;
+            /* the float32 key's own rounding (see above) */
+            e += l2 ? 2.0 * gamma * (qp->qsq + xn * xn) : p->metric == HS_METRIC_IP ? gq * xn : 3.0 * gamma;
+            if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
             b->lo[m] = key - e;
             b->id[m++] = row;
         }

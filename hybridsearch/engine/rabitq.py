@@ -160,8 +160,13 @@ class RabitqCodes:
         return K.rq_estimate(self.dim, self.bits, self.metric, self.seed, self.centroid,
                              self._codes[: self._n], self._factors[: self._n], s, Qm, e)
 
-    def _allowed(self, allowed) -> np.ndarray:
-        bits = _bitset(self._filled[: self._n])
+    def _allowed(self, allowed) -> Optional[np.ndarray]:
+        """The bitset of the slots to scan (None: every slot below _n, the kernel's contiguous
+        pass, which streams the codes instead of gathering them)."""
+        filled = self._filled[: self._n]
+        if allowed is None and filled.all():
+            return None
+        bits = _bitset(filled)
         if allowed is None:
             return bits
         a = np.asarray(allowed)
