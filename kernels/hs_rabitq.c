@@ -436,9 +436,9 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
             float thr = hs_heap_threshold(&h);
             for (int64_t i = 0; i < cnt; i++) {
                 int64_t row = rp ? rp[i] : start + i;
-                double est, bp, bh;
-                rq_eval(l2, qp, factors + row * HS_RQ_NFACT, b->S[i], kprob, &est, &bh, &bp);
-                float s = (float)(l2 ? -est : est);
+                const float *f = factors + row * HS_RQ_NFACT;
+                double reo = f[1] * (qp->ka * f[2] + qp->kb * b->S[i] + qp->kc); /* as rq_eval */
+                float s = (float)(l2 ? 2.0 * reo - (double)f[0] * f[0] - qp->qc2 : reo + qp->cq);
                 if (s >= thr) {
                     hs_heap_push(&h, s, row);
                     thr = hs_heap_threshold(&h);
@@ -455,8 +455,11 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
             /* the float32 key's own rounding (see above) */
             e += l2 ? 2.0 * gamma * (qp->qsq + xn * xn) : p->metric == HS_METRIC_IP ? gq * xn : 3.0 * gamma;
             if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
-            b->lo[m] = key - e;
-            b->id[m++] = row;
+            /* U only shrinks: a row above the current k-th upper end is above the final one */
+            if (hn < k || key - e <= b->kth[0]) {
+                b->lo[m] = key - e;
+                b->id[m++] = row;
+            }
         }
     }
     int64_t done = 0;
