@@ -220,7 +220,8 @@ typedef struct {
 } qprep;
 
 static int qprep_alloc(qprep *qp, int64_t dp) {
-    qp->pack = calloc((size_t)(dp / 8), sizeof(uint64_t)); /* 8 planes of dp bits = dp bytes */
+    /* 1 bit: 8 planes of dp bits, then dp bytes of u; 4 bits: dp bytes */
+    qp->pack = calloc((size_t)(dp / 4), sizeof(uint64_t));
     return qp->pack ? HS_OK : HS_ENOMEM;
 }
 
@@ -249,7 +250,7 @@ static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, doubl
     double su = 0, qerr = 0;
     uint8_t *bytes = (uint8_t *)qp->pack;
     const int64_t W = dp / 64;
-    memset(qp->pack, 0, (size_t)dp);
+    memset(qp->pack, 0, (size_t)(2 * dp));
     for (int64_t j = 0; j < dp; j++) {
         int u = 0;
         if (qp->dl > 0) {
@@ -262,6 +263,7 @@ static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, doubl
         if (p->bits == 1) {
             for (int b = 0; b < 8; b++)
                 if ((u >> b) & 1) qp->pack[b * W + (j >> 6)] |= (uint64_t)1 << (j & 63);
+            bytes[dp + j] = (uint8_t)u;
         } else {
             bytes[(j & 1) * (dp / 2) + (j >> 1)] = (uint8_t)u;
         }
@@ -409,7 +411,46 @@ typedef struct {
     int32_t *S;
     int64_t *rows;
     double *v;
+    double *key, *err; /* CHUNK each */
 } scan_buf;
+
+/* Scores by the estimate alone (higher is better) of cnt rows with code products S: a loop
+ * of its own, without branches, so the compiler vectorises it. */
+static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors,
+                           const int64_t *rp, int64_t start, int64_t cnt,
+                           const int32_t *restrict S, double *restrict out) {
+    const double ka = qp->ka, kb = qp->kb, kc = qp->kc, qc2 = qp->qc2, cq = qp->cq;
+#define HS_RQ_EST(F)                                                                   \
+    do {                                                                               \
+        const float *f = (F);                                                          \
+        double reo = f[1] * (ka * f[2] + kb * S[i] + kc); /* as rq_eval */             \
+        out[i] = l2 ? 2.0 * reo - (double)f[0] * f[0] - qc2 : reo + cq;                \
+    } while (0)
+    if (rp) {
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * HS_RQ_NFACT);
+    } else {
+        const float *f0 = factors + start * HS_RQ_NFACT;
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * HS_RQ_NFACT);
+    }
+#undef HS_RQ_EST
+}
+
+/* Keys (distance-like, lower is better) and error half-widths of cnt rows, as above. */
+static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *restrict factors,
+                        const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
+                        double kprob, int hard, double gamma, double gq, double *restrict key,
+                        double *restrict err) {
+    const int l2 = p->metric == HS_METRIC_L2, ip = p->metric == HS_METRIC_IP;
+    for (int64_t i = 0; i < cnt; i++) {
+        const float *f = factors + (rp ? rp[i] : start + i) * HS_RQ_NFACT;
+        double est, bp, bh, xn = qp->cn + f[0];
+        rq_eval(l2, qp, f, S[i], kprob, &est, &bh, &bp);
+        key[i] = l2 ? est : -est;
+        /* the float32 key's own rounding (see scan_one) */
+        err[i] = (hard ? bh : bp) +
+                 (l2 ? 2.0 * gamma * (qp->qsq + xn * xn) : ip ? gq * xn : 3.0 * gamma);
+    }
+}
 
 /* Why the exact scan is exact: every row's float32 key v (what a float scan ranks by) lies
  * within e = bound + rounding of its estimate; the k-th smallest upper end U is at least the
@@ -433,32 +474,25 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
         const int64_t *rp = start >= 0 ? NULL : b->rows;
         dots(codes, cb, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
         if (!X) { /* estimates alone: the heap sees only rows that can enter it */
+            estimate_chunk(l2, qp, factors, rp, start, cnt, b->S, b->key);
             float thr = hs_heap_threshold(&h);
             for (int64_t i = 0; i < cnt; i++) {
-                int64_t row = rp ? rp[i] : start + i;
-                const float *f = factors + row * HS_RQ_NFACT;
-                double reo = f[1] * (qp->ka * f[2] + qp->kb * b->S[i] + qp->kc); /* as rq_eval */
-                float s = (float)(l2 ? 2.0 * reo - (double)f[0] * f[0] - qp->qc2 : reo + qp->cq);
-                if (s >= thr) {
-                    hs_heap_push(&h, s, row);
+                float sc = (float)b->key[i];
+                if (sc >= thr) {
+                    hs_heap_push(&h, sc, rp ? rp[i] : start + i);
                     thr = hs_heap_threshold(&h);
                 }
             }
             continue;
         }
+        bound_chunk(p, qp, factors, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
         for (int64_t i = 0; i < cnt; i++) {
-            int64_t row = rp ? rp[i] : start + i;
-            const float *f = factors + row * HS_RQ_NFACT;
-            double est, bp, bh;
-            rq_eval(l2, qp, f, b->S[i], kprob, &est, &bh, &bp);
-            double key = l2 ? est : -est, xn = qp->cn + f[0], e = hard ? bh : bp;
-            /* the float32 key's own rounding (see above) */
-            e += l2 ? 2.0 * gamma * (qp->qsq + xn * xn) : p->metric == HS_METRIC_IP ? gq * xn : 3.0 * gamma;
+            double key = b->key[i], e = b->err[i];
             if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
             /* U only shrinks: a row above the current k-th upper end is above the final one */
             if (hn < k || key - e <= b->kth[0]) {
                 b->lo[m] = key - e;
-                b->id[m++] = row;
+                b->id[m++] = rp ? rp[i] : start + i;
             }
         }
     }
@@ -499,12 +533,15 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
     b.S = malloc(CHUNK * sizeof(int32_t));
     b.rows = malloc(CHUNK * sizeof(int64_t));
     b.v = malloc((size_t)r.dp * sizeof(double));
-    int rc = ((b.lo && b.id) || !X) && b.kth && b.S && b.rows && b.v ? qprep_alloc(&qp, r.dp)
+    b.key = malloc(CHUNK * sizeof(double));
+    b.err = malloc(CHUNK * sizeof(double));
+    int rc = ((b.lo && b.id) || !X) && b.kth && b.S && b.rows && b.v && b.key && b.err ? qprep_alloc(&qp, r.dp)
                                                                       : HS_ENOMEM;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++)
         rc = scan_one(p, &r, dots, codes, factors, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
                       &qp, out_scores + t * k, out_ids + t * k, rescored ? rescored + t : NULL);
     free(b.lo), free(b.id), free(b.kth), free(b.S), free(b.rows), free(b.v), free(qp.pack);
+    free(b.key), free(b.err);
     rot_free(&r);
     return rc;
 }

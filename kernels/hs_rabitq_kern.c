@@ -1,5 +1,6 @@
 /* Integer code products for hs_rabitq.c: scalar, AVX2, AVX-512 (VPOPCNTDQ / BW) and NEON
  * variants of the same exact sums (see hs_rabitq_kern.h), picked by hs_simd_level(). */
+#include <string.h>
 #include "hs_rabitq_kern.h"
 #include "hs_distance.h"
 
@@ -55,23 +56,36 @@ static void dots4_scalar(const uint8_t *codes, int64_t cb, const int64_t *rows, 
 #if RQ_X86
 /* ------------------------------------------------------------------ AVX2 */
 
-/* one counter per bit-plane: eight independent popcnt chains per code word */
-__attribute__((target("avx2,popcnt"))) static void dots1_avx2(
+/* No bit-planes: each 32 code bits become 32 byte masks (broadcast, shuffle byte k/8 to
+ * byte k, test bit k%8), which select the query bytes u; sad sums them. 8 instructions per
+ * 32 dimensions where the plane popcounts take about 30. */
+__attribute__((target("avx2"))) static void dots1_avx2(
     const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n, int64_t row0,
     const uint8_t *qpack, int32_t *out) {
-    const int64_t W = cb / 8;
-    const uint64_t *pl = (const uint64_t *)qpack;
+    const uint8_t *u = qpack + cb * 8; /* the query bytes follow the 8 bit-planes */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                         1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    const __m256i zero = _mm256_setzero_si256();
     for (int64_t i = 0; i < n; i++) {
-        const uint64_t *c = (const uint64_t *)ROW(i);
-        int32_t cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int64_t w = 0; w < W; w++) {
-            uint64_t cw = c[w];
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) cnt[j] += __builtin_popcountll(cw & pl[j * W + w]);
+        const uint8_t *c = ROW(i);
+        __m256i acc0 = zero, acc1 = zero;
+        int64_t m = 0;
+        for (; m + 8 <= cb; m += 8) { /* 64 dimensions a step, two chains */
+            int32_t w0, w1;
+            memcpy(&w0, c + m, 4), memcpy(&w1, c + m + 4, 4);
+            __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(w0), spread), bit);
+            __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(w1), spread), bit);
+            __m256i s0 = _mm256_and_si256(_mm256_cmpeq_epi8(b0, bit), _mm256_loadu_si256((const __m256i *)(u + m * 8)));
+            __m256i s1 = _mm256_and_si256(_mm256_cmpeq_epi8(b1, bit), _mm256_loadu_si256((const __m256i *)(u + m * 8 + 32)));
+            acc0 = _mm256_add_epi64(acc0, _mm256_sad_epu8(s0, zero));
+            acc1 = _mm256_add_epi64(acc1, _mm256_sad_epu8(s1, zero));
         }
-        int32_t s = 0;
-        for (int j = 0; j < 8; j++) s += cnt[j] << j;
-        out[i] = s;
+        __m256i acc = _mm256_add_epi64(acc0, acc1);
+        __m128i s = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+        out[i] = (int32_t)_mm_cvtsi128_si64(s);
     }
 }
 

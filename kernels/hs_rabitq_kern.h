@@ -3,7 +3,8 @@
  * The query is quantised to 8-bit unsigned levels u (0..255); every variant computes the
  * same exact integer, so the levels agree bit for bit:
  *   1 bit:  S = sum of u_i over the set bits of the code. qpack holds 8 bit-planes of u,
- *           plane j = dp/64 uint64 words (bit i of plane j = bit j of u_i).
+ *           plane j = dp/64 uint64 words (bit i of plane j = bit j of u_i), then u itself
+ *           (dp bytes, for the variants that select bytes instead of counting bits).
  *   4 bits: S = sum of u_i * c_i over the nibbles c of the code (byte m = c_2m | c_2m+1 << 4).
  *           qpack holds u at the even dimensions (dp/2 bytes), then at the odd ones.
  * Code rows are `cb` bytes apart; rows[i] (or row0 + i when rows is NULL) are scored. */
