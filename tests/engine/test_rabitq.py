@@ -139,6 +139,14 @@ def test_hard_scan_is_the_exact_top_k(bits, metric):
                 check_topk(got.tolist(), scores[i][: len(got)], rows.tolist(), exact_scores(X[rows], q, metric), k)
                 assert np.all(ids[i][len(got):] == -1) and np.all(np.isneginf(scores[i][len(got):]))
             assert np.all(rescored >= min(k, len(rows))) and np.all(rescored <= len(rows))
+            # the selection rule, modelled from estimate(): at least every row whose lower end
+            # is under the k-th smallest upper end is rescored (the scan's widths add rounding)
+            est, _, bh = rq.estimate(Q, rows)
+            key = (est if metric == "l2" else -est).astype(np.float64)
+            for i in range(len(Q)):
+                upper = np.sort(key[i] + bh[i])
+                U = upper[k - 1] if k <= len(rows) else np.inf
+                assert rescored[i] >= np.sum(key[i] - bh[i] <= U)
 
 
 @settings(max_examples=25, deadline=None)
