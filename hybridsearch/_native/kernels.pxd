@@ -226,3 +226,24 @@ cdef extern from "hs_sparse.h":
     void hs_sp_export_sizes(const hs_sp *ix, int64_t *ndocs, int64_t *nnz) nogil
     int hs_sp_export(const hs_sp *ix, int64_t ndocs, int64_t nnz, int64_t *slots, int64_t *indptr,
                      int32_t *keys, float *vals) nogil
+
+cdef extern from "hs_rabitq.h":
+    int HS_RQ_NFACT, HS_RQ_BOUND_PROB, HS_RQ_BOUND_HARD
+    ctypedef struct hs_rq_params:
+        int64_t d
+        int bits
+        int metric
+        uint64_t seed
+        const float *centroid
+    int64_t hs_rq_dp(int64_t d) nogil
+    int64_t hs_rq_code_bytes(int64_t d, int bits) nogil
+    int hs_rq_rotate(int64_t d, uint64_t seed, const float *X, int64_t n, double *out) nogil
+    int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *codes,
+                     float *factors) nogil
+    int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *factors,
+                       const int64_t *rows, int64_t n, const float *Q, int64_t nq, double eps0,
+                       float *est, float *bprob, float *bhard) nogil
+    int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors, int64_t n,
+                   const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
+                   int bound, double eps0, float *out_scores, int64_t *out_ids,
+                   int64_t *rescored) nogil

@@ -1,0 +1,547 @@
+/* RaBitQ-style codes: rotation, encoding, estimates with bounds, and the exact scan
+ * (see hs_rabitq.h for the maths). Work per vector is done in double so that the only
+ * float32 roundings are those of the stored factors, which the bounds' slack covers. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hs_rabitq.h"
+#include "hs_rabitq_kern.h"
+#include "hs_distance.h"
+#include "hs_topk.h"
+
+#define CHUNK 1024
+#define QLEVELS 255.0 /* query quantisation: 8-bit unsigned */
+/* relative float32 rounding of a stored factor, with room to spare */
+#define FACT_EPS 1e-6
+
+int64_t hs_rq_dp(int64_t d) { return d > 0 ? (d + 63) / 64 * 64 : 0; }
+
+int64_t hs_rq_code_bytes(int64_t d, int bits) {
+    if (d <= 0 || (bits != 1 && bits != 4)) return 0;
+    return hs_rq_dp(d) * bits / 8;
+}
+
+/* ------------------------------------------------------------- rotation */
+
+typedef struct {
+    int64_t dp, blk;
+    int8_t *sign;  /* HS_RQ_ROUNDS x dp */
+    int32_t *perm; /* HS_RQ_ROUNDS x dp */
+    double *tmp;
+} rot;
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void rot_free(rot *r) {
+    free(r->sign), free(r->perm), free(r->tmp);
+    r->sign = NULL, r->perm = NULL, r->tmp = NULL;
+}
+
+static int rot_init(rot *r, int64_t d, uint64_t seed) {
+    r->dp = hs_rq_dp(d);
+    r->blk = r->dp & -r->dp; /* largest power of two dividing dp */
+    r->sign = malloc((size_t)(HS_RQ_ROUNDS * r->dp));
+    r->perm = malloc((size_t)(HS_RQ_ROUNDS * r->dp) * sizeof(int32_t));
+    r->tmp = malloc((size_t)r->dp * sizeof(double));
+    if (!r->sign || !r->perm || !r->tmp) {
+        rot_free(r);
+        return HS_ENOMEM;
+    }
+    uint64_t s = seed ^ ((uint64_t)r->dp * 0xD1B54A32D192ED03ull);
+    for (int t = 0; t < HS_RQ_ROUNDS; t++) {
+        int8_t *sg = r->sign + t * r->dp;
+        int32_t *pm = r->perm + t * r->dp;
+        for (int64_t i = 0; i < r->dp; i++) {
+            sg[i] = (splitmix64(&s) >> 63) ? 1 : -1;
+            pm[i] = (int32_t)i;
+        }
+        for (int64_t i = r->dp - 1; i > 0; i--) { /* Fisher-Yates */
+            int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+            int32_t t2 = pm[i];
+            pm[i] = pm[j], pm[j] = t2;
+        }
+    }
+    return HS_OK;
+}
+
+static void fwht(double *x, int64_t m) {
+    for (int64_t h = 1; h < m; h <<= 1)
+        for (int64_t i = 0; i < m; i += h << 1)
+            for (int64_t j = i; j < i + h; j++) {
+                double a = x[j], b = x[j + h];
+                x[j] = a + b, x[j + h] = a - b;
+            }
+}
+
+/* x (dp values) <- P x */
+static void rot_apply(const rot *r, double *x) {
+    const double scale = 1.0 / sqrt((double)r->blk);
+    for (int t = 0; t < HS_RQ_ROUNDS; t++) {
+        const int8_t *sg = r->sign + t * r->dp;
+        const int32_t *pm = r->perm + t * r->dp;
+        for (int64_t i = 0; i < r->dp; i++) r->tmp[i] = sg[i] * x[pm[i]];
+        for (int64_t b = 0; b < r->dp; b += r->blk) fwht(r->tmp + b, r->blk);
+        for (int64_t i = 0; i < r->dp; i++) x[i] = r->tmp[i] * scale;
+    }
+}
+
+int hs_rq_rotate(int64_t d, uint64_t seed, const float *X, int64_t n, double *out) {
+    if (d <= 0 || n < 0) return HS_EINVAL;
+    rot r;
+    if (rot_init(&r, d, seed)) return HS_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        double *y = out + i * r.dp;
+        for (int64_t j = 0; j < r.dp; j++) y[j] = j < d ? X[i * d + j] : 0.0;
+        rot_apply(&r, y);
+    }
+    rot_free(&r);
+    return HS_OK;
+}
+
+/* ------------------------------------------------------------- encoding */
+
+static int params_ok(const hs_rq_params *p) {
+    return p->d > 0 && (p->bits == 1 || p->bits == 4) && p->centroid &&
+           (p->metric == HS_METRIC_IP || p->metric == HS_METRIC_COSINE || p->metric == HS_METRIC_L2);
+}
+
+/* v (d values) <- the row as the codes see it: unit length under cosine (zero stays zero) */
+static void load_row(const float *x, int64_t d, int metric, double *v) {
+    double s = 0;
+    for (int64_t j = 0; j < d; j++) v[j] = x[j], s += v[j] * v[j];
+    if (metric == HS_METRIC_COSINE && s > 0) {
+        double inv = 1.0 / sqrt(s);
+        for (int64_t j = 0; j < d; j++) v[j] *= inv;
+    }
+}
+
+/* 4-bit grid code of the unit vector o: the scale t = f max|o| / 7.5 (f on a grid) whose
+ * rounding u = clamp(floor(o / t + 8), 0, 15) maximises cos(u - 7.5, o). */
+/* a bound coefficient stored rounded up, never down, so the bounds stay true */
+static float up(double v) {
+    float f = (float)v;
+    return (double)f < v ? nextafterf(f, INFINITY) : f;
+}
+
+/* The stored factors of a vector at distance r from the centroid whose code has
+ * a = <xbar, o> and xbar = code * nrm: everything a query needs per row, so that scoring
+ * a row takes no division and no square root. */
+static void set_factors(double r, double a, double cnt, double nrm, float *f) {
+    f[0] = (float)r;
+    f[1] = (float)(r * nrm / a);
+    f[2] = (float)cnt;
+    f[3] = up(a < 1.0 ? r * sqrt(1.0 - a * a) / a : 0.0);
+}
+
+static void encode4(const double *o, int64_t dp, double r, uint8_t *code, float *f) {
+    double m = 0;
+    for (int64_t i = 0; i < dp; i++) m = fabs(o[i]) > m ? fabs(o[i]) : m;
+    double best = -1, best_t = m / 7.5;
+    for (int g = 0; g <= 16; g++) {
+        double t = (0.2 + 0.05 * g) * m / 7.5, dot = 0, nn = 0;
+        for (int64_t i = 0; i < dp; i++) {
+            double u = floor(o[i] / t + 8.0);
+            u = u < 0 ? 0 : u > 15 ? 15 : u;
+            dot += (u - 7.5) * o[i], nn += (u - 7.5) * (u - 7.5);
+        }
+        double c = dot / sqrt(nn);
+        if (c > best) best = c, best_t = t;
+    }
+    double dot = 0, nn = 0, sum = 0;
+    memset(code, 0, (size_t)(dp / 2));
+    for (int64_t i = 0; i < dp; i++) {
+        double u = floor(o[i] / best_t + 8.0);
+        u = u < 0 ? 0 : u > 15 ? 15 : u;
+        code[i >> 1] |= (uint8_t)((int)u << ((i & 1) * 4));
+        dot += (u - 7.5) * o[i], nn += (u - 7.5) * (u - 7.5), sum += u;
+    }
+    set_factors(r, dot / sqrt(nn), sum, 1.0 / sqrt(nn), f);
+}
+
+static void encode1(const double *o, int64_t dp, double r, uint8_t *code, float *f) {
+    double l1 = 0;
+    int64_t pop = 0;
+    memset(code, 0, (size_t)(dp / 8));
+    for (int64_t i = 0; i < dp; i++) {
+        l1 += fabs(o[i]);
+        if (o[i] > 0) code[i >> 3] |= (uint8_t)(1u << (i & 7)), pop++;
+    }
+    set_factors(r, l1 / sqrt((double)dp), (double)pop, 1.0 / sqrt((double)dp), f);
+}
+
+int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *codes,
+                 float *factors) {
+    if (!params_ok(p) || n < 0) return HS_EINVAL;
+    rot r;
+    if (rot_init(&r, p->d, p->seed)) return HS_ENOMEM;
+    const int64_t d = p->d, dp = r.dp, cb = hs_rq_code_bytes(d, p->bits);
+    double *v = calloc((size_t)dp, sizeof(double));
+    if (!v) {
+        rot_free(&r);
+        return HS_ENOMEM;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        load_row(X + i * d, d, p->metric, v);
+        double rr = 0;
+        for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j], rr += v[j] * v[j];
+        for (int64_t j = d; j < dp; j++) v[j] = 0;
+        rr = sqrt(rr);
+        if (rr > 0) {
+            rot_apply(&r, v);
+            for (int64_t j = 0; j < dp; j++) v[j] /= rr;
+        } else { /* x = c: any unit direction; r = 0 makes the estimate exact */
+            for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
+        }
+        float *f = factors + i * HS_RQ_NFACT;
+        if (p->bits == 1) encode1(v, dp, rr, codes + i * cb, f);
+        else encode4(v, dp, rr, codes + i * cb, f);
+    }
+    free(v);
+    rot_free(&r);
+    return HS_OK;
+}
+
+/* ------------------------------------------------------------- queries */
+
+typedef struct {
+    double qn;      /* ||q'|| */
+    double lo, dl;  /* q'_i ~ lo + dl u_i */
+    double ka, kb, kc, qt; /* see rq_eval */
+    double cq, qc2; /* <c, q> (ip, cosine), ||q - c||^2 (l2) */
+    double qsq;     /* ||q||^2 of the query as scored (unit under cosine) */
+    double cn;      /* ||c|| */
+    uint64_t *pack; /* the kernel's query (hs_rabitq_kern.h) */
+} qprep;
+
+static int qprep_alloc(qprep *qp, int64_t dp) {
+    /* 1 bit: 8 planes of dp bits, then dp bytes of u; 4 bits: dp bytes */
+    qp->pack = calloc((size_t)(dp / 4), sizeof(uint64_t));
+    return qp->pack ? HS_OK : HS_ENOMEM;
+}
+
+/* v: dp doubles of scratch. Returns HS_EINVAL for a query that is not finite. */
+static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, double *v, qprep *qp) {
+    const int64_t d = p->d, dp = r->dp;
+    load_row(q, d, p->metric, v);
+    double cq = 0, qsq = 0, cn = 0;
+    for (int64_t j = 0; j < d; j++) {
+        if (!isfinite(v[j])) return HS_EINVAL;
+        cq += p->centroid[j] * v[j], qsq += v[j] * v[j], cn += (double)p->centroid[j] * p->centroid[j];
+    }
+    qp->cq = cq, qp->qsq = qsq, qp->cn = sqrt(cn);
+    if (p->metric == HS_METRIC_L2)
+        for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j];
+    for (int64_t j = d; j < dp; j++) v[j] = 0;
+    rot_apply(r, v);
+    double lo = v[0], hi = v[0], nn = 0;
+    for (int64_t j = 0; j < dp; j++) {
+        lo = v[j] < lo ? v[j] : lo, hi = v[j] > hi ? v[j] : hi;
+        nn += v[j] * v[j];
+    }
+    qp->qn = sqrt(nn);
+    qp->qc2 = nn; /* under l2, q' = P(q - c) and P keeps lengths */
+    qp->lo = lo, qp->dl = (hi - lo) / QLEVELS;
+    double su = 0, qerr = 0;
+    uint8_t *bytes = (uint8_t *)qp->pack;
+    const int64_t W = dp / 64;
+    memset(qp->pack, 0, (size_t)(2 * dp));
+    for (int64_t j = 0; j < dp; j++) {
+        int u = 0;
+        if (qp->dl > 0) {
+            u = (int)floor((v[j] - lo) / qp->dl + 0.5);
+            u = u < 0 ? 0 : u > 255 ? 255 : u;
+        }
+        double e = fabs(v[j] - (lo + qp->dl * u));
+        qerr = e > qerr ? e : qerr;
+        su += u;
+        if (p->bits == 1) {
+            for (int b = 0; b < 8; b++)
+                if ((u >> b) & 1) qp->pack[b * W + (j >> 6)] |= (uint64_t)1 << (j & 63);
+            bytes[dp + j] = (uint8_t)u;
+        } else {
+            bytes[(j & 1) * (dp / 2) + (j >> 1)] = (uint8_t)u;
+        }
+    }
+    /* the quantised value is itself a rounded double: a relative 1e-12 of its size covers it */
+    qerr += 1e-12 * (fabs(lo) + fabs(hi));
+    /* <code, q~'> = ka cnt + kb S + kc, code = 2b - 1 (1 bit) or u - 7.5 (4 bits); the query's
+     * quantisation moves <code, q'> by at most ||code||_1 qerr: dp qerr, or 7.5 dp qerr */
+    if (p->bits == 1) {
+        qp->ka = 2.0 * lo, qp->kb = 2.0 * qp->dl, qp->kc = -(lo * dp + qp->dl * su);
+        qp->qt = (double)dp * qerr;
+    } else {
+        qp->ka = lo, qp->kb = qp->dl, qp->kc = -7.5 * (lo * dp + qp->dl * su);
+        qp->qt = 7.5 * dp * qerr;
+    }
+    return HS_OK;
+}
+
+/* The estimate (distance^2 for l2, inner product otherwise) of one coded vector from its
+ * integer code product S, and the half-widths of the hard bound and of the probabilistic one
+ * (kprob = eps0 / sqrt(dp - 1)), float32-rounding slack included. With the factors of
+ * set_factors: r <o, q'> ~ f1 (ka cnt + kb S + kc) (= r <xbar, q~'> / a), the rotation term
+ * of the bound is ||q'|| f3 (x kprob), the query quantisation's f1 qt. */
+static inline void rq_eval(int l2, const qprep *qp, const float *f, int32_t S, double kprob,
+                           double *est, double *bhard, double *bprob) {
+    const double r = f[0], reo = f[1] * (qp->ka * f[2] + qp->kb * S + qp->kc);
+    const double rot = qp->qn * f[3], quant = f[1] * qp->qt;
+    if (l2) {
+        *est = r * r + qp->qc2 - 2.0 * reo;
+        double slack = FACT_EPS * (r * r + qp->qc2 + 2.0 * (fabs(reo) + r * qp->qn));
+        *bhard = 2.0 * (rot + quant) + slack;
+        *bprob = 2.0 * (rot * kprob + quant) + slack;
+    } else {
+        *est = reo + qp->cq;
+        double slack = FACT_EPS * (fabs(reo) + r * qp->qn + fabs(qp->cq));
+        *bhard = rot + quant + slack;
+        *bprob = rot * kprob + quant + slack;
+    }
+}
+
+int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *factors,
+                   const int64_t *rows, int64_t n, const float *Q, int64_t nq, double eps0,
+                   float *est, float *bprob, float *bhard) {
+    if (!params_ok(p) || n < 0 || nq < 0) return HS_EINVAL;
+    if (n == 0 || nq == 0) return HS_OK;
+    rot r;
+    if (rot_init(&r, p->d, p->seed)) return HS_ENOMEM;
+    const int64_t dp = r.dp, cb = hs_rq_code_bytes(p->d, p->bits);
+    hs_rq_dots_fn dots = hs_rq_dots_impl(p->bits);
+    const int l2 = p->metric == HS_METRIC_L2;
+    const double kprob = eps0 / sqrt((double)(dp - 1));
+    qprep qp = {0};
+    double *v = malloc((size_t)dp * sizeof(double));
+    int32_t *S = malloc(CHUNK * sizeof(int32_t));
+    int rc = (v && S && qprep_alloc(&qp, dp) == HS_OK) ? HS_OK : HS_ENOMEM;
+    for (int64_t t = 0; t < nq && rc == HS_OK; t++) {
+        rc = qprep_make(p, &r, Q + t * p->d, v, &qp);
+        for (int64_t i0 = 0; i0 < n && rc == HS_OK; i0 += CHUNK) {
+            int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+            dots(codes, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
+            for (int64_t i = 0; i < m; i++) {
+                int64_t row = rows ? rows[i0 + i] : i0 + i, o = t * n + i0 + i;
+                double e, bp, bh;
+                rq_eval(l2, &qp, factors + row * HS_RQ_NFACT, S[i], kprob, &e, &bh, &bp);
+                est[o] = (float)e;
+                if (bprob) bprob[o] = (float)bp;
+                if (bhard) bhard[o] = (float)bh;
+            }
+        }
+    }
+    free(v), free(S), free(qp.pack);
+    rot_free(&r);
+    return rc;
+}
+
+/* ------------------------------------------------------------- the scan */
+
+/* a max-heap of the k smallest values seen (the k-th smallest on top) */
+static void kth_push(double *h, int64_t *n, int64_t k, double v) {
+    int64_t i;
+    if (*n < k) {
+        i = (*n)++;
+        while (i > 0 && h[(i - 1) / 2] < v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+        h[i] = v;
+        return;
+    }
+    if (v >= h[0]) return;
+    i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[c + 1] > h[c]) c++;
+        if (h[c] <= v) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* Up to CHUNK candidate rows from *pos on: a contiguous range (returns its count, *start set,
+ * rows untouched) or, with a bitset, the next set bits (returned in rows, *start = -1). */
+static int64_t next_rows(const uint64_t *bits, int64_t n, int64_t *pos, int64_t *rows,
+                         int64_t *start) {
+    if (!bits) {
+        int64_t c = n - *pos < CHUNK ? n - *pos : CHUNK;
+        *start = *pos;
+        *pos += c;
+        return c;
+    }
+    *start = -1;
+    int64_t c = 0;
+    while (c < CHUNK && *pos < n) {
+        int64_t w = *pos >> 6;
+        uint64_t word = bits[w] & (~(uint64_t)0 << (*pos & 63));
+        if (!word) {
+            *pos = (w + 1) << 6;
+            continue;
+        }
+        int64_t row = (w << 6) + __builtin_ctzll(word);
+        if (row >= n) {
+            *pos = n;
+            break;
+        }
+        rows[c++] = row;
+        *pos = row + 1;
+    }
+    return c;
+}
+
+/* The float32 key of a rescored row: squared distance (l2), else minus the similarity,
+ * computed as hs_exact_search does. */
+static float exact_key(const hs_rq_params *p, const float *x, const float *q, float qinv) {
+    if (p->metric == HS_METRIC_L2) return hs_l2sq(x, q, p->d);
+    float s = hs_dot(x, q, p->d);
+    if (p->metric == HS_METRIC_COSINE) {
+        float xx = hs_dot(x, x, p->d);
+        s *= (xx > 0 ? 1.0f / sqrtf(xx) : 0.0f) * qinv;
+    }
+    return -s;
+}
+
+typedef struct {
+    double *lo, *kth;
+    int64_t *id;
+    int32_t *S;
+    int64_t *rows;
+    double *v;
+    double *key, *err; /* CHUNK each */
+} scan_buf;
+
+/* Scores by the estimate alone (higher is better) of cnt rows with code products S: a loop
+ * of its own, without branches, so the compiler vectorises it. */
+static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors,
+                           const int64_t *rp, int64_t start, int64_t cnt,
+                           const int32_t *restrict S, double *restrict out) {
+    const double ka = qp->ka, kb = qp->kb, kc = qp->kc, qc2 = qp->qc2, cq = qp->cq;
+#define HS_RQ_EST(F)                                                                   \
+    do {                                                                               \
+        const float *f = (F);                                                          \
+        double reo = f[1] * (ka * f[2] + kb * S[i] + kc); /* as rq_eval */             \
+        out[i] = l2 ? 2.0 * reo - (double)f[0] * f[0] - qc2 : reo + cq;                \
+    } while (0)
+    if (rp) {
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * HS_RQ_NFACT);
+    } else {
+        const float *f0 = factors + start * HS_RQ_NFACT;
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * HS_RQ_NFACT);
+    }
+#undef HS_RQ_EST
+}
+
+/* Keys (distance-like, lower is better) and error half-widths of cnt rows, as above. */
+static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *restrict factors,
+                        const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
+                        double kprob, int hard, double gamma, double gq, double *restrict key,
+                        double *restrict err) {
+    const int l2 = p->metric == HS_METRIC_L2, ip = p->metric == HS_METRIC_IP;
+    for (int64_t i = 0; i < cnt; i++) {
+        const float *f = factors + (rp ? rp[i] : start + i) * HS_RQ_NFACT;
+        double est, bp, bh, xn = qp->cn + f[0];
+        rq_eval(l2, qp, f, S[i], kprob, &est, &bh, &bp);
+        key[i] = l2 ? est : -est;
+        /* the float32 key's own rounding (see scan_one) */
+        err[i] = (hard ? bh : bp) +
+                 (l2 ? 2.0 * gamma * (qp->qsq + xn * xn) : ip ? gq * xn : 3.0 * gamma);
+    }
+}
+
+/* Why the exact scan is exact: every row's float32 key v (what a float scan ranks by) lies
+ * within e = bound + rounding of its estimate; the k-th smallest upper end U is at least the
+ * k-th smallest v, so every row of the float top-k has estimate - e <= v <= U: those rows
+ * alone are rescored. The rounding term covers the float32 key's own error (gamma times the
+ * size of its terms; ||x|| <= ||c|| + r). */
+static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, const uint8_t *codes,
+                    const float *factors, int64_t n, const float *X, const uint64_t *bits,
+                    const float *q, int64_t k, int bound, double eps0, scan_buf *b, qprep *qp,
+                    float *out_s, int64_t *out_i, int64_t *rescored) {
+    const int64_t dp = r->dp, cb = hs_rq_code_bytes(p->d, p->bits);
+    const int l2 = p->metric == HS_METRIC_L2, hard = bound == HS_RQ_BOUND_HARD;
+    const double kprob = eps0 / sqrt((double)(dp - 1));
+    int rc = qprep_make(p, r, q, b->v, qp);
+    if (rc) return rc;
+    const double gamma = (double)(p->d + 4) * FLT_EPSILON, gq = gamma * sqrt(qp->qsq);
+    hs_heap h;
+    hs_heap_init(&h, out_s, out_i, k);
+    int64_t pos = 0, start, cnt, m = 0, hn = 0;
+    while ((cnt = next_rows(bits, n, &pos, b->rows, &start)) > 0) {
+        const int64_t *rp = start >= 0 ? NULL : b->rows;
+        dots(codes, cb, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
+        if (!X) { /* estimates alone: the heap sees only rows that can enter it */
+            estimate_chunk(l2, qp, factors, rp, start, cnt, b->S, b->key);
+            float thr = hs_heap_threshold(&h);
+            for (int64_t i = 0; i < cnt; i++) {
+                float sc = (float)b->key[i];
+                if (sc >= thr) {
+                    hs_heap_push(&h, sc, rp ? rp[i] : start + i);
+                    thr = hs_heap_threshold(&h);
+                }
+            }
+            continue;
+        }
+        bound_chunk(p, qp, factors, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
+        for (int64_t i = 0; i < cnt; i++) {
+            double key = b->key[i], e = b->err[i];
+            if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
+            /* U only shrinks: a row above the current k-th upper end is above the final one */
+            if (hn < k || key - e <= b->kth[0]) {
+                b->lo[m] = key - e;
+                b->id[m++] = rp ? rp[i] : start + i;
+            }
+        }
+    }
+    int64_t done = 0;
+    if (X) {
+        double U = hn == k ? b->kth[0] : INFINITY;
+        float qq = hs_dot(q, q, p->d), qinv = qq > 0 ? 1.0f / sqrtf(qq) : 0.0f;
+        for (int64_t i = 0; i < m; i++) {
+            if (b->lo[i] > U) continue;
+            done++;
+            hs_heap_push(&h, -exact_key(p, X + b->id[i] * p->d, q, qinv), b->id[i]);
+        }
+    }
+    int64_t kept = hs_heap_finish(&h);
+    if (l2)
+        for (int64_t i = 0; i < kept; i++) out_s[i] = -sqrtf(out_s[i] < 0 ? -out_s[i] : 0.0f);
+    if (rescored) *rescored = done;
+    return HS_OK;
+}
+
+int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors, int64_t n,
+               const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
+               int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored) {
+    if (!params_ok(p) || n < 0 || nq < 0 || k < 0) return HS_EINVAL;
+    if (bound != HS_RQ_BOUND_HARD && bound != HS_RQ_BOUND_PROB) return HS_EINVAL;
+    if (rescored)
+        for (int64_t t = 0; t < nq; t++) rescored[t] = 0;
+    if (k == 0 || nq == 0) return HS_OK;
+    rot r;
+    if (rot_init(&r, p->d, p->seed)) return HS_ENOMEM;
+    hs_rq_dots_fn dots = hs_rq_dots_impl(p->bits);
+    int64_t cap = n > 0 ? n : 1;
+    scan_buf b;
+    qprep qp = {0};
+    b.lo = X ? malloc((size_t)cap * sizeof(double)) : NULL;
+    b.id = X ? malloc((size_t)cap * sizeof(int64_t)) : NULL;
+    b.kth = malloc((size_t)k * sizeof(double));
+    b.S = malloc(CHUNK * sizeof(int32_t));
+    b.rows = malloc(CHUNK * sizeof(int64_t));
+    b.v = malloc((size_t)r.dp * sizeof(double));
+    b.key = malloc(CHUNK * sizeof(double));
+    b.err = malloc(CHUNK * sizeof(double));
+    int rc = ((b.lo && b.id) || !X) && b.kth && b.S && b.rows && b.v && b.key && b.err ? qprep_alloc(&qp, r.dp)
+                                                                      : HS_ENOMEM;
+    for (int64_t t = 0; t < nq && rc == HS_OK; t++)
+        rc = scan_one(p, &r, dots, codes, factors, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
+                      &qp, out_scores + t * k, out_ids + t * k, rescored ? rescored + t : NULL);
+    free(b.lo), free(b.id), free(b.kth), free(b.S), free(b.rows), free(b.v), free(qp.pack);
+    free(b.key), free(b.err);
+    rot_free(&r);
+    return rc;
+}
