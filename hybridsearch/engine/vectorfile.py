@@ -48,7 +48,8 @@ class VectorFile:
         size = max(cap * dim * 4, mmap.PAGESIZE)
         same = self._block is not None and old is self._block
         try:
-            os.ftruncate(f.fileno(), size)
+            # blocks reserved now: a write into a mapped hole of a full disk would be SIGBUS
+            os.posix_fallocate(f.fileno(), 0, size)
             m = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as e:
             raise BackendError(f"cannot grow the on-disk vector block of {self.name!r} to {size:,} bytes "

@@ -121,6 +121,30 @@ def test_a_growth_after_reopen_keeps_the_rows_read_from_the_files(tmp_path, snap
     da.close()
 
 
+def test_a_full_disk_is_a_backend_error_and_loses_nothing(tmp_path, monkeypatch):
+    """The block's room is reserved before a row is written into it: a disk that cannot hold the
+    growth refuses the write with hs.BackendError (never SIGBUS from a write into a mapped hole)."""
+    import errno
+    import os
+    path = tmp_path / "col"
+    keys = [f"d{i}" for i in range(100)]
+    with open_disk(path) as da:
+        da.extend_columns({"id": keys, "v": np.stack([vector(k, 1) for k in keys]), "n": [1] * 100})
+        real = os.posix_fallocate
+
+        def full(fd, offset, length):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(os, "posix_fallocate", full)
+        more = [f"d{i}" for i in range(100, 5000)]  # past the block's capacity: a growth
+        with pytest.raises(hs.BackendError, match="No space left"):
+            da.extend_columns({"id": more, "v": np.stack([vector(k, 2) for k in more]), "n": [2] * len(more)})
+        monkeypatch.setattr(os, "posix_fallocate", real)
+        model = {k: (vector(k, 1), 1) for k in keys}
+        check(da, model, np.random.default_rng(0))
+    with open_disk(path) as again:
+        check(again, model, np.random.default_rng(1))
+
+
 def test_the_block_is_counted_on_disk_not_in_ram(tmp_path):
     n = 5000
     X = np.random.default_rng(1).standard_normal((n, DIM)).astype(np.float32)
