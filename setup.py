@@ -22,6 +22,7 @@ extensions = [
                                                     "hybridsearch/_native/hash.pxi", "hybridsearch/_native/lexicon.pxi",
                                                     "hybridsearch/_native/rwlock.pxi", "hybridsearch/_native/find.pxi",
                                                     "hybridsearch/_native/maxsim.pxi", "hybridsearch/_native/sparse.pxi",
+                                                    "hybridsearch/_native/ingest.pxi",
                                                     "hybridsearch/_native/kernels.pxd"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),

@@ -303,3 +303,4 @@ include "find.pxi"
 
 include "maxsim.pxi"
 include "sparse.pxi"
+include "ingest.pxi"

@@ -226,3 +226,11 @@ cdef extern from "hs_sparse.h":
     void hs_sp_export_sizes(const hs_sp *ix, int64_t *ndocs, int64_t *nnz) nogil
     int hs_sp_export(const hs_sp *ix, int64_t ndocs, int64_t nnz, int64_t *slots, int64_t *indptr,
                      int32_t *keys, float *vals) nogil
+
+cdef extern from "hs_ingest.h":
+    int64_t hs_group_spans(const uint8_t *data, int64_t size, const int64_t *start, const int32_t *len,
+                           int64_t n, int64_t *hash, int32_t *group, int64_t *first, int64_t *last) nogil
+    int hs_spans_equal(const uint8_t *a, int64_t asize, const int64_t *astart, const int32_t *alen,
+                       const uint8_t *b, int64_t bsize, const int64_t *bstart, const int32_t *blen,
+                       int64_t n, uint8_t *out) nogil
+    int64_t hs_rows_norm2(const float *x, int64_t n, int64_t d, double *norm2) nogil
