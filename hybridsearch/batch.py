@@ -34,6 +34,11 @@ class Batch:
     present: dict = field(default_factory=dict)
     vecs: dict = field(default_factory=dict)
     given_docs: Optional[list] = None  # the validated documents when the batch came from documents
+    # what validation measured on the way, so the writes do not compute it again: name (or
+    # "id") -> engine.strings.Encoded of exactly that column's values, and vector field ->
+    # float64 squared norm per row. Optional: a storage may ignore them.
+    encoded: dict = field(default_factory=dict)
+    norms2: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)

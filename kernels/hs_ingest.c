@@ -17,10 +17,12 @@ int64_t hs_group_spans(const uint8_t *data, int64_t size, const int64_t *start, 
     for (int64_t i = 0; i < n; i++)
         if (len[i] < -1 || !span_ok(start[i], len[i], size)) return HS_EINVAL;
     if (n > INT32_MAX) return HS_EINVAL;
-    /* open addressing, at most half full: slot holds 1 + the group's first row, 0 when free */
+    /* open addressing, at most half full; an entry keeps its hash beside the row, so a probe
+     * reads one cache line (1 + the group's first row; 0 when free) */
+    typedef struct { uint64_t h; int64_t row; } entry;
     int64_t cap = 16;
     while (cap < 2 * n) cap <<= 1;
-    int64_t *table = calloc((size_t)cap, sizeof(int64_t));
+    entry *table = calloc((size_t)cap, sizeof(entry));
     if (!table) return HS_ENOMEM;
     int64_t groups = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -34,15 +36,16 @@ int64_t hs_group_spans(const uint8_t *data, int64_t size, const int64_t *start, 
         }
         int64_t k = (int64_t)(h & (uint64_t)(cap - 1));
         for (;;) {
-            int64_t e = table[k];
-            if (e == 0) { /* a new string */
-                table[k] = i + 1;
+            entry *e = &table[k];
+            if (e->row == 0) { /* a new string */
+                e->h = h;
+                e->row = i + 1;
                 first[groups] = last[groups] = i;
                 group[i] = (int32_t)groups++;
                 break;
             }
-            int64_t j = e - 1;
-            if ((uint64_t)hash[j] == h && len[j] == l && (l == 0 || memcmp(data + start[j], p, (size_t)l) == 0)) {
+            int64_t j = e->row - 1;
+            if (e->h == h && len[j] == l && (l == 0 || memcmp(data + start[j], p, (size_t)l) == 0)) {
                 int32_t g = group[j];
                 group[i] = g;
                 last[g] = i;
@@ -87,4 +90,56 @@ int64_t hs_rows_norm2(const float *x, int64_t n, int64_t d, double *norm2) {
         if (bad < 0 && !isfinite(s)) bad = r;
     }
     return bad;
+}
+
+#define RADIX_BITS 11
+#define RADIX_SIZE (1 << RADIX_BITS)
+#define RADIX_PASSES 6 /* 6 x 11 bits cover 64 */
+
+int hs_sort_pairs(int64_t *keys, int64_t *vals, int64_t n) {
+    if (n < 2) return HS_OK;
+    uint64_t *k0 = (uint64_t *)keys, *k1 = malloc((size_t)n * sizeof(uint64_t));
+    int64_t *v0 = vals, *v1 = malloc((size_t)n * sizeof(int64_t));
+    int64_t *count = calloc((size_t)RADIX_PASSES * RADIX_SIZE, sizeof(int64_t));
+    if (!k1 || !v1 || !count) {
+        free(k1), free(v1), free(count);
+        return HS_ENOMEM;
+    }
+    /* signed order: flipping the sign bit makes it the unsigned order; one pass counts every digit */
+    const uint64_t flip = 1ULL << 63;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = k0[i] ^ flip;
+        for (int p = 0; p < RADIX_PASSES; p++) count[p * RADIX_SIZE + ((u >> (p * RADIX_BITS)) & (RADIX_SIZE - 1))]++;
+    }
+    int swapped = 0;
+    for (int p = 0; p < RADIX_PASSES; p++) {
+        int64_t *c = count + p * RADIX_SIZE;
+        int shift = p * RADIX_BITS;
+        int64_t sum = 0, skip = 0;
+        for (int b = 0; b < RADIX_SIZE; b++) {
+            if (c[b] == n) skip = 1; /* every key has this digit: the pass would not move anything */
+            int64_t t = c[b];
+            c[b] = sum;
+            sum += t;
+        }
+        if (skip) continue;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t u = k0[i] ^ flip;
+            int64_t at = c[(u >> shift) & (RADIX_SIZE - 1)]++;
+            k1[at] = k0[i];
+            v1[at] = v0[i];
+        }
+        uint64_t *tk = k0; k0 = k1; k1 = tk;
+        int64_t *tv = v0; v0 = v1; v1 = tv;
+        swapped ^= 1;
+    }
+    if (swapped) { /* the result lies in the scratch arrays: copy it home */
+        memcpy(keys, k0, (size_t)n * sizeof(int64_t));
+        memcpy(vals, v0, (size_t)n * sizeof(int64_t));
+        free(k0), free(v0);
+    } else {
+        free(k1), free(v1);
+    }
+    free(count);
+    return HS_OK;
 }

@@ -24,4 +24,8 @@ int hs_spans_equal(const uint8_t *a, int64_t asize, const int64_t *astart, const
  * first row holding a NaN or an infinity, or -1 when every value is finite. */
 int64_t hs_rows_norm2(const float *x, int64_t n, int64_t d, double *norm2);
 
+/* Sorts the pairs (keys[i], vals[i]) by key (signed order), stable, in place: an LSD radix
+ * sort (6 passes of 11 bits), O(n) where a comparison argsort of hashes is O(n log n). */
+int hs_sort_pairs(int64_t *keys, int64_t *vals, int64_t n);
+
 #endif

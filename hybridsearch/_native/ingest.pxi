@@ -131,3 +131,16 @@ def rows_norm2(const float[:, ::1] x):
     with nogil:
         bad = hs_rows_norm2(&x[0, 0], n, d, &o[0])
     return out, bad
+
+
+def sort_pairs(int64_t[::1] keys, int64_t[::1] vals):
+    """Sorts keys (int64, signed order) and carries vals along, stable, in place (radix sort)."""
+    cdef Py_ssize_t n = keys.shape[0]
+    if vals.shape[0] != n:
+        raise ValueError("sort_pairs: one value per key")
+    if n < 2:
+        return
+    cdef int rc
+    with nogil:
+        rc = hs_sort_pairs(&keys[0], &vals[0], n)
+    _check(rc)

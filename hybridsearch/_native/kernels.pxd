@@ -234,3 +234,4 @@ cdef extern from "hs_ingest.h":
                        const uint8_t *b, int64_t bsize, const int64_t *bstart, const int32_t *blen,
                        int64_t n, uint8_t *out) nogil
     int64_t hs_rows_norm2(const float *x, int64_t n, int64_t d, double *norm2) nogil
+    int hs_sort_pairs(int64_t *keys, int64_t *vals, int64_t n) nogil
