@@ -328,7 +328,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
             batch.columns[spec.name], present = check.others(spec, col)
         if spec.optional:
             batch.present[spec.name] = present if present is not None else np.ones(n, dtype=np.uint8)
-    return _last_of_each_id(batch)
+    return last_of_each_id(batch)
 
 
 def _defaults(schema: Schema, spec, n: int, check: _Checker) -> list:
@@ -349,7 +349,9 @@ class _Repeated(list):
         super().__init__([value] * n)
 
 
-def _last_of_each_id(batch: Batch) -> Batch:
+def last_of_each_id(batch: Batch) -> Batch:
+    """The batch with one row per id: a repeated id keeps its last row at the position of its
+    first (as extend and extend_columns promise)."""
     enc = batch.encoded.get("id")
     if enc is None:  # ids that took the slow path of validation (now each an exact str)
         enc = encode_strings(batch.ids)
