@@ -167,3 +167,29 @@ def test_a_thousand_ids_repeated_against_the_stored_ones(storage, rng):
         da.extend_columns(bad)
     _check_equal(da, model)
     da.close()
+
+
+@pytest.mark.parametrize("storage", ["memory", "hnsw"])
+def test_extend_of_documents_in_parts_matches_the_model(storage, rng, tmp_path):
+    """extend() converts documents a part at a time (array.py _extend_in_parts): ids repeated
+    across parts keep their first position and last values, a bad document in a late part
+    names its position and leaves the collection (and its files) as they were."""
+    n = 9000  # three parts
+    ids = [f"x{i % 7000}\x00" for i in range(n)]  # the last 2000 repeat ids of the first part
+    vecs = rng.standard_normal((n, 3)).astype(np.float32)
+    docs = [Row(id=ids[i], v=vecs[i], kw=f"k{i % 9}", okw=None if i % 2 else "😀") for i in range(n)]
+    model: dict = {}
+    for d in docs:
+        model[d.id] = (d.kw, d.okw, d.v)
+    da = _open(storage, tmp_path / "col")
+    da.extend(docs)
+    _check_equal(da, model)
+    bad = [{"id": f"y{i}", "v": [1.0, 0.0, 0.0]} for i in range(n)]
+    bad[8500]["v"] = [float("nan"), 0.0, 0.0]
+    with pytest.raises(SchemaError, match="document 8500"):
+        da.extend(bad)
+    _check_equal(da, model)
+    da.close()
+    da = _open(storage, tmp_path / "col")
+    _check_equal(da, model)
+    da.close()
