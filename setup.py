@@ -23,6 +23,7 @@ extensions = [
                                                     "hybridsearch/_native/rwlock.pxi", "hybridsearch/_native/find.pxi",
                                                     "hybridsearch/_native/maxsim.pxi", "hybridsearch/_native/sparse.pxi",
                                                     "hybridsearch/_native/rabitq.pxi",
+                                                    "hybridsearch/_native/ingest.pxi",
                                                     "hybridsearch/_native/kernels.pxd"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),

@@ -10,6 +10,7 @@ stats()["bytes"] (allocated capacity per component); "python" is what RSS holds 
 
     python benchmarks/bench_memory.py                          # memory and hnsw at 200,000
     python benchmarks/bench_memory.py --n 1000000 --storages memory,hnsw --out DIR
+    python benchmarks/bench_memory.py --via both     # also through extend() of validated documents
 """
 import argparse
 import ctypes
@@ -31,26 +32,35 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
-def child(storage: str, n: int, ef_construct: int) -> dict:
+def child(storage: str, n: int, ef_construct: int, via: str = "extend_columns") -> dict:
     import hybridsearch as hs
 
     opts = {"ef_construct": ef_construct} if storage == "hnsw" else {}
-    da = hs.DocumentArray(shop_model(), storage=storage, **opts)
+    model = shop_model()
+    da = hs.DocumentArray(model, storage=storage, **opts)
     gc.collect()
     base = rss_bytes()
     cols = shop_columns(0, n, np.random.default_rng(0))
     raw = (cols["v"].nbytes + sum(len(s.encode()) for k in ("id", "title", "brand") for s in cols[k]) + 16 * n)
+    docs = None
+    if via == "extend":  # validated documents, as an application holds them, then dropped
+        names = list(cols)
+        docs = [model(**{k: (cols[k][i].item() if k in ("stock", "price") else cols[k][i]) for k in names})
+                for i in range(n)]
     t = time.perf_counter()
-    da.extend_columns(cols)
+    if docs is not None:
+        da.extend(docs)
+    else:
+        da.extend_columns(cols)
     create_s = time.perf_counter() - t
-    del cols
+    del cols, docs
     gc.collect()
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     held = rss_bytes() - base
     sizes = da.stats()["bytes"]
     if storage == "hnsw":
         raw += sizes["graph"]  # links and int8 codes are the index's data, counted in raw
-    return {"storage": storage, "n": n, "raw": raw, "rss": held, "create_s": create_s,
+    return {"storage": storage, "via": via, "n": n, "raw": raw, "rss": held, "create_s": create_s,
             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "bytes": sizes, "python": held - sum(sizes.values())}
 
@@ -60,22 +70,25 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=200_000, help="documents (default 200,000)")
     ap.add_argument("--storages", default="memory,hnsw")
     ap.add_argument("--ef-construct", type=int, default=64, help="hnsw ef_construct (default 64)")
-    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # storage n: measure in this process
+    ap.add_argument("--via", default="extend_columns",
+                    help="extend_columns, extend (validated documents) or both (default extend_columns)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # storage n via: measure in this process
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], int(args.child[1]), args.ef_construct)))
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.ef_construct, args.child[2])))
         return 0
     out, _ = start("memory", args)
     rows = []
     mb = 1 / 2 ** 20
-    for storage in args.storages.split(","):
-        res = subprocess.run([sys.executable, __file__, "--child", storage, str(args.n),
+    vias = ["extend_columns", "extend"] if args.via == "both" else [args.via]
+    for storage, via in [(s, v) for s in args.storages.split(",") for v in vias]:
+        res = subprocess.run([sys.executable, __file__, "--child", storage, str(args.n), via,
                               "--ef-construct", str(args.ef_construct)],
                              capture_output=True, text=True, check=True)
         r = json.loads(res.stdout.strip().splitlines()[-1])
         rows.append(r)
         parts = ", ".join(f"{k} {v * mb:.1f}" for k, v in {**r["bytes"], "python": r["python"]}.items())
-        out.say(f"{storage} n={r['n']:,}: RSS {r['rss'] * mb:.1f} MB = {r['rss'] / r['raw']:.2f}x raw "
+        out.say(f"{storage} {via} n={r['n']:,}: RSS {r['rss'] * mb:.1f} MB = {r['rss'] / r['raw']:.2f}x raw "
                 f"({r['raw'] * mb:.1f} MB); create {r['create_s']:.2f} s; peak RSS {r['peak_rss'] * mb:.0f} MB")
         out.say(f"    MB by component: {parts}")
     out.save({"rows": rows})

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
-from hybridsearch.batch import build_batch
+from hybridsearch.batch import build_batch, build_batch_in_parts
 from hybridsearch.engine.exact import sum_squares
 from hybridsearch.engine.find import SQ_NORM_SAFE as _SQ_NORM_SAFE
 from hybridsearch.document import (Document, Kind, check_storable, schema_of,
@@ -26,7 +26,7 @@ from hybridsearch.embedding import compute as embedding
 from hybridsearch.embedding.identity import check_identity, copy_record, record_identity
 from hybridsearch.errors import ClosedError, ConfigError, IdError, SchemaError, UnsupportedError, missing_extra
 from hybridsearch.frames import as_column_dict, to_arrow, to_pandas
-from hybridsearch.ingest import batch_from_columns, public_columns
+from hybridsearch.ingest import batch_from_columns, last_of_each_id, public_columns
 from hybridsearch.query.executor import execute
 from hybridsearch.query.filters import parse_filter
 from hybridsearch.query.hints import looks_like_text, looks_like_vector, unknown_argument
@@ -44,6 +44,7 @@ from hybridsearch.vector_rules import field_queries
 
 
 _PROGRESS_MIN = 10_000  # documents: below this a progress bar would only flicker
+_PART = 4096  # documents validated and turned into columns at a time by extend() (its garbage is one part's)
 
 # writers still open, closed (cleanly: flushed, snapshot written, lock released) at interpreter exit
 _open_writers: "weakref.WeakSet" = weakref.WeakSet()
@@ -233,6 +234,8 @@ class DocumentArray(TypedInit[T]):
         and nothing written. `progress=True` shows a progress bar (rich) while a long batch is
         validated; the batch is still written in one atomic write."""
         storage = self._writable_storage()
+        if not progress and not self._schema.embedded and getattr(storage, "builds_from_columns", False):
+            return self._extend_in_parts(storage, docs if isinstance(docs, list) else list(docs))
         if progress:
             validated = self._validate_with_progress(docs)
         else:
@@ -249,6 +252,21 @@ class DocumentArray(TypedInit[T]):
         if self._schema.embedded:  # hs.embedded fields missing from documents: computed now, before any write
             validated = embedding.fill_documents(self._schema, validated)
         storage.upsert(build_batch(self._schema, validated))
+
+    def _extend_in_parts(self, storage, docs: list) -> None:
+        """extend() on a storage that writes from columns: documents validated and turned into
+        columns _PART at a time, each part's validated copies dropped before the next part is
+        validated (see batch.build_batch_in_parts); then the one atomic write, as extend()."""
+        parts = (self._validate_batch(docs[start:start + _PART], first=start)
+                 for start in range(0, len(docs), _PART))
+        batch = build_batch_in_parts(self._schema, parts)
+        if not len(batch):
+            return
+        batch = last_of_each_id(batch)  # last write wins, at the position of the first
+        for spec in self._schema.fields.values():
+            if spec.kind is Kind.OTHER:
+                check_storable(self._schema, spec.name, batch.columns[spec.name])
+        storage.upsert(batch)
 
     def _validate_with_progress(self, docs: Iterable[Any]) -> list:
         """_validate_batch with a progress bar over parts of _PROGRESS_MIN documents (validation

@@ -34,6 +34,11 @@ class Batch:
     present: dict = field(default_factory=dict)
     vecs: dict = field(default_factory=dict)
     given_docs: Optional[list] = None  # the validated documents when the batch came from documents
+    # what validation measured on the way, so the writes do not compute it again: name (or
+    # "id") -> engine.strings.Encoded of exactly that column's values, and vector field ->
+    # float64 squared norm per row. Optional: a storage may ignore them.
+    encoded: dict = field(default_factory=dict)
+    norms2: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -128,3 +133,37 @@ def build_batch(schema: Schema, docs: list) -> Batch:
         else:  # text and unindexed fields: the values as they are
             batch.columns[spec.name] = values
     return batch
+
+
+def build_batch_in_parts(schema: Schema, parts) -> Batch:
+    """build_batch of the documents of every part (an iterable of lists of validated documents),
+    in order, each part turned into columns before the next is asked for. The caller validates
+    a part when asked and keeps no reference to it, so a part's documents are freed before the
+    next part allocates: the heap holds one part's garbage, not one per document of the batch
+    (freed document copies left ~1x the raw data resident after extend()). The batch keeps no
+    documents (storages that want them build them from the columns)."""
+    ids: list = []
+    columns: dict = {}
+    present: dict = {}
+    vecs: dict = {}
+    for part in parts:
+        b = build_batch(schema, part)
+        del part
+        b.given_docs = None
+        ids.extend(b.ids)
+        for name, col in b.columns.items():
+            columns.setdefault(name, []).append(col)
+        for name, p in b.present.items():
+            present.setdefault(name, []).append(p)
+        for name, block in b.vecs.items():
+            vecs.setdefault(name, []).append(block)
+        del b
+    out = Batch(schema=schema, ids=ids)
+    for name, cols in columns.items():
+        if isinstance(cols[0], np.ndarray):
+            out.columns[name] = np.concatenate(cols)
+        else:
+            out.columns[name] = [v for col in cols for v in col]
+    out.present = {name: np.concatenate(ps) for name, ps in present.items()}
+    out.vecs = {name: np.concatenate(blocks) for name, blocks in vecs.items()}
+    return out

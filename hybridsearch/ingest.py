@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from hybridsearch.batch import Batch
 from hybridsearch.document import (VECTOR_NORM_MAX, VECTOR_NORM_MIN, Kind, Schema, check_storable, field_adapter,
                                    is_valid_unicode)
-from hybridsearch.engine.idmap import hash_ids
+from hybridsearch.engine.exact import row_norms2
+from hybridsearch.engine.strings import encode_strings
 from hybridsearch.errors import SchemaError
 from hybridsearch.frames import as_column_dict
 
@@ -42,6 +43,8 @@ class _Checker:
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
+        self.encoded: dict = {}  # string column -> Encoded (its UTF-8 bytes, for the writes)
+        self.norms2: dict = {}  # vector field -> float64 squared norm per row
 
     def fail(self, name: str, row: Optional[int], what: str) -> None:
         where = f"{self.schema.name}.{name}" + (f", row {row}" if row is not None else "")
@@ -67,7 +70,22 @@ class _Checker:
 
     def strings(self, spec, col) -> tuple:
         values = list(col)
-        # the common case costs two C-level passes: every value a str, all of them ASCII
+        # the common case (every value an exact str, or None where the field may miss it) is one
+        # native pass that also encodes the batch for the writes; anything else takes the loop
+        # below, which names the first bad row
+        enc = encode_strings(values)
+        if enc is not None:
+            lengths = enc.length
+            if spec.kind is Kind.ID or not spec.optional:
+                missing = np.flatnonzero(lengths < 0)
+                if len(missing):
+                    enc = None  # a None where a value is required: refused below
+            if enc is not None:
+                if spec.kind is Kind.ID and len(lengths) and int(lengths.min()) == 0:
+                    self.fail("id", int(np.argmin(lengths)), "expected a non-empty string")
+                self.encoded[spec.name] = enc
+                present = (lengths >= 0).view(np.uint8) if spec.optional else None
+                return values, present
         odd = [i for i, v in enumerate(values) if type(v) is not str]
         values, present = self._missing_to_none(spec, values, odd)
         for i in odd:
@@ -222,11 +240,13 @@ class _Checker:
     def _finite(self, spec, block: np.ndarray, rows: Optional[np.ndarray]) -> np.ndarray:
         with np.errstate(over="ignore"):
             out = np.ascontiguousarray(block, dtype=np.float32)
-        bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
+        norms2, bad_row = row_norms2(out)  # one pass: finite check and norms together
         row = (lambda i: int(i) if rows is None else int(rows[i]))
-        if len(bad):
-            self.fail(spec.name, row(bad[0]), "contains NaN or inf (or a number too large for float32)")
-        norms = np.sqrt(np.einsum("ij,ij->i", out, out, dtype=np.float64))
+        if bad_row >= 0:
+            self.fail(spec.name, row(bad_row), "contains NaN or inf (or a number too large for float32)")
+        if rows is None:
+            self.norms2[spec.name] = norms2  # every row of the batch's block: the writes reuse them
+        norms = np.sqrt(norms2)
         bad = np.flatnonzero((norms > VECTOR_NORM_MAX) | ((norms > 0) & (norms < VECTOR_NORM_MIN)))
         if len(bad):
             self.fail(spec.name, row(bad[0]), f"its Euclidean norm {norms[bad[0]]:.3g} is outside "
@@ -288,7 +308,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
         ids, _ = check.strings(schema.fields["id"], cols["id"])
     else:
         ids = [uuid.uuid4().hex for _ in range(n)]
-    batch = Batch(schema=schema, ids=ids)
+    batch = Batch(schema=schema, ids=ids, encoded=check.encoded, norms2=check.norms2)
     for spec in schema.fields.values():
         if spec.kind is Kind.ID:
             continue
@@ -308,7 +328,7 @@ def batch_from_columns(schema: Schema, data: Any) -> Batch:
             batch.columns[spec.name], present = check.others(spec, col)
         if spec.optional:
             batch.present[spec.name] = present if present is not None else np.ones(n, dtype=np.uint8)
-    return _last_of_each_id(batch)
+    return last_of_each_id(batch)
 
 
 def _defaults(schema: Schema, spec, n: int, check: _Checker) -> list:
@@ -329,16 +349,28 @@ class _Repeated(list):
         super().__init__([value] * n)
 
 
-def _last_of_each_id(batch: Batch) -> Batch:
-    hashes = np.sort(hash_ids(batch.ids))  # in C: distinct hashes prove distinct ids without a dict of them
-    if not (hashes[1:] == hashes[:-1]).any():  # a sort is ~50x faster than np.unique's hash table here
-        return batch
-    last = dict(zip(batch.ids, range(len(batch.ids))))
-    if len(last) == len(batch.ids):
-        return batch
-    keep = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+def last_of_each_id(batch: Batch) -> Batch:
+    """The batch with one row per id: a repeated id keeps its last row at the position of its
+    first (as extend and extend_columns promise)."""
+    enc = batch.encoded.get("id")
+    if enc is None:  # ids that took the slow path of validation (now each an exact str)
+        enc = encode_strings(batch.ids)
+    if enc is not None:  # native passes over the ids' bytes: a sort of their hashes, then grouping
+        if enc.distinct():
+            return batch
+        _, first, keep = enc.grouped()
+        if len(keep) == len(batch.ids):
+            return batch
+        ids = [batch.ids[i] for i in first.tolist()]
+    else:
+        last = dict(zip(batch.ids, range(len(batch.ids))))
+        if len(last) == len(batch.ids):
+            return batch
+        keep = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+        ids = list(last)
     take = keep.tolist()
-    out = Batch(schema=batch.schema, ids=list(last))
+    # the encodings and norms were of every row: the writes of the kept rows measure their own
+    out = Batch(schema=batch.schema, ids=ids)
     for name, col in batch.columns.items():
         out.columns[name] = col[keep] if isinstance(col, np.ndarray) else [col[i] for i in take]
     out.present = {name: p[keep] for name, p in batch.present.items()}

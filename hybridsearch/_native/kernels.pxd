@@ -247,3 +247,11 @@ cdef extern from "hs_rabitq.h":
                    const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                    int bound, double eps0, float *out_scores, int64_t *out_ids,
                    int64_t *rescored) nogil
+cdef extern from "hs_ingest.h":
+    int64_t hs_group_spans(const uint8_t *data, int64_t size, const int64_t *start, const int32_t *len,
+                           int64_t n, int64_t *hash, int32_t *group, int64_t *first, int64_t *last) nogil
+    int hs_spans_equal(const uint8_t *a, int64_t asize, const int64_t *astart, const int32_t *alen,
+                       const uint8_t *b, int64_t bsize, const int64_t *bstart, const int32_t *blen,
+                       int64_t n, uint8_t *out) nogil
+    int64_t hs_rows_norm2(const float *x, int64_t n, int64_t d, double *norm2) nogil
+    int hs_sort_pairs(int64_t *keys, int64_t *vals, int64_t n) nogil

@@ -33,7 +33,7 @@ from hybridsearch.engine.dense import DenseColumn
 from hybridsearch.engine.fieldvectors import field_columns
 from hybridsearch.engine.idmap import IdMap
 from hybridsearch.engine.program import Column, ProgramBuilder, string_predicate
-from hybridsearch.engine.strings import StringColumn
+from hybridsearch.engine.strings import Encoded, StringColumn, encode_strings
 from hybridsearch.query.filters import In, MatchAll, Node
 
 _COLUMN_DTYPES = {Kind.INT: np.int64, Kind.BOOL: np.int64, Kind.FLOAT: np.float64, Kind.KEYWORD: np.int32}
@@ -268,13 +268,24 @@ class ColumnStore:
         return out
 
     # -------------------------------------------------------------- writes
-    def _encode_keywords(self, name: str, strings, present: Optional[np.ndarray]) -> np.ndarray:
+    def _encode_keywords(self, name: str, strings, present: Optional[np.ndarray],
+                         enc: Optional[Encoded] = None) -> np.ndarray:
         """int32 codes of a batch of keywords (-1 where absent); new keywords join the dictionary.
-        Per batch: one pass for the distinct values, one C-level lookup per value."""
+        The batch's distinct values are found in one native pass over its UTF-8 bytes (one
+        dictionary lookup per distinct value, not per row)."""
         codes = self.kw_codes[name]
         dictionary = self.kw_dictionary[name]
         values = strings.tolist() if isinstance(strings, np.ndarray) else list(strings)
         values = with_missing(values, present)
+        enc = encode_strings(values) if enc is None or (present is not None and not present.all()) else enc
+        if enc is not None:
+            group, first, _ = enc.grouped()
+            distinct = [values[i] for i in first.tolist()]
+            new = [s for s in distinct if s not in codes]
+            codes.update(zip(new, range(len(dictionary), len(dictionary) + len(new))))
+            dictionary.extend(new)
+            table = np.fromiter(map(codes.__getitem__, distinct), dtype=np.int32, count=len(distinct))
+            return np.where(group >= 0, table[np.maximum(group, 0)] if len(table) else -1, -1).astype(np.int32)
         new = [s for s in dict.fromkeys(values) if s not in codes and s is not None]
         codes.update(zip(new, range(len(dictionary), len(dictionary) + len(new))))
         dictionary.extend(new)
@@ -291,7 +302,8 @@ class ColumnStore:
         take a free slot (reuse_slots) or are appended. `slots` forces the slots
         of new ids (restoring a snapshot). The caller holds the write lock."""
         n = len(batch)
-        found = self.row_of.get_many(batch.ids)
+        id_enc = batch.encoded.get("id")
+        found = self.row_of.get_many(batch.ids, id_enc)
         fresh = np.flatnonzero(found < 0)
         slots_out = found.copy()
         if slots is not None:
@@ -307,7 +319,7 @@ class ColumnStore:
         encoded = {}
         for name, arr in batch.columns.items():
             if name in self.kw_codes:
-                encoded[name] = self._encode_keywords(name, arr, batch.present.get(name))
+                encoded[name] = self._encode_keywords(name, arr, batch.present.get(name), batch.encoded.get(name))
             elif name in self.values:
                 encoded[name] = arr
         extras = None
@@ -320,18 +332,19 @@ class ColumnStore:
         for name, arr in batch.present.items():
             self.present[name][slots_out] = arr
         for name, col in self.dense.items():
-            col.set(slots_out, batch.vecs[name])
+            col.set(slots_out, batch.vecs[name], batch.norms2.get(name))
         for name, col in self.fieldvecs.items():
             col.set(slots_out, batch.columns[name])
         for name, col in self.strings.items():
-            col.set(slots_out, batch.columns[name])
+            col.set(slots_out, batch.columns[name], batch.encoded.get(name))
         if extras is not None:
             self.extras.set(slots_out, extras)
         if len(fresh):
             new_slots = slots_out[fresh]
             new_ids = [batch.ids[i] for i in fresh.tolist()] if len(fresh) < n else batch.ids
-            self.ids.set(new_slots, new_ids)
-            self.row_of.add(new_ids, new_slots)
+            whole = id_enc if len(fresh) == n else None  # the batch's encoding holds every id
+            self.ids.set(new_slots, new_ids, whole)
+            self.row_of.add(new_ids, new_slots, whole.hashed() if whole is not None else None)
             self.seq[new_slots] = np.arange(self.next_seq, self.next_seq + len(new_slots))
             self.next_seq += len(new_slots)
             np.bitwise_or.at(self.live, new_slots >> 6,

@@ -54,10 +54,17 @@ class DenseColumn:
         aux[:n] = self.aux[:n]
         self.vectors, self.aux = vectors, aux
 
-    def set(self, slots: np.ndarray, block: np.ndarray) -> None:
-        """Writes the rows of `block` ((len(slots), d) float32, zeros for a missing vector) at `slots`."""
-        self.vectors[slots] = block
-        self.aux[slots] = vector_aux(block, self.metric)
+    def set(self, slots: np.ndarray, block: np.ndarray, norms2: Optional[np.ndarray] = None) -> None:
+        """Writes the rows of `block` ((len(slots), d) float32, zeros for a missing vector) at `slots`.
+        `norms2`: the rows' squared norms when validation measured them (not measured again)."""
+        aux = vector_aux(block, self.metric, norms2)
+        n = len(slots)
+        if n and int(slots[-1]) - int(slots[0]) == n - 1 and (n == 1 or (np.diff(slots) == 1).all()):
+            at = slice(int(slots[0]), int(slots[0]) + n)  # consecutive slots (an append): one memcpy
+        else:
+            at = slots
+        self.vectors[at] = block
+        self.aux[at] = aux
 
     def take(self, keep: np.ndarray, m: int) -> None:
         """Compaction: rows `keep` become rows [0, m)."""

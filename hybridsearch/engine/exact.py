@@ -10,10 +10,19 @@ from hybridsearch._native import _kernels as K
 METRICS = ("cosine", "ip", "l2")
 
 
-def vector_aux(X: np.ndarray, metric: str) -> np.ndarray:
+def row_norms2(X: np.ndarray) -> tuple:
+    """(squared norm of each row of a float32 block, summed in double; the first row holding a
+    NaN or an inf, or -1): one native pass that both checks and measures a batch's vectors."""
+    return K.rows_norm2(np.ascontiguousarray(X, dtype=np.float32))
+
+
+def vector_aux(X: np.ndarray, metric: str, norms2: Optional[np.ndarray] = None) -> np.ndarray:
     """What the exact kernel needs per row beside the vector: the squared norm (l2) or the
-    inverse norm (cosine; 0 for a zero vector, whose cosine is 0). float32."""
-    sq = np.einsum("ij,ij->i", X, X, dtype=np.float32)
+    inverse norm (cosine; 0 for a zero vector, whose cosine is 0). float32. `norms2`: the rows'
+    squared norms (row_norms2) when the caller measured them already."""
+    if norms2 is None:
+        norms2 = row_norms2(X)[0]
+    sq = norms2.astype(np.float32)
     if metric == "l2":
         return sq
     norms = np.sqrt(sq)

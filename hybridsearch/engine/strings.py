@@ -8,6 +8,7 @@ bytes, against ~50-100 bytes of Python object per str in a list.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -17,14 +18,56 @@ from hybridsearch._native import _kernels as K
 _MIN_BYTES = 1 << 16
 
 
+@dataclass
+class Encoded:
+    """A batch of strings as UTF-8 spans: value i is blob[start[i] : start[i] + length[i]]
+    (length -1 for None), the values end to end in row order. `hashes` (the stable hash of
+    engine/idmap.py per value) once grouped() computed it. Built once when a batch is
+    validated, then read by every write of that batch (ids, id map, keyword codes, texts)."""
+
+    blob: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    hashes: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def grouped(self) -> tuple:
+        """(group int32 per value, first row of each group, last row of each group): equal
+        strings share a group, numbered by first appearance; -1 for None. One C pass, which
+        also fills `hashes`."""
+        self.hashes, group, first, last = K.group_spans(self.blob, self.start, self.length)
+        return group, first, last
+
+    def distinct(self) -> bool:
+        """Whether no value occurs twice: sorted hashes all differ (a sort, no table), else the
+        exact grouping decides (a hash collision is not a repeat)."""
+        h = np.sort(self.hashed())
+        if not (h[1:] == h[:-1]).any():
+            return True
+        _, first, _ = self.grouped()
+        return len(first) == len(self)
+
+    def hashed(self) -> np.ndarray:
+        """The stable hash of every value (as of an empty string for None)."""
+        if self.hashes is None:
+            self.hashes = K.hash_spans(self.blob, self.start, self.length)
+        return self.hashes
+
+
+def encode_strings(values: list) -> Optional[Encoded]:
+    """The values (each an exact str or None) as one UTF-8 buffer, in one native pass; None
+    when some value is neither, or holds a lone surrogate (the caller's slower path names it)."""
+    blob, start, length, bad = K.encode_strs(values if type(values) is list else list(values))
+    return None if bad >= 0 else Encoded(blob, start, length)
+
+
 def _encode(values: list) -> tuple:
     """(UTF-8 bytes of all values end to end, int64 length of each, -1 for None)."""
-    if all(type(v) is str for v in values):
-        # ASCII text (the common case) is encoded in one call: a byte per character
-        blob = "".join(values).encode("utf-8")
-        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-        if len(blob) == int(lengths.sum()):
-            return blob, lengths
+    enc = encode_strings(values)
+    if enc is not None:
+        return enc.blob, enc.length
     encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
     lengths = np.fromiter((-1 if b is None else len(b) for b in encoded), dtype=np.int64, count=len(encoded))
     return b"".join(b for b in encoded if b is not None), lengths
@@ -65,16 +108,23 @@ class StringColumn:
         data[: self.used] = self.data[: self.used]
         self.data = data
 
-    def set(self, slots: np.ndarray, values: list) -> None:
-        """Writes values[i] (a str, bytes or None) at slots[i]: one buffer append for the batch."""
-        blob, lengths = _encode(values)
+    def set(self, slots: np.ndarray, values: list, enc: Optional[Encoded] = None) -> None:
+        """Writes values[i] (a str, bytes or None) at slots[i]: one buffer append for the batch.
+        `enc`: the values already encoded (Encoded of exactly these values), not encoded again."""
+        if enc is not None:
+            blob, lengths = enc.blob, enc.length
+        else:
+            blob, lengths = _encode(values)
         slots = np.asarray(slots, dtype=np.int64)
         old = self.length[slots]
         self.garbage += int(old[old > 0].sum())
         self._reserve(len(blob))
         self.data[self.used: self.used + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
-        sizes = np.maximum(lengths, 0)
-        starts = self.used + np.cumsum(sizes) - sizes
+        if enc is not None:  # the spans lie end to end from 0: each start moves by what is used
+            starts = self.used + enc.start
+        else:
+            sizes = np.maximum(lengths, 0)
+            starts = self.used + np.cumsum(sizes) - sizes
         self.start[slots] = starts
         self.length[slots] = lengths
         self.used += len(blob)
@@ -114,6 +164,12 @@ class StringColumn:
         """The stable hash (engine/idmap.py) of the strings at these slots, in C over the buffer."""
         slots = np.asarray(slots, dtype=np.int64)
         return K.hash_spans(self.data, self.start[slots], self.length[slots])
+
+    def equals_spans(self, slots: np.ndarray, enc: Encoded, rows: np.ndarray) -> np.ndarray:
+        """The string at slots[i] == value rows[i] of `enc`, as a bool array, compared in C."""
+        slots = np.asarray(slots, dtype=np.int64)
+        return K.spans_equal(self.data, self.start[slots], self.length[slots],
+                             enc.blob, enc.start[rows], enc.length[rows])
 
     def equals(self, slots: np.ndarray, values: list) -> np.ndarray:
         """values[i] == the string at slots[i], as a bool array (for verifying hash lookups)."""

@@ -37,6 +37,10 @@ class _NothingToDo(Exception):
 class JournaledStorage(ColumnarStorage):
     """A ColumnarStorage whose writes go through one write path, logged when it has files."""
 
+    # upsert reads a batch's columns only (the journal encodes them too): extend() may hand it a
+    # batch that keeps no documents (array.py _extend_in_parts)
+    builds_from_columns = True
+
     journal = None
 
     def _init_writes(self) -> None:
