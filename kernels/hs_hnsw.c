@@ -128,6 +128,8 @@ typedef struct scratch {
     int32_t *nb;   /* neighbour copy, M0 + 1 */
     float *nd;     /* distances for selection */
     int32_t *fresh; /* unvisited neighbours gathered before scoring */
+    int32_t *sel;   /* an insert's candidates, ascending (ef_construct + 1) */
+    float *seld;
     vlist v;
     struct scratch *next;
 } scratch;
@@ -186,6 +188,11 @@ static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
+/* every cache line of a float row after its first */
+static inline void prefetch_floats(const float *row, int64_t d) {
+    for (int64_t o = 16; o < d; o += 16) __builtin_prefetch(row + o);
+}
+
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -208,6 +215,8 @@ static void scratch_free(scratch *s) {
     free(s->nb);
     free(s->nd);
     free(s->fresh);
+    free(s->sel);
+    free(s->seld);
     free(s->v.tag);
     free(s);
 }
@@ -224,7 +233,9 @@ static scratch *scratch_get(hs_hnsw *g) {
         s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
         s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
         s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
-        if (!s->nb || !s->nd || !s->fresh || pheap_reserve(&s->cand, 256) ||
+        s->sel = malloc((size_t)(g->efc + 2) * sizeof(int32_t));
+        s->seld = malloc((size_t)(g->efc + 2) * sizeof(float));
+        if (!s->nb || !s->nd || !s->fresh || !s->sel || !s->seld || pheap_reserve(&s->cand, 256) ||
             pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
             scratch_free(s);
             return NULL;
@@ -419,35 +430,60 @@ static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
     return c;
 }
 
-/* ef-nearest of vector q at level lc from entry ep (construction: float, no filter) */
+/* ef-nearest of vector q (scaled by qs under cosine) at level lc from entry ep (construction, no
+ * filter). On the float vectors even when the graph keeps int8 codes: a walk on the codes was
+ * measured slower (the code dot product converts every byte) and gave a graph of lower recall. */
 static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, int32_t ep, int lc,
                         int ef, scratch *s) {
     vlist *v = &s->v;
-    visit_epoch(v);
-    s->cand.size = s->res.size = 0;
-    float d0 = dist_qx(g, q, qs, X, ep);
-    v->tag[ep] = v->cur;
-    if (pheap_push(&s->cand, d0, ep, -1.0f)) return HS_ENOMEM;
-    if (!g->dead[ep] && pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
-    while (s->cand.size) {
-        float cd = s->cand.d[0];
-        int32_t c = s->cand.id[0];
-        if (cd > s->res.d[0] && s->res.size >= ef) break;
-        pheap_pop(&s->cand, -1.0f);
-        int cnt = copy_links(g, c, lc, s->nb);
+    uint16_t cur = visit_epoch(v);
+    uint16_t *tag = v->tag;
+    pheap *cand = &s->cand, *res = &s->res;
+    cand->size = res->size = 0;
+    const int64_t d = g->d;
+    const int l2 = g->metric == HS_METRIC_L2;
+    hs_pair_fn fdist = l2 ? hs_l2sq_impl() : hs_dot_impl();
+    const float *inv = g->inv;
+    const uint8_t *dead = g->pending ? g->dead : NULL;
+    int32_t *fresh = s->fresh;
+#define BUILD_DIST(e)                                                                       \
+    (l2 ? fdist(q, X + (int64_t)(e) * d, d)                                                 \
+        : (inv ? -fdist(q, X + (int64_t)(e) * d, d) * qs * inv[e] : -fdist(q, X + (int64_t)(e) * d, d)))
+    float d0 = BUILD_DIST(ep);
+    tag[ep] = cur;
+    if (pheap_push(cand, d0, ep, -1.0f)) return HS_ENOMEM;
+    if (!(dead && dead[ep]) && pheap_push(res, d0, ep, 1.0f)) return HS_ENOMEM;
+    float bound = res->size ? res->d[0] : INFINITY;
+    while (cand->size) {
+        float cd = cand->d[0];
+        int32_t c = cand->id[0];
+        if (cd > bound && res->size >= ef) break;
+        pheap_pop(cand, -1.0f);
+        int cnt = copy_links(g, c, lc, s->nb), nf = 0;
+        /* the unvisited neighbours first, so that their rows load in parallel */
         for (int j = 0; j < cnt; j++) {
             int32_t e = s->nb[j];
-            if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
-            if (v->tag[e] == v->cur) continue;
-            v->tag[e] = v->cur;
-            float de = dist_qx(g, q, qs, X, e);
-            if (s->res.size < ef || de < s->res.d[0]) {
-                if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
-                if (!g->dead[e] && pheap_push(&s->res, de, e, 1.0f)) return HS_ENOMEM;
-                if (s->res.size > ef) pheap_pop(&s->res, 1.0f);
+            if (tag[e] == cur) continue;
+            tag[e] = cur;
+            fresh[nf++] = e;
+        }
+        for (int j = 0; j < nf; j++) __builtin_prefetch(X + (int64_t)fresh[j] * d);
+        if (nf) prefetch_floats(X + (int64_t)fresh[0] * d, d);
+        for (int j = 0; j < nf; j++) {
+            int32_t e = fresh[j];
+            if (j + 1 < nf) prefetch_floats(X + (int64_t)fresh[j + 1] * d, d);
+            float de = BUILD_DIST(e);
+            if (res->size < ef || de < bound) {
+                if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (!(dead && dead[e])) {
+                    if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
+                    if (res->size > ef) pheap_pop(res, 1.0f);
+                    bound = res->d[0];
+                }
             }
         }
     }
+#undef BUILD_DIST
     return HS_OK;
 }
 
@@ -518,6 +554,17 @@ static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, 
     pthread_mutex_unlock(mu);
 }
 
+/* search_build's results into s->sel / s->seld, nearest first; returns their count */
+static int build_sorted(scratch *s) {
+    int n = (int)s->res.size;
+    for (int i = n - 1; i >= 0; i--) { /* drain the max-heap into ascending order */
+        s->sel[i] = s->res.id[0];
+        s->seld[i] = s->res.d[0];
+        pheap_pop(&s->res, 1.0f);
+    }
+    return n;
+}
+
 /* links node q (level already set, lists empty) into the graph */
 static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     const float *qv = X + (int64_t)q * g->d;
@@ -552,21 +599,11 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
         }
     }
     int rc = HS_OK;
-    int32_t *sel = malloc((size_t)(g->efc + 1) * sizeof(int32_t));
-    float *seld = malloc((size_t)(g->efc + 1) * sizeof(float));
-    if (!sel || !seld) {
-        rc = HS_ENOMEM;
-        goto done;
-    }
+    int32_t *sel = s->sel;
+    float *seld = s->seld;
     for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
         if ((rc = search_build(g, X, qv, qs, ep, lc, g->efc, s))) goto done;
-        /* drain the max-heap into ascending order */
-        int n = (int)s->res.size;
-        for (int i = n - 1; i >= 0; i--) {
-            sel[i] = s->res.id[0];
-            seld[i] = s->res.d[0];
-            pheap_pop(&s->res, 1.0f);
-        }
+        int n = build_sorted(s);
         int start = 0;
         for (int i = n - 1; i >= 0; i--) /* re-linking may meet the node itself */
             if (sel[i] == q) {
@@ -591,8 +628,6 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
 done:
     if (hold) pthread_mutex_unlock(&g->global);
-    free(sel);
-    free(seld);
     return rc;
 }
 
