@@ -596,6 +596,28 @@ static void link_level(hs_hnsw *g, const float *X, int32_t q, int lc, scratch *s
     if (n > 0) *ep = sel[0];
 }
 
+/* greedy walk from ep at level top down to level lvl + 1: the nearest node to qv found there */
+static int32_t descend(hs_hnsw *g, const float *X, const float *qv, float qs, int32_t ep, int top,
+                       int lvl, scratch *s) {
+    float cd = dist_qx(g, qv, qs, X, ep);
+    for (int lc = top; lc > lvl; lc--) {
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            int cnt = copy_links(g, ep, lc, s->nb);
+            for (int j = 0; j < cnt; j++) {
+                float de = dist_qx(g, qv, qs, X, s->nb[j]);
+                if (de < cd) {
+                    cd = de;
+                    ep = s->nb[j];
+                    changed = 1;
+                }
+            }
+        }
+    }
+    return ep;
+}
+
 /* links node q (level already set, lists empty) into the graph */
 static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     const float *qv = X + (int64_t)q * g->d;
@@ -613,22 +635,7 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
     if (!hold) pthread_mutex_unlock(&g->global);
 
-    float cd = dist_qx(g, qv, qs, X, ep);
-    for (int lc = top; lc > lvl; lc--) {
-        int changed = 1;
-        while (changed) {
-            changed = 0;
-            int cnt = copy_links(g, ep, lc, s->nb);
-            for (int j = 0; j < cnt; j++) {
-                float de = dist_qx(g, qv, qs, X, s->nb[j]);
-                if (de < cd) {
-                    cd = de;
-                    ep = s->nb[j];
-                    changed = 1;
-                }
-            }
-        }
-    }
+    ep = descend(g, X, qv, qs, ep, top, lvl, s);
     int rc = HS_OK;
     for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
         if ((rc = search_build(g, X, qv, qs, &ep, 1, lc, g->efc, s))) goto done;
@@ -687,22 +694,27 @@ static int stayed_near(const hs_hnsw *g, const float *X, int32_t s, const int32_
     return moved < nearest;
 }
 
-/* Re-links a rewritten node q (lists cleared; b: its old lists and stayed_near's answer). One
- * that stayed near has its new neighbours near its old ones: each level is searched from the old
- * list with a beam RELINK_EF_DIV times narrower than ef_construct (the old neighbours are
- * candidates themselves). One that moved is inserted as a new node. */
+/* Re-links a rewritten node q (lists cleared; b: its old lists and stayed_near's answer): each
+ * level is searched from its old list there (the old neighbours are candidates themselves). One
+ * that stayed near has its new neighbours near its old ones: a beam RELINK_EF_DIV times narrower
+ * than ef_construct. One that moved is also searched from the walk down from the entry point, with
+ * the full beam: the old neighbours as extra seeds make up for the walk's dead ends at the batch's
+ * other rewritten nodes, whose lists are empty meanwhile (measured: a plain insert of such a node
+ * left a graph of lower recall than a fresh build). */
 #define RELINK_EF_DIV 2
 static int relink_near(hs_hnsw *g, const float *X, int32_t q, const int32_t *b, scratch *s) {
     const int lvl = g->level[q];
     pthread_mutex_lock(&g->global);
     int top = g->max_level;
+    int32_t entry = g->entry;
     pthread_mutex_unlock(&g->global);
     /* a node above the others is the entry point to be: insert_one holds it */
-    if (!b[saved_words(g, q)] || lvl > top) return insert_one(g, X, q, s);
+    if (lvl > top || entry < 0 || entry == q) return insert_one(g, X, q, s);
     const float *qv = X + (int64_t)q * g->d;
     const float qs = scale_of(g, q);
-    int ef = g->efc / RELINK_EF_DIV > g->M ? g->efc / RELINK_EF_DIV : g->M;
-    int32_t seeds[2 * HS_HNSW_MAX_M + 1], ep = -1;
+    const int near = b[saved_words(g, q)];
+    int ef = !near ? g->efc : g->efc / RELINK_EF_DIV > g->M ? g->efc / RELINK_EF_DIV : g->M;
+    int32_t seeds[2 * HS_HNSW_MAX_M + 1], ep = near ? -1 : descend(g, X, qv, qs, entry, top, lvl, s);
     for (int lc = lvl; lc >= 0; lc--) {
         const int32_t *ol = old_list(g, b, lc);
         int ns = 0;
