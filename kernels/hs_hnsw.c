@@ -1,6 +1,7 @@
 /* One mutable HNSW graph (Malkov & Yashunin) over caller-owned vectors. */
 #define _GNU_SOURCE
 #include "hs_hnsw.h"
+#include "hs_topk.h"
 
 #include <float.h>
 #include <math.h>
@@ -1222,27 +1223,7 @@ int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
 
 /* ------------------------------------------------------------ exact scan on the codes */
 
-/* a max-heap of the k smallest floats seen (the k-th smallest on top) */
-static void kth_push(float *h, int64_t *n, int64_t k, float v) {
-    int64_t i;
-    if (*n < k) {
-        i = (*n)++;
-        while (i > 0 && h[(i - 1) / 2] < v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
-        h[i] = v;
-        return;
-    }
-    if (v >= h[0]) return;
-    i = 0;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= k) break;
-        if (c + 1 < k && h[c + 1] > h[c]) c++;
-        if (h[c] <= v) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = v;
-}
+HS_DEFINE_KTH_PUSH(kth_push, float)
 
 /* Why this is exact: a code row c of vector v (unit length under cosine) with scale s has
  * |v_j - s c_j| <= s / 2 per dimension, so |q.v - s q.c| <= s |q|_1 / 2 (twice that for l2,

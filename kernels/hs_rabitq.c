@@ -341,27 +341,7 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
 
 /* ------------------------------------------------------------- the scan */
 
-/* a max-heap of the k smallest values seen (the k-th smallest on top) */
-static void kth_push(double *h, int64_t *n, int64_t k, double v) {
-    int64_t i;
-    if (*n < k) {
-        i = (*n)++;
-        while (i > 0 && h[(i - 1) / 2] < v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
-        h[i] = v;
-        return;
-    }
-    if (v >= h[0]) return;
-    i = 0;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= k) break;
-        if (c + 1 < k && h[c + 1] > h[c]) c++;
-        if (h[c] <= v) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = v;
-}
+HS_DEFINE_KTH_PUSH(kth_push, double)
 
 /* Up to CHUNK candidate rows from *pos on: a contiguous range (returns its count, *start set,
  * rows untouched) or, with a bitset, the next set bits (returned in rows, *start = -1). */

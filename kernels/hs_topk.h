@@ -76,4 +76,30 @@ int64_t hs_heap_finish(hs_heap *h);
 int64_t hs_topk_f32(const float *scores, int64_t n, int64_t k, float *out_score,
                     int64_t *out_id);
 
+
+/* KTH_PUSH(name, T) defines `static void name(T *h, int64_t *n, int64_t k, T v)`: a max-heap of
+ * the k smallest values seen (the k-th smallest on top, h[0]), for the scans on codes that keep
+ * the k-th smallest upper end of a distance (float in hs_hnsw.c, double in hs_rabitq.c). */
+#define HS_DEFINE_KTH_PUSH(name, T)                                                            \
+    static void name(T *h, int64_t *n, int64_t k, T v) {                                      \
+        int64_t i;                                                                             \
+        if (*n < k) {                                                                          \
+            i = (*n)++;                                                                        \
+            while (i > 0 && h[(i - 1) / 2] < v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }    \
+            h[i] = v;                                                                          \
+            return;                                                                            \
+        }                                                                                      \
+        if (v >= h[0]) return;                                                                 \
+        i = 0;                                                                                 \
+        for (;;) {                                                                             \
+            int64_t c = 2 * i + 1;                                                             \
+            if (c >= k) break;                                                                 \
+            if (c + 1 < k && h[c + 1] > h[c]) c++;                                             \
+            if (h[c] <= v) break;                                                              \
+            h[i] = h[c];                                                                       \
+            i = c;                                                                             \
+        }                                                                                      \
+        h[i] = v;                                                                              \
+    }
+
 #endif
