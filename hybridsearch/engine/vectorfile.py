@@ -49,7 +49,11 @@ class VectorFile:
         same = self._block is not None and old is self._block
         try:
             # blocks reserved now: a write into a mapped hole of a full disk would be SIGBUS
-            os.posix_fallocate(f.fileno(), 0, size)
+            # (macOS has no posix_fallocate: the file is only extended there)
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(f.fileno(), 0, size)
+            else:
+                os.ftruncate(f.fileno(), size)
             m = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as e:
             raise BackendError(f"cannot grow the on-disk vector block of {self.name!r} to {size:,} bytes "
