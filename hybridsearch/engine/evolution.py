@@ -68,7 +68,7 @@ def carry_store(old: ColumnStore, new: ColumnStore, plan) -> np.ndarray:
                 present = np.zeros(cap, dtype=np.uint8)
                 present[rows] = 1
                 new.present[name] = present
-        elif spec.kind is not Kind.OTHER:
+        else:  # an unindexed field (Kind.OTHER) has only its presence here, its values in the extras
             _fill(new, name, spec, rows, values[name], cap)
     if new.extras is not None:
         _carry_extras(old, new, plan, rows, values, cap)

@@ -533,3 +533,29 @@ def test_a_follower_of_the_old_class_is_told_the_writer_changed_the_fields(stora
     follower.close()
     with open_da(storage, path, ABRequired, read_only=True) as ro:
         assert ro["d1"].note == "set"
+
+
+class Plain(hs.Document):
+    v: hs.Vector[4]
+
+
+class PlainTagged(hs.Document):  # an Optional unindexed field added
+    v: hs.Vector[4]
+    tag: Optional[str] = None
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_writes_that_grow_the_collection_after_an_unindexed_field_was_added(storage, tmp_path):
+    """The added field's presence is carried at the collection's capacity: the first growth after
+    the evolution keeps every document (it failed with a numpy broadcast error before)."""
+    path = tmp_path / ("c.db" if storage == "sqlite" else "c")
+    model = {}
+    with hs.DocumentArray(Plain, storage=storage, path=path) as da:
+        da.extend([{"id": f"d{i}", "v": np.full(4, i, dtype=np.float32)} for i in range(10)])
+        model.update({f"d{i}": None for i in range(10)})
+    for again in range(2):
+        with hs.DocumentArray(PlainTagged, storage=storage, path=path) as da:
+            if again == 0:  # far past the carried capacity
+                da.extend([{"id": f"n{i}", "v": np.ones(4, dtype=np.float32), "tag": f"t{i}"} for i in range(3000)])
+                model.update({f"n{i}": f"t{i}" for i in range(3000)})
+            assert {d.id: d.tag for d in da} == model
