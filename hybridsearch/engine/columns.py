@@ -209,7 +209,12 @@ class ColumnStore:
             self.free = np.flatnonzero(dead).tolist()
 
     # ------------------------------------------------------------ capacity
-    def _grow(self, needed: int) -> None:
+    def reserve(self, needed: int) -> None:
+        """Room for `needed` slots now: a write checks that an on-disk vector block can grow before
+        it is logged (BackendError then, nothing logged or changed)."""
+        self._grow(needed, strict=True)
+
+    def _grow(self, needed: int, strict: bool = False) -> None:
         if needed <= self.cap:
             return
         cap = max(_MIN_CAPACITY, self.cap * 2)
@@ -221,10 +226,10 @@ class ColumnStore:
             out[: self.n] = a[: self.n]
             return out
 
+        for col in self.dense.values():  # first: a full disk refuses here, before anything grew
+            col.grow(cap, self.n, strict)
         self.values = {k: grown(v) for k, v in self.values.items()}
         self.present = {k: grown(v) for k, v in self.present.items()}
-        for col in self.dense.values():
-            col.grow(cap, self.n)
         self.seq = grown(self.seq)
         for col in self._string_columns():
             col.grow(cap)
@@ -232,6 +237,11 @@ class ColumnStore:
         live[: len(self.live)] = self.live
         self.live = live
         self.cap = cap
+
+    @property
+    def disk_vectors(self) -> bool:
+        """Whether a dense field keeps its block in a file (vectors_on_disk)."""
+        return any(col.backing is not None for col in self.dense.values())
 
     def release_vectors(self) -> None:
         """After a write: the on-disk blocks' pages leave the process (engine/vectorfile.py)."""

@@ -7,6 +7,7 @@ the store keeps one DenseColumn per field, so every search, score and snapshot n
 """
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 import numpy as np
@@ -15,6 +16,9 @@ from hybridsearch._native import _kernels as K
 from hybridsearch.document import FieldSpec
 from hybridsearch.engine.exact import vector_aux
 from hybridsearch.engine.vectorfile import VectorFile
+from hybridsearch.errors import BackendError
+
+log = logging.getLogger("hybridsearch")
 
 
 class DenseColumn:
@@ -28,6 +32,7 @@ class DenseColumn:
         self.vectors = np.zeros((0, self.dim), dtype=np.float32)
         self.aux = np.zeros(0, dtype=np.float32)
         self.backing: Optional[VectorFile] = None  # vectors_on_disk: the block's file
+        self.in_ram = False  # on disk, but a full disk left the block in RAM (grow)
 
     def keep_on_disk(self, directory: Optional[str]) -> None:
         """From the next growth on, the block lives in a file in `directory` (engine/vectorfile.py)."""
@@ -43,11 +48,20 @@ class DenseColumn:
         if self.backing is not None:
             self.backing.close()
 
-    def grow(self, cap: int, n: int) -> None:
-        """Room for `cap` rows, keeping the first `n`."""
+    def grow(self, cap: int, n: int, strict: bool = False) -> None:
+        """Room for `cap` rows, keeping the first `n`. An on-disk block whose disk cannot hold it:
+        BackendError when `strict` (before a write is logged, ColumnStore.reserve), else the rows
+        go to RAM with a warning (a logged write must be applied)."""
+        vectors = None
         if self.backing is not None:
-            vectors = self.backing.allocate(cap, self.dim, self.vectors, n)
-        else:
+            try:
+                vectors = self.backing.allocate(cap, self.dim, self.vectors, n)
+            except BackendError as e:
+                if strict:
+                    raise
+                log.warning("%s; the vectors of %r stay in RAM until the next growth", e, self.name)
+        self.in_ram = vectors is None and self.backing is not None  # a fallback: not retried per write
+        if vectors is None:
             vectors = np.zeros((cap, self.dim), dtype=np.float32)
             vectors[:n] = self.vectors[:n]
         aux = np.zeros(cap, dtype=np.float32)
@@ -63,11 +77,20 @@ class DenseColumn:
             at = slice(int(slots[0]), int(slots[0]) + n)  # consecutive slots (an append): one memcpy
         else:
             at = slots
+        self._into_file()
         self.vectors[at] = block
         self.aux[at] = aux
 
+    def _into_file(self) -> None:
+        """Before a write in place: an on-disk block still read from the snapshot (a copy-on-write
+        mapping, whose written pages would stay in RAM) moves into its file first."""
+        if (self.backing is not None and not self.in_ram and len(self.vectors)
+                and not self.backing.holds(self.vectors)):
+            self.grow(len(self.vectors), len(self.vectors))
+
     def take(self, keep: np.ndarray, m: int) -> None:
         """Compaction: rows `keep` become rows [0, m)."""
+        self._into_file()
         self.vectors[:m] = self.vectors[keep]
         self.aux[:m] = self.aux[keep]
 

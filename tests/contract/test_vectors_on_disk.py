@@ -7,6 +7,7 @@ vectors themselves (read back, exact scores and rankings against numpy) across g
 block, rewrites, deletes and reopens, and across kill -9 of a writer.
 """
 import gc
+import os
 import signal
 import subprocess
 import sys
@@ -219,3 +220,72 @@ def test_kill_9_keeps_every_acknowledged_vector(tmp_path, delay):
         got_n = {d.id: d.n for d in again}
         expect = model_after(n) if got_n == {k: v[1] for k, v in model_after(n).items()} else model_after(n + 1)
         check(again, expect, np.random.default_rng(n))
+
+
+def _anon() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon"))
+
+
+def _vector_files() -> list:
+    """The files without a name (deleted or O_TMPFILE: the on-disk vector blocks) this process has open."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith("(deleted)"):
+            out.append(target)
+    return out
+
+
+class Wide(hs.Document):
+    v: hs.Vector[512]
+    n: int = 0
+
+
+def test_rewrites_after_a_reopen_go_to_the_file_not_to_ram(tmp_path):
+    """After an open the block is the snapshot's copy-on-write mapping: rewriting every vector in
+    place (no growth) must not leave the block's pages in the process's own memory."""
+    n = 20_000  # 40 MB of float32
+    rng = np.random.default_rng(3)
+    ids = [f"d{i}" for i in range(n)]
+    with hs.DocumentArray(Wide, storage="hnsw", path=tmp_path / "w", vectors_on_disk=True, metric="l2") as da:
+        da.extend_columns({"id": ids, "v": rng.standard_normal((n, 512), dtype=np.float32)})
+    with hs.DocumentArray(Wide, storage="hnsw", path=tmp_path / "w", vectors_on_disk=True, metric="l2") as da:
+        new = rng.standard_normal((n, 512), dtype=np.float32)
+        gc.collect()
+        before = _anon()
+        for lo in range(0, n, 5000):  # rewrites of existing ids: slots reused in place
+            da.extend_columns({"id": ids[lo:lo + 5000], "v": new[lo:lo + 5000]})
+        grown = _anon() - before
+        assert grown < n * 512 * 4 // 2, f"{grown:,} bytes of anonymous memory for a {n * 512 * 4:,}-byte block"
+        for i in (0, 7777, n - 1):
+            assert np.array_equal(np.asarray(da[ids[i]].v, dtype=np.float32), new[i])
+
+
+def test_after_a_schema_change_the_block_stays_in_the_collections_directory(tmp_path):
+    path = tmp_path / "col"
+    keys = [f"d{i}" for i in range(50)]
+    with open_disk(path) as da:
+        da.extend_columns({"id": keys, "v": np.stack([vector(k, 1) for k in keys]), "n": [1] * 50})
+
+    class Tagged(hs.Document):
+        v: hs.Vector[DIM]
+        n: int = 0
+        tag: hs.Keyword = "t"
+    more = [f"d{i}" for i in range(50, 4000)]  # a growth after the evolution
+    with hs.DocumentArray(Tagged, storage="hnsw", path=path, vectors_on_disk=True, metric="l2") as da:
+        da.extend_columns({"id": more, "v": np.stack([vector(k, 2) for k in more]), "n": [2] * len(more)})
+        files = _vector_files()
+        # an O_TMPFILE file shows as "<its directory>/#<inode> (deleted)"
+        assert any(f.startswith(os.fspath(path) + "/#") for f in files), files
+        assert np.array_equal(np.asarray(da["d3"].v, dtype=np.float32), vector("d3", 1))
+
+
+def test_a_collection_saved_with_a_float_walk_is_refused_with_vectors_on_disk(tmp_path):
+    with hs.DocumentArray(Vec, storage="hnsw", path=tmp_path / "f", quantization=None, metric="l2") as da:
+        da.extend_columns({"id": ["a"], "v": np.ones((1, DIM), dtype=np.float32)})
+    with pytest.raises(hs.ConfigError, match="quantization=None"):
+        open_disk(tmp_path / "f")  # quantization="auto" would take the float walk the files hold

@@ -40,7 +40,9 @@ def evolve(storage, snapshot, ops: list, where: str) -> None:
     metrics = {name: storage.metrics.get(name) if name in plan.kept else stored_metrics.get(name, "cosine")
                for name in [*old_schema.vectors, *old_schema.multi]}
     metrics = {k: v or "cosine" for k, v in metrics.items()}
-    config = dataclasses.replace(storage.config, path=None, read_only=False, metric=metrics)
+    # the stored state, read into RAM only (no files, no on-disk vector block) and carried over
+    config = dataclasses.replace(storage.config, path=None, read_only=False, metric=metrics,
+                                 **({"vectors_on_disk": False} if hasattr(storage.config, "vectors_on_disk") else {}))
     old = type(storage)(old_schema, config)
     old._load_state(snapshot, ops, where)
     storage._mappings.extend(old._mappings)  # the carried arrays are views of the old snapshot

@@ -95,9 +95,7 @@ class HnswStorage(JournaledStorage):
         self.quantization = "int8" if quant in ("int8", "auto") else "none"
         self.threads = config.threads or os.cpu_count() or 1
         self.store = ColumnStore(schema, self.metrics, reuse_slots=True)
-        if config.vectors_on_disk:
-            for col in self.store.dense.values():
-                col.keep_on_disk(str(config.path))
+        self._keep_vectors_on_disk()
         self.dim = self.store.dim
         self.graphs = {name: self._new_graph(name) for name in schema.vectors}  # dense field -> graph
         self.lock = RWLock()
@@ -113,7 +111,19 @@ class HnswStorage(JournaledStorage):
         self.fde_graphs_built = 0  # FDE graphs built over documents at open (not mapped), for stats()
         if config.path is not None:
             self._open_files(config.path, config.read_only, config.lock_timeout)
+            if config.vectors_on_disk and self.quantization == "none":  # "auto" took the files' float walk
+                self.close()
+                raise ConfigError(f"the graph under {config.path} was saved with quantization=None: "
+                                  "vectors_on_disk=True needs a quantized walk (a walk on float32 vectors reads "
+                                  "them all from disk); open it without vectors_on_disk")
         self._build_fde_graphs()
+
+    def _keep_vectors_on_disk(self) -> None:
+        """vectors_on_disk: every dense column's block goes to a file in the collection's directory
+        (an absolute path: the first growth may come after a chdir)."""
+        if self.config.vectors_on_disk and self.config.path is not None:
+            for col in self.store.dense.values():
+                col.keep_on_disk(os.path.abspath(self.config.path))
 
     def _drop_index(self) -> None:
         # the graphs may be views of the mapped snapshot (close() unmaps it)
@@ -266,6 +276,7 @@ class HnswStorage(JournaledStorage):
         they are; a vector field new to the collection starts with an empty graph; the FDE graphs
         are built again from the carried tokens (_build_fde_graphs)."""
         self.quantization = old.quantization
+        self._keep_vectors_on_disk()  # the carried columns come from a store without files
         for name in self.graphs:
             self.graphs[name] = old.graphs[name] if name in old.graphs else self._new_graph(name)
         self.graph_writes += old.graph_writes

@@ -160,7 +160,7 @@ class JournaledStorage(ColumnarStorage):
         from hybridsearch.engine.persist import GroupCommit
 
         fresh = type(self)(self.schema, self.config)
-        old, old_maps = self.journal, self._mappings
+        old, old_maps, old_store = self.journal, self._mappings, self.store
         with self.lock.write():
             # kept: what readers and other refreshes hold, the counts, and closed (release() sets
             # it without `writer`)
@@ -171,6 +171,7 @@ class JournaledStorage(ColumnarStorage):
         fresh.__dict__.clear()  # its commit's bound method would keep the new view alive twice
         where = f"the collection {old.path}"
         old.close()
+        old_store.close_files()  # an on-disk vector block's file (its views went with the old view)
         unmap(old_maps, where)
         self.follow_counts["refreshes"] += 1
         self.follow_counts["generations_opened"] += 1
@@ -309,6 +310,10 @@ class JournaledStorage(ColumnarStorage):
 
     def upsert(self, batch: Batch) -> None:
         def append():
+            st = self.store
+            if st.disk_vectors and st.n + len(batch) > st.cap:  # a full disk refuses before the log
+                with self.lock.write():
+                    st.reserve(st.n + len(batch))
             if self.journal is not None:
                 self.journal.log_batch(batch, sync=False)
 
