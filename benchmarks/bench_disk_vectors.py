@@ -14,6 +14,7 @@ the float32 bytes (n x d x 4).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -75,8 +76,8 @@ def child(args) -> None:
         hi = min(n, lo + args.batch)
         da.extend_columns({"id": [f"d{i}" for i in range(lo, hi)], "v": np.ascontiguousarray(X[lo:hi])})
     build = time.perf_counter() - started
-    X._mmap.madvise(__import__("mmap").MADV_DONTNEED)  # the input's pages are not the collection's
-    del X
+    del X  # the input's mapping goes (the collection holds copies): its pages are not the collection's
+    gc.collect()
     after_build = memory()
     for q in Q[:50]:  # warm-up
         da.find(vector=q, limit=10, ef=args.ef)

@@ -129,8 +129,6 @@ typedef struct scratch {
     int32_t *nb;   /* neighbour copy, M0 + 1 */
     float *nd;     /* distances for selection */
     int32_t *fresh; /* unvisited neighbours gathered before scoring */
-    int32_t *sel;   /* an insert's candidates, ascending (ef_construct + 1) */
-    float *seld;
     vlist v;
     struct scratch *next;
 } scratch;
@@ -189,11 +187,6 @@ static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
-/* every cache line of a float row after its first */
-static inline void prefetch_floats(const float *row, int64_t d) {
-    for (int64_t o = 16; o < d; o += 16) __builtin_prefetch(row + o);
-}
-
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -216,8 +209,6 @@ static void scratch_free(scratch *s) {
     free(s->nb);
     free(s->nd);
     free(s->fresh);
-    free(s->sel);
-    free(s->seld);
     free(s->v.tag);
     free(s);
 }
@@ -234,9 +225,7 @@ static scratch *scratch_get(hs_hnsw *g) {
         s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
         s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
         s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
-        s->sel = malloc((size_t)(g->efc + 2) * sizeof(int32_t));
-        s->seld = malloc((size_t)(g->efc + 2) * sizeof(float));
-        if (!s->nb || !s->nd || !s->fresh || !s->sel || !s->seld || pheap_reserve(&s->cand, 256) ||
+        if (!s->nb || !s->nd || !s->fresh || pheap_reserve(&s->cand, 256) ||
             pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
             scratch_free(s);
             return NULL;
@@ -431,67 +420,35 @@ static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
     return c;
 }
 
-/* ef-nearest of vector q (scaled by qs under cosine) at level lc from entry ep (construction, no
- * filter). On the float vectors even when the graph keeps int8 codes: a walk on the codes was
- * measured slower (the code dot product converts every byte) and gave a graph of lower recall. */
-static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, const int32_t *eps,
-                        int neps, int lc, int ef, scratch *s) {
+/* ef-nearest of vector q at level lc from entry ep (construction: float, no filter) */
+static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, int32_t ep, int lc,
+                        int ef, scratch *s) {
     vlist *v = &s->v;
-    uint16_t cur = visit_epoch(v);
-    uint16_t *tag = v->tag;
-    pheap *cand = &s->cand, *res = &s->res;
-    cand->size = res->size = 0;
-    const int64_t d = g->d;
-    const int l2 = g->metric == HS_METRIC_L2;
-    hs_pair_fn fdist = l2 ? hs_l2sq_impl() : hs_dot_impl();
-    const float *inv = g->inv;
-    const uint8_t *dead = g->pending ? g->dead : NULL;
-    int32_t *fresh = s->fresh;
-#define BUILD_DIST(e)                                                                       \
-    (l2 ? fdist(q, X + (int64_t)(e) * d, d)                                                 \
-        : (inv ? -fdist(q, X + (int64_t)(e) * d, d) * qs * inv[e] : -fdist(q, X + (int64_t)(e) * d, d)))
-    for (int i = 0; i < neps; i++) { /* one entry point, or a rewritten node's old neighbours */
-        int32_t ep = eps[i];
-        if (tag[ep] == cur) continue;
-        tag[ep] = cur;
-        float d0 = BUILD_DIST(ep);
-        if (pheap_push(cand, d0, ep, -1.0f)) return HS_ENOMEM;
-        if (!(dead && dead[ep])) {
-            if (pheap_push(res, d0, ep, 1.0f)) return HS_ENOMEM;
-            if (res->size > ef) pheap_pop(res, 1.0f);
-        }
-    }
-    float bound = res->size ? res->d[0] : INFINITY;
-    while (cand->size) {
-        float cd = cand->d[0];
-        int32_t c = cand->id[0];
-        if (cd > bound && res->size >= ef) break;
-        pheap_pop(cand, -1.0f);
-        int cnt = copy_links(g, c, lc, s->nb), nf = 0;
-        /* the unvisited neighbours first, so that their rows load in parallel */
+    visit_epoch(v);
+    s->cand.size = s->res.size = 0;
+    float d0 = dist_qx(g, q, qs, X, ep);
+    v->tag[ep] = v->cur;
+    if (pheap_push(&s->cand, d0, ep, -1.0f)) return HS_ENOMEM;
+    if (!g->dead[ep] && pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
+    while (s->cand.size) {
+        float cd = s->cand.d[0];
+        int32_t c = s->cand.id[0];
+        if (cd > s->res.d[0] && s->res.size >= ef) break;
+        pheap_pop(&s->cand, -1.0f);
+        int cnt = copy_links(g, c, lc, s->nb);
         for (int j = 0; j < cnt; j++) {
             int32_t e = s->nb[j];
-            if (tag[e] == cur) continue;
-            tag[e] = cur;
-            fresh[nf++] = e;
-        }
-        for (int j = 0; j < nf; j++) __builtin_prefetch(X + (int64_t)fresh[j] * d);
-        if (nf) prefetch_floats(X + (int64_t)fresh[0] * d, d);
-        for (int j = 0; j < nf; j++) {
-            int32_t e = fresh[j];
-            if (j + 1 < nf) prefetch_floats(X + (int64_t)fresh[j + 1] * d, d);
-            float de = BUILD_DIST(e);
-            if (res->size < ef || de < bound) {
-                if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
-                if (!(dead && dead[e])) {
-                    if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
-                    if (res->size > ef) pheap_pop(res, 1.0f);
-                    bound = res->d[0];
-                }
+            if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
+            if (v->tag[e] == v->cur) continue;
+            v->tag[e] = v->cur;
+            float de = dist_qx(g, q, qs, X, e);
+            if (s->res.size < ef || de < s->res.d[0]) {
+                if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (!g->dead[e] && pheap_push(&s->res, de, e, 1.0f)) return HS_ENOMEM;
+                if (s->res.size > ef) pheap_pop(&s->res, 1.0f);
             }
         }
     }
-#undef BUILD_DIST
     return HS_OK;
 }
 
@@ -562,63 +519,6 @@ static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, 
     pthread_mutex_unlock(mu);
 }
 
-/* search_build's results into s->sel / s->seld, nearest first; returns their count */
-static int build_sorted(scratch *s) {
-    int n = (int)s->res.size;
-    for (int i = n - 1; i >= 0; i--) { /* drain the max-heap into ascending order */
-        s->sel[i] = s->res.id[0];
-        s->seld[i] = s->res.d[0];
-        pheap_pop(&s->res, 1.0f);
-    }
-    return n;
-}
-
-/* q's level-lc list from search_build's results (the heuristic's pick of them), and q into the
- * lists of those it picked; *ep becomes the nearest found (the next level's entry) */
-static void link_level(hs_hnsw *g, const float *X, int32_t q, int lc, scratch *s, int32_t *ep) {
-    int32_t *sel = s->sel;
-    float *seld = s->seld;
-    int n = build_sorted(s);
-    for (int i = n - 1; i >= 0; i--) /* re-linking may meet the node itself */
-        if (sel[i] == q) {
-            memmove(sel + i, sel + i + 1, (size_t)(n - i - 1) * sizeof(int32_t));
-            memmove(seld + i, seld + i + 1, (size_t)(n - i - 1) * sizeof(float));
-            n--;
-        }
-    int k = select_heuristic(g, X, sel, seld, n, g->M);
-    if (k == 0 && n > 0) k = 1;
-    pthread_mutex_t *mu = lock_of(g, q);
-    pthread_mutex_lock(mu);
-    int32_t *l = links_at(g, q, lc);
-    memcpy(l + 1, sel, (size_t)k * sizeof(int32_t));
-    l[0] = k;
-    pthread_mutex_unlock(mu);
-    for (int j = 0; j < k; j++) link_back(g, X, sel[j], q, lc, s);
-    if (n > 0) *ep = sel[0];
-}
-
-/* greedy walk from ep at level top down to level lvl + 1: the nearest node to qv found there */
-static int32_t descend(hs_hnsw *g, const float *X, const float *qv, float qs, int32_t ep, int top,
-                       int lvl, scratch *s) {
-    float cd = dist_qx(g, qv, qs, X, ep);
-    for (int lc = top; lc > lvl; lc--) {
-        int changed = 1;
-        while (changed) {
-            changed = 0;
-            int cnt = copy_links(g, ep, lc, s->nb);
-            for (int j = 0; j < cnt; j++) {
-                float de = dist_qx(g, qv, qs, X, s->nb[j]);
-                if (de < cd) {
-                    cd = de;
-                    ep = s->nb[j];
-                    changed = 1;
-                }
-            }
-        }
-    }
-    return ep;
-}
-
 /* links node q (level already set, lists empty) into the graph */
 static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     const float *qv = X + (int64_t)q * g->d;
@@ -636,11 +536,55 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
     if (!hold) pthread_mutex_unlock(&g->global);
 
-    ep = descend(g, X, qv, qs, ep, top, lvl, s);
+    float cd = dist_qx(g, qv, qs, X, ep);
+    for (int lc = top; lc > lvl; lc--) {
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            int cnt = copy_links(g, ep, lc, s->nb);
+            for (int j = 0; j < cnt; j++) {
+                float de = dist_qx(g, qv, qs, X, s->nb[j]);
+                if (de < cd) {
+                    cd = de;
+                    ep = s->nb[j];
+                    changed = 1;
+                }
+            }
+        }
+    }
     int rc = HS_OK;
+    int32_t *sel = malloc((size_t)(g->efc + 1) * sizeof(int32_t));
+    float *seld = malloc((size_t)(g->efc + 1) * sizeof(float));
+    if (!sel || !seld) {
+        rc = HS_ENOMEM;
+        goto done;
+    }
     for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
-        if ((rc = search_build(g, X, qv, qs, &ep, 1, lc, g->efc, s))) goto done;
-        link_level(g, X, q, lc, s, &ep);
+        if ((rc = search_build(g, X, qv, qs, ep, lc, g->efc, s))) goto done;
+        /* drain the max-heap into ascending order */
+        int n = (int)s->res.size;
+        for (int i = n - 1; i >= 0; i--) {
+            sel[i] = s->res.id[0];
+            seld[i] = s->res.d[0];
+            pheap_pop(&s->res, 1.0f);
+        }
+        int start = 0;
+        for (int i = n - 1; i >= 0; i--) /* re-linking may meet the node itself */
+            if (sel[i] == q) {
+                memmove(sel + i, sel + i + 1, (size_t)(n - i - 1) * sizeof(int32_t));
+                memmove(seld + i, seld + i + 1, (size_t)(n - i - 1) * sizeof(float));
+                n--;
+            }
+        int k = select_heuristic(g, X, sel + start, seld + start, n - start, g->M);
+        if (k == 0 && n > start) k = 1;
+        pthread_mutex_t *mu = lock_of(g, q);
+        pthread_mutex_lock(mu);
+        int32_t *l = links_at(g, q, lc);
+        memcpy(l + 1, sel + start, (size_t)k * sizeof(int32_t));
+        l[0] = k;
+        pthread_mutex_unlock(mu);
+        for (int j = 0; j < k; j++) link_back(g, X, sel[start + j], q, lc, s);
+        if (n > start) ep = sel[start];
     }
     if (hold) {
         g->entry = q;
@@ -648,89 +592,9 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
 done:
     if (hold) pthread_mutex_unlock(&g->global);
+    free(sel);
+    free(seld);
     return rc;
-}
-
-/* A rewritten node's level-lc list as it was before (b: the copy hs_hnsw_add saved). */
-static const int32_t *old_list(const hs_hnsw *g, const int32_t *b, int lc) {
-    return lc == 0 ? b : b + (g->M0 + 1) + (int64_t)(lc - 1) * (g->M + 1);
-}
-
-/* int32s of a node's saved lists (hs_hnsw_add keeps one more: stayed_near's answer) */
-static size_t saved_words(const hs_hnsw *g, int32_t q) {
-    return (size_t)(g->M0 + 1) + (size_t)g->level[q] * (g->M + 1);
-}
-
-/* 1 when a rewritten node's new vector lies nearer to its old one than the old one lay to its
- * nearest old neighbour (old0: its old level-0 list): its neighbourhood is about the one it had.
- * The old vector is known only through its int8 code, so this is asked before prepare_row
- * overwrites the code; without codes the answer is 0 (relinked by a full search). */
-static int stayed_near(const hs_hnsw *g, const float *X, int32_t s, const int32_t *old0) {
-    if (!g->quant || old0[0] == 0) return 0;
-    const int64_t d = g->d;
-    const float *x = X + (int64_t)s * d;
-    const int8_t *c = g->codes + (int64_t)s * d;
-    const float cs = g->cscale[s];
-    double f = 1.0, moved = 0.0, nearest = INFINITY;
-    if (g->inv) { /* codes hold the unit vector under cosine */
-        double sq = 0.0;
-        for (int64_t j = 0; j < d; j++) sq += (double)x[j] * x[j];
-        f = sq > 0 ? 1.0 / sqrt(sq) : 0.0;
-    }
-    for (int64_t j = 0; j < d; j++) {
-        double t = x[j] * f - (double)cs * c[j];
-        moved += t * t;
-    }
-    for (int i = 0; i < old0[0]; i++) {
-        int32_t e = old0[1 + i];
-        if (e == s || g->level[e] < 0 || g->dead[e]) continue;
-        const float *y = X + (int64_t)e * d;
-        double fe = g->inv ? g->inv[e] : 1.0, acc = 0.0;
-        for (int64_t j = 0; j < d && acc < nearest; j++) {
-            double t = y[j] * fe - (double)cs * c[j];
-            acc += t * t;
-        }
-        if (acc < nearest) nearest = acc;
-    }
-    return moved < nearest;
-}
-
-/* Re-links a rewritten node q (lists cleared; b: its old lists and stayed_near's answer): each
- * level is searched from its old list there (the old neighbours are candidates themselves). One
- * that stayed near has its new neighbours near its old ones: a beam RELINK_EF_DIV times narrower
- * than ef_construct. One that moved is also searched from the walk down from the entry point, with
- * the full beam: the old neighbours as extra seeds make up for the walk's dead ends at the batch's
- * other rewritten nodes, whose lists are empty meanwhile (measured: a plain insert of such a node
- * left a graph of lower recall than a fresh build). */
-#define RELINK_EF_DIV 2
-static int relink_near(hs_hnsw *g, const float *X, int32_t q, const int32_t *b, scratch *s) {
-    const int lvl = g->level[q];
-    pthread_mutex_lock(&g->global);
-    int top = g->max_level;
-    int32_t entry = g->entry;
-    pthread_mutex_unlock(&g->global);
-    /* a node above the others is the entry point to be: insert_one holds it */
-    if (lvl > top || entry < 0 || entry == q) return insert_one(g, X, q, s);
-    const float *qv = X + (int64_t)q * g->d;
-    const float qs = scale_of(g, q);
-    const int near = b[saved_words(g, q)];
-    int ef = !near ? g->efc : g->efc / RELINK_EF_DIV > g->M ? g->efc / RELINK_EF_DIV : g->M;
-    int32_t seeds[2 * HS_HNSW_MAX_M + 1], ep = near ? -1 : descend(g, X, qv, qs, entry, top, lvl, s);
-    for (int lc = lvl; lc >= 0; lc--) {
-        const int32_t *ol = old_list(g, b, lc);
-        int ns = 0;
-        if (ep >= 0) seeds[ns++] = ep;
-        for (int j = 0; j < ol[0]; j++) {
-            int32_t e = ol[1 + j];
-            if (e != q && e != ep && g->level[e] >= lc && !g->dead[e]) seeds[ns++] = e;
-        }
-        /* only the top level can lack a seed (below, ep is the level above's nearest) */
-        if (ns == 0) return insert_one(g, X, q, s);
-        int rc = search_build(g, X, qv, qs, seeds, ns, lc, ef, s);
-        if (rc) return rc;
-        link_level(g, X, q, lc, s, &ep);
-    }
-    return HS_OK;
 }
 
 typedef struct {
@@ -741,8 +605,7 @@ typedef struct {
     int64_t next; /* shared work counter */
     pthread_mutex_t mu;
     int rc;
-    int (*work)(hs_hnsw *, const float *, int32_t, scratch *, void *, int64_t);
-    void *ctx; /* the work's own argument */
+    int (*work)(hs_hnsw *, const float *, int32_t, scratch *);
 } job;
 
 static void *worker(void *arg) {
@@ -752,7 +615,7 @@ static void *worker(void *arg) {
     while (!rc) {
         int64_t i = __atomic_fetch_add(&jb->next, 1, __ATOMIC_RELAXED);
         if (i >= jb->n) break;
-        rc = jb->work(jb->g, jb->X, jb->nodes[i], s, jb->ctx, i);
+        rc = jb->work(jb->g, jb->X, jb->nodes[i], s);
     }
     scratch_put(jb->g, s);
     if (rc) {
@@ -763,11 +626,9 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-/* work(g, X, nodes[i], scratch, ctx, i) for every i, on nthreads threads */
 static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_t n, int nthreads,
-                        int (*work)(hs_hnsw *, const float *, int32_t, scratch *, void *, int64_t),
-                        void *ctx) {
-    job jb = {g, X, nodes, n, 0, PTHREAD_MUTEX_INITIALIZER, HS_OK, work, ctx};
+                        int (*work)(hs_hnsw *, const float *, int32_t, scratch *)) {
+    job jb = {g, X, nodes, n, 0, PTHREAD_MUTEX_INITIALIZER, HS_OK, work};
     if (nthreads < 1) nthreads = 1;
     /* small batches: one thread (deterministic, and threads would not pay off) */
     if (n < 1024) nthreads = 1;
@@ -785,8 +646,7 @@ static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_
 
 /* ----------------------------------------------------------------- repair */
 
-static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s, void *ctx, int64_t i) {
-    (void)ctx, (void)i;
+static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s) {
     for (int lc = 0; lc <= g->level[y]; lc++) {
         int32_t *l = links_at(g, y, lc);
         int c = l[0], hit = 0;
@@ -863,8 +723,7 @@ static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s, void *c
     return HS_OK;
 }
 
-static int relink_one(hs_hnsw *g, const float *X, int32_t q, scratch *s, void *ctx, int64_t i) {
-    (void)ctx, (void)i;
+static int relink_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     for (int lc = 0; lc <= g->level[q]; lc++) links_at(g, q, lc)[0] = 0;
     return insert_one(g, X, q, s);
 }
@@ -892,7 +751,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     int64_t nl = 0;
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] >= 0 && !g->dead[i]) live[nl++] = (int32_t)i;
-    int rc = run_parallel(g, X, live, nl, nthreads, repair_one, NULL);
+    int rc = run_parallel(g, X, live, nl, nthreads, repair_one);
     if (rc) {
         free(live);
         return rc;
@@ -916,7 +775,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     if (nl > 1 && old_entry >= 0 && g->links0[(int64_t)old_entry * (g->M0 + 1)] == 0) {
         set_entry(g, highest_node(g, NULL, old_entry));
         scratch *s0 = scratch_get(g);
-        rc = s0 ? relink_one(g, X, old_entry, s0, NULL, 0) : HS_ENOMEM;
+        rc = s0 ? relink_one(g, X, old_entry, s0) : HS_ENOMEM;
         scratch_put(g, s0);
         if (rc) {
             free(live);
@@ -928,7 +787,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     for (int64_t j = 0; j < nl; j++)
         if (g->links0[(int64_t)live[j] * (g->M0 + 1)] == 0 && live[j] != g->entry)
             live[orphans++] = live[j];
-    if (orphans) rc = run_parallel(g, X, live, orphans, 1, relink_one, NULL);
+    if (orphans) rc = run_parallel(g, X, live, orphans, 1, relink_one);
     free(live);
     return rc;
 }
@@ -945,16 +804,7 @@ int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, 
     return HS_OK;
 }
 
-/* hs_hnsw_add's batch: nodes[0, again) are rewritten nodes (their old lists in before[]),
- * the rest new; the work's index i is offset by `first` (the first node inserted alone) */
-typedef struct {
-    int32_t **before;
-    int64_t again, first;
-} add_batch;
-
-static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s, void *ctx, int64_t i) {
-    const add_batch *ab = ctx;
-    if (i + ab->first < ab->again) return relink_near(g, X, q, ab->before[i + ab->first], s);
+static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     return insert_one(g, X, q, s);
 }
 
@@ -989,8 +839,8 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             g->pending--;
             g->count++;
         }
-        size_t words = saved_words(g, s);
-        before[again] = malloc((words + 1) * sizeof(int32_t));
+        size_t words = (size_t)(g->M0 + 1) + (size_t)g->level[s] * (g->M + 1);
+        before[again] = malloc(words * sizeof(int32_t));
         if (!before[again]) {
             rc = HS_ENOMEM;
             break;
@@ -1002,7 +852,6 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             b += lc == 0 ? g->M0 + 1 : g->M + 1;
             l[0] = 0;
         }
-        before[again][words] = stayed_near(g, X, s, before[again]); /* before the code changes */
         prepare_row(g, X, s);
         cleared[s] = 1;
         nodes[m++] = s;
@@ -1048,11 +897,9 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             scratch *s0 = scratch_get(g);
             rc = s0 ? insert_one(g, X, nodes[0], s0) : HS_ENOMEM;
             scratch_put(g, s0);
-            add_batch ab = {before, again, 1};
-            if (!rc) rc = run_parallel(g, X, nodes + 1, m - 1, nthreads, insert_work, &ab);
+            if (!rc) rc = run_parallel(g, X, nodes + 1, m - 1, nthreads, insert_work);
         } else {
-            add_batch ab = {before, again, 0};
-            rc = run_parallel(g, X, nodes, m, nthreads, insert_work, &ab);
+            rc = run_parallel(g, X, nodes, m, nthreads, insert_work);
         }
     }
     /* a re-added node keeps its old out-links where its lists have room: the nodes reached

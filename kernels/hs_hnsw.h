@@ -34,10 +34,7 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap);
 
 /* Inserts the nodes `slots` (vectors = rows of X). A slot that is already a
  * node (a removed one not yet repaired included) is re-linked with its (new)
- * vector: by a search from its old neighbours with half the ef_construct beam when
- * it moved less than its old nearest-neighbour distance (int8 graphs, which still
- * hold its old code), else as a new node; other pending removals stay pending
- * (no new link points to them). */
+ * vector; other pending removals stay pending (no new link points to them). */
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads);
 
 /* Removes nodes: they stop being results at once; links are repaired (and the

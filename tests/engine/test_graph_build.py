@@ -101,7 +101,16 @@ FAR_GAP = pytest.mark.xfail(strict=True, reason="known: after far moves under co
                             "docs/benchmarks.md, HNSW build and re-feed speed")
 
 
-@pytest.mark.parametrize("metric,how", [("l2", "near"), ("cosine", "near"), ("ip", "near"), ("l2", "far"), ("ip", "far"),
+# The relink that closed the l2 / ip gap after far moves broke the FDE graph's replay after kill -9
+# (tests/contract/test_fde_crash.py: walked scores far below the exact ones) and was taken out
+# at the end of issue 33's first session: until it is back, the far cases stay below a fresh build.
+FAR_RELINK_OUT = pytest.mark.xfail(strict=True, reason="known: the far-move relink of issue 33 is reverted "
+                                   "(it broke the FDE graph's replay); docs/benchmarks.md, HNSW build and re-feed speed")
+
+
+@pytest.mark.parametrize("metric,how", [("l2", "near"), ("cosine", "near"), ("ip", "near"),
+                                        pytest.param("l2", "far", marks=FAR_RELINK_OUT),
+                                        pytest.param("ip", "far", marks=FAR_RELINK_OUT),
                                         pytest.param("cosine", "far", marks=FAR_GAP)])
 def test_rewritten_graph_as_good_as_a_fresh_build(metric, how):
     """After rewriting 30% of the nodes, recall at every ef is within 0.02 of a graph built from
@@ -112,7 +121,7 @@ def test_rewritten_graph_as_good_as_a_fresh_build(metric, how):
         assert recall(g, X, Q, ref, ef) >= recall(fresh, X, Q, ref, ef) - 0.02, ef
 
 
-@pytest.mark.parametrize("how", ["near", "far"])
+@pytest.mark.parametrize("how", ["near", pytest.param("far", marks=FAR_RELINK_OUT)])
 def test_rewritten_nodes_are_reachable(how):
     """A search for a rewritten node's own new vector (k=1, ef 64) finds it, for >= 99.8% of them
     and at least as often as on the full-search relink (within 0.2%)."""
