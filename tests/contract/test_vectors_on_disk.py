@@ -6,6 +6,7 @@ follower tests of test_crash.py / test_follow.py); the tests here check what tho
 vectors themselves (read back, exact scores and rankings against numpy) across growths of the
 block, rewrites, deletes and reopens, and across kill -9 of a writer.
 """
+import ctypes
 import gc
 import os
 import signal
@@ -223,6 +224,10 @@ def test_kill_9_keeps_every_acknowledged_vector(tmp_path, delay):
 
 
 def _anon() -> int:
+    """This process's anonymous memory, after the C heap gave back what it keeps of freed
+    blocks (glibc holds a freed batch's copies until a trim: noise beside the block measured)."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon"))
 
