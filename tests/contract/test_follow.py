@@ -61,7 +61,9 @@ def test_a_follower_sees_every_acknowledged_write_in_one_state_per_read(storage,
     try:
         with open_da(storage, path, read_only=True) as ro:
             last = 0
-            deadline = time.monotonic() + 8
+            # 20 s: under "close" every read may open a new generation, which took ~1.6 s per read on
+            # two busy cores (8 s gave only 5 reads)
+            deadline = time.monotonic() + 20
             while time.monotonic() < deadline and (len(reads) < 20 or acked.now() < 30):
                 time.sleep(0.002)
                 before = acked.now()
