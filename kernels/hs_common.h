@@ -23,4 +23,14 @@
 #define HS_UNLIKELY(x) (x)
 #endif
 
+
+/* splitmix64: the seeded generator of the graph's levels (hs_hnsw.c) and of the RaBitQ rotation
+ * (hs_rabitq.c), one home so both draw the same stream from a seed on every machine. */
+static inline uint64_t hs_splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #endif

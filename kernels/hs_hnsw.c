@@ -187,15 +187,8 @@ static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static int random_level(hs_hnsw *g) {
-    double u = ((splitmix(&g->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double u = ((hs_splitmix64(&g->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
     int l = (int)(-log(u) * g->mult);
     return l > HS_HNSW_MAX_LEVEL ? HS_HNSW_MAX_LEVEL : l;
 }

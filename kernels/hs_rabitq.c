@@ -31,13 +31,6 @@ typedef struct {
     double *tmp;
 } rot;
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void rot_free(rot *r) {
     free(r->sign), free(r->perm), free(r->tmp);
     r->sign = NULL, r->perm = NULL, r->tmp = NULL;
@@ -58,11 +51,11 @@ static int rot_init(rot *r, int64_t d, uint64_t seed) {
         int8_t *sg = r->sign + t * r->dp;
         int32_t *pm = r->perm + t * r->dp;
         for (int64_t i = 0; i < r->dp; i++) {
-            sg[i] = (splitmix64(&s) >> 63) ? 1 : -1;
+            sg[i] = (hs_splitmix64(&s) >> 63) ? 1 : -1;
             pm[i] = (int32_t)i;
         }
         for (int64_t i = r->dp - 1; i > 0; i--) { /* Fisher-Yates */
-            int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+            int64_t j = (int64_t)(hs_splitmix64(&s) % (uint64_t)(i + 1));
             int32_t t2 = pm[i];
             pm[i] = pm[j], pm[j] = t2;
         }
