@@ -73,16 +73,20 @@ static void fwht(double *x, int64_t m) {
 }
 
 /* x (dp values) <- P x */
-static void rot_apply(const rot *r, double *x) {
+/* x (dp values) <- P x, with dp doubles of scratch (callers sharing one rotation across
+ * threads pass their own) */
+static void rot_apply_with(const rot *r, double *x, double *tmp) {
     const double scale = 1.0 / sqrt((double)r->blk);
     for (int t = 0; t < HS_RQ_ROUNDS; t++) {
         const int8_t *sg = r->sign + t * r->dp;
         const int32_t *pm = r->perm + t * r->dp;
-        for (int64_t i = 0; i < r->dp; i++) r->tmp[i] = sg[i] * x[pm[i]];
-        for (int64_t b = 0; b < r->dp; b += r->blk) fwht(r->tmp + b, r->blk);
-        for (int64_t i = 0; i < r->dp; i++) x[i] = r->tmp[i] * scale;
+        for (int64_t i = 0; i < r->dp; i++) tmp[i] = sg[i] * x[pm[i]];
+        for (int64_t b = 0; b < r->dp; b += r->blk) fwht(tmp + b, r->blk);
+        for (int64_t i = 0; i < r->dp; i++) x[i] = tmp[i] * scale;
     }
 }
+
+static void rot_apply(const rot *r, double *x) { rot_apply_with(r, x, r->tmp); }
 
 int hs_rq_rotate(int64_t d, uint64_t seed, const float *X, int64_t n, double *out) {
     if (d <= 0 || n < 0) return HS_EINVAL;
@@ -168,6 +172,25 @@ static void encode1(const double *o, int64_t dp, double r, uint8_t *code, float 
     set_factors(r, l1 / sqrt((double)dp), (double)pop, 1.0 / sqrt((double)dp), f);
 }
 
+/* one row's code and factors; v and tmp: dp doubles each */
+static void encode_row(const hs_rq_params *p, const rot *r, const float *x, uint8_t *code,
+                       float *f, double *v, double *tmp) {
+    const int64_t d = p->d, dp = r->dp;
+    load_row(x, d, p->metric, v);
+    double rr = 0;
+    for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j], rr += v[j] * v[j];
+    for (int64_t j = d; j < dp; j++) v[j] = 0;
+    rr = sqrt(rr);
+    if (rr > 0) {
+        rot_apply_with(r, v, tmp);
+        for (int64_t j = 0; j < dp; j++) v[j] /= rr;
+    } else { /* x = c: any unit direction; r = 0 makes the estimate exact */
+        for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
+    }
+    if (p->bits == 1) encode1(v, dp, rr, code, f);
+    else encode4(v, dp, rr, code, f);
+}
+
 int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *codes,
                  float *factors) {
     if (!params_ok(p) || n < 0) return HS_EINVAL;
@@ -179,22 +202,8 @@ int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *code
         rot_free(&r);
         return HS_ENOMEM;
     }
-    for (int64_t i = 0; i < n; i++) {
-        load_row(X + i * d, d, p->metric, v);
-        double rr = 0;
-        for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j], rr += v[j] * v[j];
-        for (int64_t j = d; j < dp; j++) v[j] = 0;
-        rr = sqrt(rr);
-        if (rr > 0) {
-            rot_apply(&r, v);
-            for (int64_t j = 0; j < dp; j++) v[j] /= rr;
-        } else { /* x = c: any unit direction; r = 0 makes the estimate exact */
-            for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
-        }
-        float *f = factors + i * HS_RQ_NFACT;
-        if (p->bits == 1) encode1(v, dp, rr, codes + i * cb, f);
-        else encode4(v, dp, rr, codes + i * cb, f);
-    }
+    for (int64_t i = 0; i < n; i++)
+        encode_row(p, &r, X + i * d, codes + i * cb, factors + i * HS_RQ_NFACT, v, r.tmp);
     free(v);
     rot_free(&r);
     return HS_OK;
@@ -219,7 +228,8 @@ static int qprep_alloc(qprep *qp, int64_t dp) {
 }
 
 /* v: dp doubles of scratch. Returns HS_EINVAL for a query that is not finite. */
-static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, double *v, qprep *qp) {
+static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, double *v, double *tmp,
+                      qprep *qp) {
     const int64_t d = p->d, dp = r->dp;
     load_row(q, d, p->metric, v);
     double cq = 0, qsq = 0, cn = 0;
@@ -231,7 +241,7 @@ static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, doubl
     if (p->metric == HS_METRIC_L2)
         for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j];
     for (int64_t j = d; j < dp; j++) v[j] = 0;
-    rot_apply(r, v);
+    rot_apply_with(r, v, tmp);
     double lo = v[0], hi = v[0], nn = 0;
     for (int64_t j = 0; j < dp; j++) {
         lo = v[j] < lo ? v[j] : lo, hi = v[j] > hi ? v[j] : hi;
@@ -313,7 +323,7 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
     int32_t *S = malloc(CHUNK * sizeof(int32_t));
     int rc = (v && S && qprep_alloc(&qp, dp) == HS_OK) ? HS_OK : HS_ENOMEM;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++) {
-        rc = qprep_make(p, &r, Q + t * p->d, v, &qp);
+        rc = qprep_make(p, &r, Q + t * p->d, v, r.tmp, &qp);
         for (int64_t i0 = 0; i0 < n && rc == HS_OK; i0 += CHUNK) {
             int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
             dots(codes, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
@@ -437,7 +447,7 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
     const int64_t dp = r->dp, cb = hs_rq_code_bytes(p->d, p->bits);
     const int l2 = p->metric == HS_METRIC_L2, hard = bound == HS_RQ_BOUND_HARD;
     const double kprob = eps0 / sqrt((double)(dp - 1));
-    int rc = qprep_make(p, r, q, b->v, qp);
+    int rc = qprep_make(p, r, q, b->v, r->tmp, qp);
     if (rc) return rc;
     const double gamma = (double)(p->d + 4) * FLT_EPSILON, gq = gamma * sqrt(qp->qsq);
     hs_heap h;
@@ -517,4 +527,95 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
     free(b.key), free(b.err);
     rot_free(&r);
     return rc;
+}
+
+/* ------------------------------------------------------------- one row at a time */
+
+struct hs_rq_ctx {
+    hs_rq_params p; /* p.centroid points at centroid below */
+    rot r;
+    int64_t cb;
+    float *centroid;
+    hs_rq_dots_fn dots;
+};
+
+hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p) {
+    if (!params_ok(p)) return NULL;
+    hs_rq_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->centroid = malloc((size_t)p->d * sizeof(float));
+    if (!c->centroid || rot_init(&c->r, p->d, p->seed)) {
+        free(c->centroid);
+        free(c);
+        return NULL;
+    }
+    memcpy(c->centroid, p->centroid, (size_t)p->d * sizeof(float));
+    c->p = *p;
+    c->p.centroid = c->centroid;
+    c->cb = hs_rq_code_bytes(p->d, p->bits);
+    c->dots = hs_rq_dots_impl(p->bits);
+    return c;
+}
+
+void hs_rq_ctx_free(hs_rq_ctx *c) {
+    if (!c) return;
+    rot_free(&c->r);
+    free(c->centroid);
+    free(c);
+}
+
+void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work) {
+    encode_row(&c->p, &c->r, x, code, f, work, work + c->r.dp);
+}
+
+struct hs_rq_query {
+    qprep qp;
+    double *v, *tmp;
+    int32_t *S;
+    int64_t dp;
+};
+
+hs_rq_query *hs_rq_query_new(int64_t d) {
+    int64_t dp = hs_rq_dp(d);
+    if (dp <= 0) return NULL;
+    hs_rq_query *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->dp = dp;
+    q->v = malloc((size_t)dp * sizeof(double));
+    q->tmp = malloc((size_t)dp * sizeof(double));
+    q->S = malloc(CHUNK * sizeof(int32_t));
+    if (!q->v || !q->tmp || !q->S || qprep_alloc(&q->qp, dp)) {
+        hs_rq_query_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void hs_rq_query_free(hs_rq_query *q) {
+    if (!q) return;
+    free(q->v), free(q->tmp), free(q->S), free(q->qp.pack);
+    free(q);
+}
+
+int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x) {
+    if (q->dp != c->r.dp) return HS_EINVAL;
+    return qprep_make(&c->p, &c->r, x, q->v, q->tmp, &q->qp);
+}
+
+void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes,
+                      const float *factors, const int64_t *rows, int64_t n, double eps0,
+                      float *key, float *err) {
+    hs_rq_dots_fn dots = c->dots;
+    const int l2 = c->p.metric == HS_METRIC_L2;
+    const double kprob = eps0 / sqrt((double)(q->dp - 1));
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        dots(codes, c->cb, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
+        for (int64_t i = 0; i < m; i++) {
+            double e, bp, bh;
+            rq_eval(l2, &q->qp, factors + rows[i0 + i] * HS_RQ_NFACT, q->S[i], kprob, &e, &bh, &bp);
+            key[i0 + i] = (float)(l2 ? e : -e);
+            if (err) err[i0 + i] = (float)bp;
+        }
+    }
 }
