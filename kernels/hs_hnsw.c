@@ -40,13 +40,13 @@ struct hs_hnsw {
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
     float *cscale, *csq;
-    /* RaBitQ (quant HS_HNSW_Q_RQ1 / _RQ4): a code row of cb bytes and HS_RQ_NFACT factors per
-     * node (borrowed like codes), the centroid (owned), the nodes it was the mean of, and the
-     * context the walk scores with (rebuilt when the centroid changes) */
+    /* RaBitQ (quant HS_HNSW_Q_RQ1 / _RQ4): per node one row of rs bytes, the code (cb bytes)
+     * then its HS_RQ_NFACT float factors, so that scoring a node touches one place (borrowed
+     * like codes); the centroid (owned), the nodes it was the mean of, and the context the walk
+     * scores with (rebuilt when the centroid changes) */
     uint8_t *rqcodes;
-    float *rqf;
     float *centroid;
-    int64_t rq_trained, cb;
+    int64_t rq_trained, cb, rs;
     hs_rq_ctx *rq;
     double *rqwork;    /* encoding scratch (writes are exclusive) */
     double rq_eps;     /* eps0 of the bound that picks the candidates rescored */
@@ -164,6 +164,8 @@ static inline int max_links(const hs_hnsw *g, int lc) { return lc == 0 ? g->M0 :
 
 static inline int is_i8(const hs_hnsw *g) { return g->quant == HS_HNSW_Q_INT8; }
 static inline int is_rq(const hs_hnsw *g) { return g->quant >= HS_HNSW_Q_RQ1; }
+/* the factors of node 0 (node b's are rs / 4 floats further per node) */
+static inline const float *rq_factors(const hs_hnsw *g) { return (const float *)(g->rqcodes + g->cb); }
 
 static inline pthread_mutex_t *lock_of(hs_hnsw *g, int32_t node) {
     return &g->locks[(uint32_t)node % NLOCKS];
@@ -199,8 +201,7 @@ static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
     if (is_i8(g)) {
         __builtin_prefetch(g->codes + (int64_t)b * g->d);
     } else if (is_rq(g)) {
-        __builtin_prefetch(g->rqcodes + (int64_t)b * g->cb);
-        __builtin_prefetch(g->rqf + (int64_t)b * HS_RQ_NFACT);
+        __builtin_prefetch(g->rqcodes + (int64_t)b * g->rs);
     } else
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
@@ -208,9 +209,9 @@ static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
 /* every cache line of a node's vector (long vectors are many lines) */
 static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     const char *p = is_i8(g) ? (const char *)(g->codes + (int64_t)b * g->d)
-                    : is_rq(g) ? (const char *)(g->rqcodes + (int64_t)b * g->cb)
+                    : is_rq(g) ? (const char *)(g->rqcodes + (int64_t)b * g->rs)
                                : (const char *)(X + (int64_t)b * g->d);
-    int64_t bytes = is_i8(g) ? g->d : is_rq(g) ? g->cb : g->d * 4;
+    int64_t bytes = is_i8(g) ? g->d : is_rq(g) ? g->rs : g->d * 4;
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
@@ -314,6 +315,7 @@ hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t se
     g->rq_eps = HS_HNSW_RESCORE_EPS;
     if (quant >= HS_HNSW_Q_RQ1) {
         g->cb = hs_rq_code_bytes(d, quant == HS_HNSW_Q_RQ1 ? 1 : 4);
+        g->rs = g->cb + (int64_t)sizeof(float) * HS_RQ_NFACT;
         g->rqwork = malloc((size_t)(2 * hs_rq_dp(d)) * sizeof(double));
         g->centroid = calloc((size_t)d, sizeof(float));
         if (!g->rqwork || !g->centroid) {
@@ -340,7 +342,6 @@ void hs_hnsw_free(hs_hnsw *g) {
         free(g->csq);
         free(g->inv);
         free(g->rqcodes);
-        free(g->rqf);
     }
     free(g->centroid);
     free(g->rqwork);
@@ -382,7 +383,7 @@ static int own_arrays(hs_hnsw *g) {
     int nf = 0;
     int8_t *level = g->level, *codes = g->codes;
     int32_t *links0 = g->links0;
-    float *inv = g->inv, *cscale = g->cscale, *csq = g->csq, *rqf = g->rqf;
+    float *inv = g->inv, *cscale = g->cscale, *csq = g->csq;
     uint8_t *rqcodes = g->rqcodes;
     OWN(g->level, int8_t, 1);
     OWN(g->links0, int32_t, g->M0 + 1);
@@ -390,15 +391,14 @@ static int own_arrays(hs_hnsw *g) {
     OWN(g->codes, int8_t, g->d);
     OWN(g->cscale, float, 1);
     OWN(g->csq, float, 1);
-    OWN(g->rqcodes, uint8_t, g->cb);
-    OWN(g->rqf, float, HS_RQ_NFACT);
+    OWN(g->rqcodes, uint8_t, g->rs);
     g->borrowed = 0;
     return HS_OK;
 nomem:
     for (int i = 0; i < nf; i++) free(fresh[i]);
     g->level = level, g->codes = codes, g->links0 = links0;
     g->inv = inv, g->cscale = cscale, g->csq = csq;
-    g->rqcodes = rqcodes, g->rqf = rqf;
+    g->rqcodes = rqcodes;
     return HS_ENOMEM;
 }
 
@@ -423,8 +423,7 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
         GROW(g->csq, float, 1);
     }
     if (is_rq(g)) {
-        GROW(g->rqcodes, uint8_t, g->cb);
-        GROW(g->rqf, float, HS_RQ_NFACT);
+        GROW(g->rqcodes, uint8_t, g->rs);
     }
     g->cap = cap;
     return HS_OK;
@@ -440,8 +439,8 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
         f = g->inv[s] = sq > 0 ? (float)(1.0 / sqrt(sq)) : 0.0f;
     }
     if (is_rq(g)) {
-        hs_rq_ctx_encode(g->rq, x, g->rqcodes + (int64_t)s * g->cb, g->rqf + (int64_t)s * HS_RQ_NFACT,
-                         g->rqwork);
+        uint8_t *row = g->rqcodes + (int64_t)s * g->rs;
+        hs_rq_ctx_encode(g->rq, x, row, (float *)(row + g->cb), g->rqwork);
         return;
     }
     if (!g->quant) return;
@@ -1038,7 +1037,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
 static inline float rq_key1(const hs_hnsw *g, hs_rq_query *qq, int32_t b) {
     int64_t row = b;
     float key;
-    hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rqf, &row, 1, 0.0, &key, NULL);
+    hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, &row, 1, 0.0, &key, NULL);
     return key;
 }
 
@@ -1060,7 +1059,7 @@ static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t 
         s->nrq = n;
     }
     for (int64_t i = 0; i < n; i++) s->rrows[i] = res->id[i];
-    hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rqf, s->rrows, n, g->rq_eps, s->rkey, s->rerr);
+    hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, n, g->rq_eps, s->rkey, s->rerr);
     pair *pr = s->pairs; /* ef + 1 entries, res holds at most ef */
     for (int64_t i = 0; i < n; i++) pr[i].d = s->rkey[i] - s->rerr[i], pr[i].id = (int32_t)s->rrows[i];
     qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
@@ -1177,7 +1176,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
         if (rq) { /* the whole gathered list in one kernel call */
             for (int j = 0; j < nf; j++) s->rrows[j] = fresh[j];
-            hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rqf, s->rrows, nf, 0.0, s->rkey, NULL);
+            hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, nf, 0.0, s->rkey, NULL);
         } else if (nf) {
             prefetch_rows(g, X, fresh[0]);
         }
@@ -1339,8 +1338,8 @@ static int rq_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
         allow[e >> 6] |= (uint64_t)1 << (e & 63);
     }
     hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, g->centroid};
-    int rc = hs_rq_scan(&p, g->rqcodes, g->rqf, g->n, X, allow, Q, nq, k, HS_RQ_BOUND_HARD, 1.9,
-                        out_score, out_id, NULL);
+    int rc = hs_rq_scan_strided(&p, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, g->n, X, allow, Q,
+                                nq, k, HS_RQ_BOUND_HARD, 1.9, out_score, out_id, NULL);
     free(allow);
     return rc;
 }
@@ -1387,7 +1386,7 @@ int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
     if (is_i8(g)) b += g->cap * (g->d + 8);
-    if (is_rq(g)) b += g->cap * (g->cb + 4 * HS_RQ_NFACT) + g->d * 4;
+    if (is_rq(g)) b += g->cap * g->rs + g->d * 4;
     if (g->inv) b += g->cap * 4;
     return b;
 }
@@ -1552,7 +1551,7 @@ int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) {
     p->entry = g->entry, p->max_level = g->max_level, p->rng = g->rng;
     p->level = g->level, p->links0 = g->links0, p->inv = g->inv;
     p->codes = g->codes, p->cscale = g->cscale, p->csq = g->csq;
-    p->rqcodes = g->rqcodes, p->rqf = g->rqf, p->centroid = g->centroid, p->rq_trained = g->rq_trained;
+    p->rqcodes = g->rqcodes, p->centroid = g->centroid, p->rq_trained = g->rq_trained;
     return HS_OK;
 }
 
@@ -1574,7 +1573,7 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
         p->efc < 1 || p->n < 0 || p->n > INT32_MAX || !p->level || !p->links0 ||
         (metric == HS_METRIC_COSINE) != (p->inv != NULL) ||
         (quant == HS_HNSW_Q_INT8) != (p->codes != NULL && p->cscale != NULL && p->csq != NULL) ||
-        (quant >= HS_HNSW_Q_RQ1) != (p->rqcodes != NULL && p->rqf != NULL && p->centroid != NULL) ||
+        (quant >= HS_HNSW_Q_RQ1) != (p->rqcodes != NULL && p->centroid != NULL) ||
         (quant >= HS_HNSW_Q_RQ1 && p->count > 0 && p->rq_trained < 1))
         return NULL;
     if (check_levels(p->level, p->n, p->M, p->count, p->max_level, p->entry) != p->upper_len)
@@ -1588,7 +1587,7 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     g->borrowed = 1;
     g->level = p->level, g->links0 = p->links0, g->inv = p->inv;
     g->codes = p->codes, g->cscale = p->cscale, g->csq = p->csq;
-    g->rqcodes = p->rqcodes, g->rqf = p->rqf;
+    g->rqcodes = p->rqcodes;
     if (!g->upper || !g->dead) goto fail;
     if (quant >= HS_HNSW_Q_RQ1) {
         for (int64_t j = 0; j < d; j++)

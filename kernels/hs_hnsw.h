@@ -105,8 +105,7 @@ typedef struct {
     float *inv;          /* n, cosine only (else NULL) */
     int8_t *codes;       /* n x d, int8 only (else NULL) */
     float *cscale, *csq; /* n each, int8 only (else NULL) */
-    uint8_t *rqcodes;    /* n x code bytes, RaBitQ only (else NULL) */
-    float *rqf;          /* n x HS_RQ_NFACT, RaBitQ only */
+    uint8_t *rqcodes;    /* n rows of the code bytes then HS_RQ_NFACT floats, RaBitQ only (else NULL) */
     float *centroid;     /* d, RaBitQ only (copied by attach) */
     int64_t rq_trained;  /* nodes the centroid is the mean of (0: none yet) */
 } hs_hnsw_parts;

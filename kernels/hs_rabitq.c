@@ -326,7 +326,7 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
         rc = qprep_make(p, &r, Q + t * p->d, v, r.tmp, &qp);
         for (int64_t i0 = 0; i0 < n && rc == HS_OK; i0 += CHUNK) {
             int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-            dots(codes, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
+            dots(codes, cb, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
             for (int64_t i = 0; i < m; i++) {
                 int64_t row = rows ? rows[i0 + i] : i0 + i, o = t * n + i0 + i;
                 double e, bp, bh;
@@ -399,7 +399,7 @@ typedef struct {
 
 /* Scores by the estimate alone (higher is better) of cnt rows with code products S: a loop
  * of its own, without branches, so the compiler vectorises it. */
-static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors,
+static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors, int64_t fs,
                            const int64_t *rp, int64_t start, int64_t cnt,
                            const int32_t *restrict S, double *restrict out) {
     const double ka = qp->ka, kb = qp->kb, kc = qp->kc, qc2 = qp->qc2, cq = qp->cq;
@@ -410,22 +410,22 @@ static void estimate_chunk(int l2, const qprep *qp, const float *restrict factor
         out[i] = l2 ? 2.0 * reo - (double)f[0] * f[0] - qc2 : reo + cq;                \
     } while (0)
     if (rp) {
-        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * HS_RQ_NFACT);
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * fs);
     } else {
-        const float *f0 = factors + start * HS_RQ_NFACT;
-        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * HS_RQ_NFACT);
+        const float *f0 = factors + start * fs;
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * fs);
     }
 #undef HS_RQ_EST
 }
 
 /* Keys (distance-like, lower is better) and error half-widths of cnt rows, as above. */
 static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *restrict factors,
-                        const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
+                        int64_t fs, const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
                         double kprob, int hard, double gamma, double gq, double *restrict key,
                         double *restrict err) {
     const int l2 = p->metric == HS_METRIC_L2, ip = p->metric == HS_METRIC_IP;
     for (int64_t i = 0; i < cnt; i++) {
-        const float *f = factors + (rp ? rp[i] : start + i) * HS_RQ_NFACT;
+        const float *f = factors + (rp ? rp[i] : start + i) * fs;
         double est, bp, bh, xn = qp->cn + f[0];
         rq_eval(l2, qp, f, S[i], kprob, &est, &bh, &bp);
         key[i] = l2 ? est : -est;
@@ -441,10 +441,10 @@ static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *res
  * alone are rescored. The rounding term covers the float32 key's own error (gamma times the
  * size of its terms; ||x|| <= ||c|| + r). */
 static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, const uint8_t *codes,
-                    const float *factors, int64_t n, const float *X, const uint64_t *bits,
+                    int64_t cs, const float *factors, int64_t fs, int64_t n, const float *X, const uint64_t *bits,
                     const float *q, int64_t k, int bound, double eps0, scan_buf *b, qprep *qp,
                     float *out_s, int64_t *out_i, int64_t *rescored) {
-    const int64_t dp = r->dp, cb = hs_rq_code_bytes(p->d, p->bits);
+    const int64_t dp = r->dp;
     const int l2 = p->metric == HS_METRIC_L2, hard = bound == HS_RQ_BOUND_HARD;
     const double kprob = eps0 / sqrt((double)(dp - 1));
     int rc = qprep_make(p, r, q, b->v, r->tmp, qp);
@@ -455,9 +455,9 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
     int64_t pos = 0, start, cnt, m = 0, hn = 0;
     while ((cnt = next_rows(bits, n, &pos, b->rows, &start)) > 0) {
         const int64_t *rp = start >= 0 ? NULL : b->rows;
-        dots(codes, cb, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
+        dots(codes, hs_rq_code_bytes(p->d, p->bits), cs, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
         if (!X) { /* estimates alone: the heap sees only rows that can enter it */
-            estimate_chunk(l2, qp, factors, rp, start, cnt, b->S, b->key);
+            estimate_chunk(l2, qp, factors, fs, rp, start, cnt, b->S, b->key);
             float thr = hs_heap_threshold(&h);
             for (int64_t i = 0; i < cnt; i++) {
                 float sc = (float)b->key[i];
@@ -468,7 +468,7 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
             }
             continue;
         }
-        bound_chunk(p, qp, factors, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
+        bound_chunk(p, qp, factors, fs, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
         for (int64_t i = 0; i < cnt; i++) {
             double key = b->key[i], e = b->err[i];
             if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
@@ -499,7 +499,16 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
 int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors, int64_t n,
                const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored) {
+    return hs_rq_scan_strided(p, codes, hs_rq_code_bytes(p->d, p->bits), factors, HS_RQ_NFACT, n, X,
+                              bits, Q, nq, k, bound, eps0, out_scores, out_ids, rescored);
+}
+
+int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,
+                       int64_t fs, int64_t n, const float *X, const uint64_t *bits, const float *Q,
+                       int64_t nq, int64_t k, int bound, double eps0, float *out_scores,
+                       int64_t *out_ids, int64_t *rescored) {
     if (!params_ok(p) || n < 0 || nq < 0 || k < 0) return HS_EINVAL;
+    if (cs < hs_rq_code_bytes(p->d, p->bits) || fs < HS_RQ_NFACT) return HS_EINVAL;
     if (bound != HS_RQ_BOUND_HARD && bound != HS_RQ_BOUND_PROB) return HS_EINVAL;
     if (rescored)
         for (int64_t t = 0; t < nq; t++) rescored[t] = 0;
@@ -521,7 +530,7 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
     int rc = ((b.lo && b.id) || !X) && b.kth && b.S && b.rows && b.v && b.key && b.err ? qprep_alloc(&qp, r.dp)
                                                                       : HS_ENOMEM;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++)
-        rc = scan_one(p, &r, dots, codes, factors, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
+        rc = scan_one(p, &r, dots, codes, cs, factors, fs, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
                       &qp, out_scores + t * k, out_ids + t * k, rescored ? rescored + t : NULL);
     free(b.lo), free(b.id), free(b.kth), free(b.S), free(b.rows), free(b.v), free(qp.pack);
     free(b.key), free(b.err);
@@ -602,18 +611,18 @@ int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x) {
     return qprep_make(&c->p, &c->r, x, q->v, q->tmp, &q->qp);
 }
 
-void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes,
-                      const float *factors, const int64_t *rows, int64_t n, double eps0,
+void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, int64_t cs,
+                      const float *factors, int64_t fs, const int64_t *rows, int64_t n, double eps0,
                       float *key, float *err) {
     hs_rq_dots_fn dots = c->dots;
     const int l2 = c->p.metric == HS_METRIC_L2;
     const double kprob = eps0 / sqrt((double)(q->dp - 1));
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        dots(codes, c->cb, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
+        dots(codes, c->cb, cs, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
         for (int64_t i = 0; i < m; i++) {
             double e, bp, bh;
-            rq_eval(l2, &q->qp, factors + rows[i0 + i] * HS_RQ_NFACT, q->S[i], kprob, &e, &bh, &bp);
+            rq_eval(l2, &q->qp, factors + rows[i0 + i] * fs, q->S[i], kprob, &e, &bh, &bp);
             key[i0 + i] = (float)(l2 ? e : -e);
             if (err) err[i0 + i] = (float)bp;
         }

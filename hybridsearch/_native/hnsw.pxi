@@ -12,6 +12,11 @@ _ONE_VISIT = np.zeros(1, dtype=np.int64)  # unused out-argument when visits are 
 _ONE_BYTE = np.zeros(64, dtype=np.uint8)  # a valid pointer for empty arrays
 
 
+cdef int64_t _rq_row_bytes(int64_t d, int quant):
+    """Bytes of a RaBitQ graph's row per node: the code, then its float factors."""
+    return hs_rq_code_bytes(d, 1 if quant == HS_HNSW_Q_RQ1 else 4) + 4 * HS_RQ_NFACT
+
+
 cdef object _view(object owner, void *ptr, int typenum, int64_t rows, int64_t cols):
     """A numpy view of `rows` (x `cols`) items at ptr, keeping `owner` alive."""
     cdef cnp.npy_intp dims[2]
@@ -256,8 +261,7 @@ cdef class HnswIndex:
             arrays["cscale"] = _view(self, p.cscale, cnp.NPY_FLOAT32, p.n, 0)
             arrays["csq"] = _view(self, p.csq, cnp.NPY_FLOAT32, p.n, 0)
         if p.rqcodes != NULL:
-            arrays["rq_codes"] = _view(self, p.rqcodes, cnp.NPY_UINT8, p.n, hs_rq_code_bytes(p.d, 1 if p.quant == HS_HNSW_Q_RQ1 else 4))
-            arrays["rq_factors"] = _view(self, p.rqf, cnp.NPY_FLOAT32, p.n, HS_RQ_NFACT)
+            arrays["rq_codes"] = _view(self, p.rqcodes, cnp.NPY_UINT8, p.n, _rq_row_bytes(p.d, p.quant))
             arrays["rq_centroid"] = _view(self, p.centroid, cnp.NPY_FLOAT32, p.d, 0).copy()
         return meta, arrays
 
@@ -299,15 +303,14 @@ cdef class HnswIndex:
         p.inv = <float *>_data(want("inv", np.float32, (n,))) if mt == HS_METRIC_COSINE else NULL
         p.codes = p.cscale = p.csq = NULL
         p.rqcodes = NULL
-        p.rqf = p.centroid = NULL
+        p.centroid = NULL
         p.rq_trained = 0
         if q >= HS_HNSW_Q_RQ1:
             try:
                 p.rq_trained = int(meta["rq_trained"])
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise ValueError("graph: bad snapshot header (rq_trained)") from None
-            p.rqcodes = <uint8_t *>_data(want("rq_codes", np.uint8, (n, hs_rq_code_bytes(dim, 1 if q == HS_HNSW_Q_RQ1 else 4))))
-            p.rqf = <float *>_data(want("rq_factors", np.float32, (n, HS_RQ_NFACT)))
+            p.rqcodes = <uint8_t *>_data(want("rq_codes", np.uint8, (n, _rq_row_bytes(dim, q))))
             centroid = arrays.get("rq_centroid")
             if not isinstance(centroid, np.ndarray) or centroid.dtype != np.float32 or centroid.shape != (dim,):
                 raise ValueError("graph: array rq_centroid is missing or has the wrong type or shape")

@@ -97,7 +97,6 @@ cdef extern from "hs_hnsw.h":
         float *cscale
         float *csq
         uint8_t *rqcodes
-        float *rqf
         float *centroid
         int64_t rq_trained
     int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) nogil
