@@ -620,6 +620,15 @@ void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, 
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         dots(codes, c->cb, cs, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
+        if (!err) { /* the walk: the estimate alone, as estimate_chunk computes it */
+            const qprep *qp = &q->qp;
+            for (int64_t i = 0; i < m; i++) {
+                const float *f = factors + rows[i0 + i] * fs;
+                double reo = f[1] * (qp->ka * f[2] + qp->kb * q->S[i] + qp->kc);
+                key[i0 + i] = (float)(l2 ? (double)f[0] * f[0] + qp->qc2 - 2.0 * reo : -(reo + qp->cq));
+            }
+            continue;
+        }
         for (int64_t i = 0; i < m; i++) {
             double e, bp, bh;
             rq_eval(l2, &q->qp, factors + rows[i0 + i] * fs, q->S[i], kprob, &e, &bh, &bp);
