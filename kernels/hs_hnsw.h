@@ -36,8 +36,9 @@ typedef struct hs_hnsw hs_hnsw;
  * arguments or out of memory.
  * With RaBitQ codes the walk ranks by the codes' estimate alone (the float32 block is not read);
  * the candidates it keeps (ef) are rescored on float32 in the order of their probabilistic
- * bound's lower end until that end passes the k-th exact distance. The centroid is the mean of
- * the nodes, re-made with every code when the graph doubles (up to 65,536 nodes). */
+ * bound's lower end until that end passes the k-th exact distance. Each node is coded around the
+ * nearest of up to 64 k-means centroids of the nodes (l2: one per 1,024 nodes; ip and cosine:
+ * one, their mean), re-made with every code when the graph doubles (up to 65,536 nodes). */
 hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant);
 void hs_hnsw_free(hs_hnsw *g);
 
@@ -106,7 +107,8 @@ typedef struct {
     int8_t *codes;       /* n x d, int8 only (else NULL) */
     float *cscale, *csq; /* n each, int8 only (else NULL) */
     uint8_t *rqcodes;    /* n rows of the code bytes then HS_RQ_NFACT floats, RaBitQ only (else NULL) */
-    float *centroid;     /* d, RaBitQ only (copied by attach) */
+    float *centroid;     /* rq_k x d, RaBitQ only (copied by attach) */
+    int32_t rq_k;        /* centroids in use (1..64) */
     int64_t rq_trained;  /* nodes the centroid is the mean of (0: none yet) */
 } hs_hnsw_parts;
 

@@ -540,41 +540,87 @@ int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, 
 
 /* ------------------------------------------------------------- one row at a time */
 
+/* A context codes each row around the nearest of K centroids c_j, but queries are rotated once,
+ * without any centroid: q' = P q (unit q under cosine). Then, by linearity of the estimator,
+ *   r <o, P(q - c_j)> ~ r <xbar, P q> / a - r <xbar, P c_j> / a = reo - g,
+ * with g (a row constant, exact from the code and P c_j) stored beside the factors, and
+ *   l2: ||x - q||^2 = r^2 + ||q - c_j||^2 - 2 (reo - g);  ip / cosine: <x, q> = <c_j, q> + reo.
+ * The estimate's error is that of estimating <o, P(q - c_j)> (l2) or <o, P q> (ip), times r: a
+ * nearer centroid gives a smaller r and a tighter estimate. Row factors (HS_RQ_CTX_NFACT):
+ * [0..3] as hs_rq_encode's, [4] j (exact in a float), [5] g. */
 struct hs_rq_ctx {
-    hs_rq_params p; /* p.centroid points at centroid below */
+    hs_rq_params p; /* p.centroid points at centroids below (the first) */
     rot r;
     int64_t cb;
-    float *centroid;
+    int K;
+    float *centroids; /* K x d */
+    double *pc;       /* K x dp: P c_j */
+    double *cc;       /* K: ||c_j||^2 */
     hs_rq_dots_fn dots;
 };
 
-hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p) {
-    if (!params_ok(p)) return NULL;
+hs_rq_ctx *hs_rq_ctx_new_multi(const hs_rq_params *p, const float *centroids, int K) {
+    if (!params_ok(p) || K < 1 || K > HS_RQ_MAX_CENTROIDS || !centroids) return NULL;
     hs_rq_ctx *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->centroid = malloc((size_t)p->d * sizeof(float));
-    if (!c->centroid || rot_init(&c->r, p->d, p->seed)) {
-        free(c->centroid);
-        free(c);
+    const int64_t d = p->d, dp = hs_rq_dp(d);
+    c->centroids = malloc((size_t)(K * d) * sizeof(float));
+    c->pc = malloc((size_t)(K * dp) * sizeof(double));
+    c->cc = malloc((size_t)K * sizeof(double));
+    if (!c->centroids || !c->pc || !c->cc || rot_init(&c->r, d, p->seed)) {
+        free(c->centroids), free(c->pc), free(c->cc), free(c);
         return NULL;
     }
-    memcpy(c->centroid, p->centroid, (size_t)p->d * sizeof(float));
+    memcpy(c->centroids, centroids, (size_t)(K * d) * sizeof(float));
+    for (int j = 0; j < K; j++) {
+        double *y = c->pc + j * dp, cc = 0;
+        for (int64_t i = 0; i < dp; i++) y[i] = i < d ? centroids[j * d + i] : 0.0;
+        for (int64_t i = 0; i < d; i++) cc += y[i] * y[i];
+        c->cc[j] = cc;
+        rot_apply(&c->r, y);
+    }
+    c->K = K;
     c->p = *p;
-    c->p.centroid = c->centroid;
-    c->cb = hs_rq_code_bytes(p->d, p->bits);
+    c->p.centroid = c->centroids;
+    c->cb = hs_rq_code_bytes(d, p->bits);
     c->dots = hs_rq_dots_impl(p->bits);
     return c;
 }
 
+hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p) { return hs_rq_ctx_new_multi(p, p->centroid, 1); }
+
 void hs_rq_ctx_free(hs_rq_ctx *c) {
     if (!c) return;
     rot_free(&c->r);
-    free(c->centroid);
+    free(c->centroids), free(c->pc), free(c->cc);
     free(c);
 }
 
 void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work) {
-    encode_row(&c->p, &c->r, x, code, f, work, work + c->r.dp);
+    const int64_t d = c->p.d, dp = c->r.dp;
+    double *v = work, *tmp = work + dp;
+    load_row(x, d, c->p.metric, v);
+    int best = 0;
+    double bd = INFINITY;
+    for (int j = 0; j < c->K && c->K > 1; j++) {
+        const float *cj = c->centroids + j * d;
+        double s = 0;
+        for (int64_t i = 0; i < d; i++) s += (v[i] - cj[i]) * (v[i] - cj[i]);
+        if (s < bd) bd = s, best = j;
+    }
+    hs_rq_params one = c->p;
+    one.centroid = c->centroids + best * d;
+    encode_row(&one, &c->r, x, code, f, v, tmp);
+    /* g = f1 <code - centre, P c_j> (the code centred: 2b - 1, or u - 7.5) */
+    const double *pc = c->pc + best * dp;
+    double dot = 0;
+    if (c->p.bits == 1) {
+        for (int64_t i = 0; i < dp; i++) dot += ((code[i >> 3] >> (i & 7)) & 1 ? 1.0 : -1.0) * pc[i];
+    } else {
+        for (int64_t i = 0; i < dp; i++) dot += (((code[i >> 1] >> ((i & 1) * 4)) & 15) - 7.5) * pc[i];
+    }
+    f[4] = (float)best;
+    f[5] = (float)(f[1] * dot);
 }
 
 struct hs_rq_query {
@@ -582,6 +628,9 @@ struct hs_rq_query {
     double *v, *tmp;
     int32_t *S;
     int64_t dp;
+    double cq[HS_RQ_MAX_CENTROIDS];  /* <c_j, q> */
+    double qc2[HS_RQ_MAX_CENTROIDS]; /* ||q - c_j||^2 */
+    double qn[HS_RQ_MAX_CENTROIDS];  /* the bounds' ||q'||: ||q - c_j|| (l2) or ||q|| */
 };
 
 hs_rq_query *hs_rq_query_new(int64_t d) {
@@ -608,32 +657,100 @@ void hs_rq_query_free(hs_rq_query *q) {
 
 int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x) {
     if (q->dp != c->r.dp) return HS_EINVAL;
-    return qprep_make(&c->p, &c->r, x, q->v, q->tmp, &q->qp);
+    hs_rq_params pq = c->p; /* P q for every metric: no centroid is subtracted */
+    if (pq.metric == HS_METRIC_L2) pq.metric = HS_METRIC_IP;
+    int rc = qprep_make(&pq, &c->r, x, q->v, q->tmp, &q->qp);
+    if (rc) return rc;
+    const int64_t d = c->p.d;
+    /* q->v holds P q now; the query as scored is x (unit under cosine) */
+    double qs = 0, inv = 1.0;
+    for (int64_t i = 0; i < d; i++) qs += (double)x[i] * x[i];
+    if (c->p.metric == HS_METRIC_COSINE && qs > 0) inv = 1.0 / sqrt(qs), qs = 1.0;
+    for (int j = 0; j < c->K; j++) {
+        const float *cj = c->centroids + j * d;
+        double dot = 0;
+        for (int64_t i = 0; i < d; i++) dot += cj[i] * (x[i] * inv);
+        q->cq[j] = dot;
+        q->qc2[j] = qs - 2.0 * dot + c->cc[j];
+        if (q->qc2[j] < 0) q->qc2[j] = 0;
+        q->qn[j] = c->p.metric == HS_METRIC_L2 ? sqrt(q->qc2[j]) : q->qp.qn;
+    }
+    return HS_OK;
 }
 
 void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, int64_t cs,
                       const float *factors, int64_t fs, const int64_t *rows, int64_t n, double eps0,
-                      float *key, float *err) {
+                      int bound, float *key, float *err) {
     hs_rq_dots_fn dots = c->dots;
-    const int l2 = c->p.metric == HS_METRIC_L2;
-    const double kprob = eps0 / sqrt((double)(q->dp - 1));
+    const int l2 = c->p.metric == HS_METRIC_L2, ip = c->p.metric == HS_METRIC_IP;
+    const double kprob = bound == HS_RQ_BOUND_HARD ? 1.0 : eps0 / sqrt((double)(q->dp - 1));
+    const qprep *qp = &q->qp;
+    /* the float32 key of a rescored row has its own rounding: gamma times its terms (as the scan) */
+    const double gamma = (double)(c->p.d + 4) * FLT_EPSILON;
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        dots(codes, c->cb, cs, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
-        if (!err) { /* the walk: the estimate alone, as estimate_chunk computes it */
-            const qprep *qp = &q->qp;
-            for (int64_t i = 0; i < m; i++) {
-                const float *f = factors + rows[i0 + i] * fs;
-                double reo = f[1] * (qp->ka * f[2] + qp->kb * q->S[i] + qp->kc);
-                key[i0 + i] = (float)(l2 ? (double)f[0] * f[0] + qp->qc2 - 2.0 * reo : -(reo + qp->cq));
-            }
-            continue;
-        }
+        dots(codes, c->cb, cs, rows + i0, m, 0, (const uint8_t *)qp->pack, q->S);
         for (int64_t i = 0; i < m; i++) {
-            double e, bp, bh;
-            rq_eval(l2, &q->qp, factors + rows[i0 + i] * fs, q->S[i], kprob, &e, &bh, &bp);
-            key[i0 + i] = (float)(l2 ? e : -e);
-            if (err) err[i0 + i] = (float)bp;
+            const float *f = factors + rows[i0 + i] * fs;
+            const int j = (int)f[4];
+            const double r = f[0], reo = f[1] * (qp->ka * f[2] + qp->kb * q->S[i] + qp->kc);
+            const double est = l2 ? r * r + q->qc2[j] - 2.0 * (reo - f[5]) : reo + q->cq[j];
+            key[i0 + i] = (float)(l2 ? est : -est);
+            if (!err) continue;
+            const double rot = q->qn[j] * f[3] * kprob, quant = f[1] * qp->qt;
+            const double xn = sqrt(c->cc[j]) + r, qq = qp->qsq;
+            double e = l2 ? 2.0 * (rot + quant) : rot + quant;
+            e += FACT_EPS * (l2 ? r * r + q->qc2[j] + 2.0 * (fabs(reo) + fabs(f[5]) + r * q->qn[j])
+                                : fabs(reo) + r * q->qn[j] + fabs(q->cq[j]));
+            e += l2 ? 2.0 * gamma * (qq + xn * xn) : ip ? gamma * sqrt(qq) * xn : 3.0 * gamma;
+            err[i0 + i] = (float)e;
         }
     }
+}
+
+/* Up to K centroids of the rows: k-means (Lloyd, `iters` rounds) over an even sample of at most
+ * 65,536 rows (unit length under cosine), started from rows spread evenly through the sample;
+ * deterministic. Returns the number of centroids made (<= K; fewer rows than K: one per row). */
+int hs_rq_kmeans(int64_t d, int metric, const float *X, const int64_t *rows, int64_t n, int K,
+                 int iters, float *out) {
+    if (d <= 0 || n < 0 || K < 1) return 0;
+    if (n == 0) {
+        memset(out, 0, (size_t)d * sizeof(float));
+        return 1;
+    }
+    const int64_t step = n > 65536 ? (n + 65535) / 65536 : 1, m = (n + step - 1) / step;
+    if (K > m) K = (int)m;
+    float *S = malloc((size_t)(m * d) * sizeof(float));
+    double *acc = calloc((size_t)(K * d), sizeof(double));
+    int64_t *cnt = calloc((size_t)K, sizeof(int64_t));
+    double *v = malloc((size_t)d * sizeof(double));
+    if (!S || !acc || !cnt || !v) {
+        free(S), free(acc), free(cnt), free(v);
+        return -1;
+    }
+    for (int64_t i = 0; i < m; i++) {
+        load_row(X + rows[i * step] * d, d, metric, v);
+        for (int64_t t = 0; t < d; t++) S[i * d + t] = (float)v[t];
+    }
+    for (int j = 0; j < K; j++) memcpy(out + j * d, S + (int64_t)((double)j * m / K) * d, (size_t)d * sizeof(float));
+    for (int it = 0; it < iters; it++) {
+        memset(acc, 0, (size_t)(K * d) * sizeof(double));
+        memset(cnt, 0, (size_t)K * sizeof(int64_t));
+        for (int64_t i = 0; i < m; i++) {
+            const float *x = S + i * d;
+            int best = 0;
+            float bd = INFINITY;
+            for (int j = 0; j < K; j++) {
+                float dd = hs_l2sq(x, out + j * d, d);
+                if (dd < bd) bd = dd, best = j;
+            }
+            cnt[best]++;
+            for (int64_t t = 0; t < d; t++) acc[best * d + t] += x[t];
+        }
+        for (int j = 0; j < K; j++)
+            if (cnt[j]) /* an empty cluster keeps its centre */
+                for (int64_t t = 0; t < d; t++) out[j * d + t] = (float)(acc[j * d + t] / cnt[j]);
+    }
+    free(S), free(acc), free(cnt), free(v);
+    return K;
 }

@@ -79,14 +79,21 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
                const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored);
 
-/* A collection's codes prepared once (the centroid copied, the rotation drawn), for callers
- * that code or score a few rows at a time, such as the HNSW walk. A context is read-only once
- * made: any number of threads may use it, each with its own work buffers and query. */
+/* A collection's codes prepared once (the centroids copied, the rotation drawn), for callers
+ * that code or score a few rows at a time, such as the HNSW walk. Each row is coded around the
+ * nearest of K centroids and carries HS_RQ_CTX_NFACT factors: hs_rq_encode's four, the
+ * centroid's number and a correction term (see hs_rabitq.c). A context is read-only once made:
+ * any number of threads may use it, each with its own work buffers and query. */
+#define HS_RQ_CTX_NFACT 6
+#define HS_RQ_MAX_CENTROIDS 256
 typedef struct hs_rq_ctx hs_rq_ctx;
-hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p); /* NULL: bad parameters or out of memory */
+/* centroids: K x d (1 <= K <= HS_RQ_MAX_CENTROIDS); p->centroid is not read. NULL: bad
+ * parameters or out of memory. hs_rq_ctx_new: the one centroid p->centroid. */
+hs_rq_ctx *hs_rq_ctx_new_multi(const hs_rq_params *p, const float *centroids, int K);
+hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p);
 void hs_rq_ctx_free(hs_rq_ctx *c);
-/* The code (code_bytes) and factors (HS_RQ_NFACT) of one row of d floats, as hs_rq_encode
- * gives them; work holds 2 * hs_rq_dp(d) doubles. */
+/* The code (code_bytes) and factors (HS_RQ_CTX_NFACT) of one row of d floats; work holds
+ * 2 * hs_rq_dp(d) doubles. */
 void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work);
 
 /* One query prepared against a context (rotated and quantised): one per thread. */
@@ -95,13 +102,19 @@ hs_rq_query *hs_rq_query_new(int64_t d);
 void hs_rq_query_free(hs_rq_query *q);
 /* HS_EINVAL for a query that is not finite (or a context of another dimension). */
 int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x);
-/* Keys of n coded rows rows[i], whose code is cs bytes apart from codes and whose factors are fs
- * floats apart from factors (codes and factors may interleave in one row): lower is nearer - the estimated
- * squared distance (l2) or minus the estimated inner product / cosine similarity - and, when err
- * is not NULL, the half-width of the probabilistic bound at eps0 around it. */
+/* Keys of n rows rows[i] coded by the context, whose code is cs bytes apart from codes and whose
+ * factors are fs floats apart from factors (codes and factors may interleave in one row): lower
+ * is nearer - the estimated squared distance (l2) or minus the estimated inner product / cosine
+ * similarity - and, when err is not NULL, the half-width around it of the bound (HS_RQ_BOUND_PROB
+ * at eps0, or HS_RQ_BOUND_HARD) that holds the float32 key of the row (its rounding included). */
 void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, int64_t cs,
                       const float *factors, int64_t fs, const int64_t *rows, int64_t n, double eps0,
-                      float *key, float *err);
+                      int bound, float *key, float *err);
+/* Up to K k-means centroids (K x d into out) of the rows `rows` of X, unit length under cosine:
+ * an even sample of at most 65,536 rows, `iters` Lloyd rounds, deterministic. Returns how many
+ * were made (fewer when there are fewer rows; 1 zero centroid for n = 0), -1 out of memory. */
+int hs_rq_kmeans(int64_t d, int metric, const float *X, const int64_t *rows, int64_t n, int K,
+                 int iters, float *out);
 
 /* hs_rq_scan over rows whose codes are cs bytes apart and whose factors are fs floats apart. */
 int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,

@@ -14,7 +14,7 @@ _ONE_BYTE = np.zeros(64, dtype=np.uint8)  # a valid pointer for empty arrays
 
 cdef int64_t _rq_row_bytes(int64_t d, int quant):
     """Bytes of a RaBitQ graph's row per node: the code, then its float factors."""
-    return hs_rq_code_bytes(d, 1 if quant == HS_HNSW_Q_RQ1 else 4) + 4 * HS_RQ_NFACT
+    return hs_rq_code_bytes(d, 1 if quant == HS_HNSW_Q_RQ1 else 4) + 4 * HS_RQ_CTX_NFACT
 
 
 cdef object _view(object owner, void *ptr, int typenum, int64_t rows, int64_t cols):
@@ -262,7 +262,7 @@ cdef class HnswIndex:
             arrays["csq"] = _view(self, p.csq, cnp.NPY_FLOAT32, p.n, 0)
         if p.rqcodes != NULL:
             arrays["rq_codes"] = _view(self, p.rqcodes, cnp.NPY_UINT8, p.n, _rq_row_bytes(p.d, p.quant))
-            arrays["rq_centroid"] = _view(self, p.centroid, cnp.NPY_FLOAT32, p.d, 0).copy()
+            arrays["rq_centroid"] = _view(self, p.centroid, cnp.NPY_FLOAT32, p.rq_k, p.d).copy()
         return meta, arrays
 
     @staticmethod
@@ -312,8 +312,10 @@ cdef class HnswIndex:
                 raise ValueError("graph: bad snapshot header (rq_trained)") from None
             p.rqcodes = <uint8_t *>_data(want("rq_codes", np.uint8, (n, _rq_row_bytes(dim, q))))
             centroid = arrays.get("rq_centroid")
-            if not isinstance(centroid, np.ndarray) or centroid.dtype != np.float32 or centroid.shape != (dim,):
+            if not isinstance(centroid, np.ndarray) or centroid.dtype != np.float32 or centroid.ndim != 2 \
+                    or centroid.shape[1] != dim or not 1 <= centroid.shape[0] <= 64:
                 raise ValueError("graph: array rq_centroid is missing or has the wrong type or shape")
+            p.rq_k = centroid.shape[0]
             centroid = np.ascontiguousarray(centroid)
             held["rq_centroid"] = centroid
             p.centroid = <float *>_data(centroid)

@@ -98,6 +98,7 @@ cdef extern from "hs_hnsw.h":
         float *csq
         uint8_t *rqcodes
         float *centroid
+        int32_t rq_k
         int64_t rq_trained
     int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) nogil
     int hs_hnsw_upper_get(const hs_hnsw *g, int32_t *out, int64_t len) nogil
@@ -234,7 +235,7 @@ cdef extern from "hs_sparse.h":
                      int32_t *keys, float *vals) nogil
 
 cdef extern from "hs_rabitq.h":
-    int HS_RQ_NFACT, HS_RQ_BOUND_PROB, HS_RQ_BOUND_HARD
+    int HS_RQ_NFACT, HS_RQ_CTX_NFACT, HS_RQ_BOUND_PROB, HS_RQ_BOUND_HARD
     ctypedef struct hs_rq_params:
         int64_t d
         int bits

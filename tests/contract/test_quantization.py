@@ -42,7 +42,7 @@ def numpy_top(model: dict, q: np.ndarray, k: int, metric: str, where=None):
 @pytest.mark.parametrize("metric", ["l2", "cosine"])
 def test_answers_and_scores_against_numpy_through_writes_and_reopens(quant, metric, tmp_path):
     path = tmp_path / "c"
-    opts = dict(storage="hnsw", path=path, metric=metric, quantization=quant, ef=400, rescore=float("inf"))
+    opts = dict(storage="hnsw", path=path, metric=metric, quantization=quant, ef=2000, rescore=float("inf"))
     model = {}
     X = rows(1500, 1)
     da = hs.DocumentArray(Doc, **opts)
@@ -63,7 +63,7 @@ def test_answers_and_scores_against_numpy_through_writes_and_reopens(quant, metr
     rng = np.random.default_rng(2)
     for reopen in (False, True):
         if reopen:  # from the log this time (no close: the writes since the snapshot replay)
-            da2 = hs.DocumentArray(Doc, storage="hnsw", path=path, metric=metric, read_only=True, ef=400,
+            da2 = hs.DocumentArray(Doc, storage="hnsw", path=path, metric=metric, read_only=True, ef=2000,
                                    rescore=float("inf"))
         else:
             da2 = da

@@ -179,6 +179,12 @@ def test_a_damaged_snapshot_of_codes_is_refused():
         attach(meta, {**arrays, "rq_centroid": bad})
     with pytest.raises(ValueError, match="not a valid HNSW graph"):
         attach({**meta, "rq_trained": 0}, arrays)
+    codes = np.array(arrays["rq_codes"])
+    codes[3, codes.shape[1] - 8:codes.shape[1] - 4] = np.frombuffer(np.float32(5).tobytes(), np.uint8)
+    with pytest.raises(ValueError, match="not a valid HNSW graph"):  # row 3's centroid number: none such
+        attach(meta, {**arrays, "rq_codes": codes})
+    with pytest.raises(ValueError, match="rq_centroid"):
+        attach(meta, {**arrays, "rq_centroid": np.zeros((65, 8), np.float32)})
     with pytest.raises(ValueError):  # saved as 1-bit, opened as 4-bit: the code rows differ
         attach(meta, arrays, "rabitq4")
     assert [quantization_of({"quant": i}) for i in range(len(QUANTIZATIONS))] == list(QUANTIZATIONS)
