@@ -43,8 +43,9 @@ def open_disk(path, **options):
     return hs.DocumentArray(Vec, storage="hnsw", path=path, vectors_on_disk=True, metric="l2", **options)
 
 
-def check(da, model: dict, rng) -> None:
-    """Every document's vector is the model's, bit for bit, and an exact find ranks as numpy."""
+def check(da, model: dict, rng, ties: bool = False) -> None:
+    """Every document's vector is the model's, bit for bit, and an exact find ranks as numpy
+    (`ties`: documents share vectors, so only the scores and each hit's own distance are compared)."""
     assert len(da) == len(model)
     for key, (vec, n) in model.items():
         got = da[key]
@@ -58,7 +59,11 @@ def check(da, model: dict, rng) -> None:
         d = np.sqrt(((X - q.astype(np.float64)) ** 2).sum(1))
         order = np.lexsort((keys, d))[:5]
         res = da.find(vector=q, limit=5, exact=True)
-        assert res.ids == [keys[i] for i in order]
+        if ties:
+            hit = np.array([d[keys.index(i)] for i in res.ids])
+            assert np.allclose(res.scores, -hit, rtol=1e-4, atol=1e-4)
+        else:
+            assert res.ids == [keys[i] for i in order]
         assert np.allclose(res.scores, -d[order], rtol=1e-4, atol=1e-4)
 
 
@@ -181,7 +186,97 @@ def test_a_follower_with_vectors_on_disk_sees_the_writers_vectors(tmp_path):
             keys = [f"d{i}" for i in range(k * 700)]
             w.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
             model.update({key: (vector(key, k), k) for key in keys})
-            check(ro, model, np.random.default_rng(k))
+            check(ro, model, np.random.default_rng(k), ties=k >= 7)
+
+
+# ------------------------------------------------- a reader in another process
+def step(da, k: int, model: dict) -> None:
+    """Call k of the stepped writer, applied to `da` (None: to the model alone): growths, rewrites
+    of existing ids, vectors updated in place (also right after a reopen), deletes, a snapshot."""
+    def extend(keys):
+        if da is not None:
+            da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
+        model.update({key: (vector(key, k), k) for key in keys})
+
+    if k in (1, 2, 6, 8):  # new ids (growths) and rewrites of existing ones
+        # 6: the first growth after the reopen, which leaves the last slot's row (d1999) as it was
+        extend([f"d{i}" for i in {1: range(700), 2: range(2000), 6: [*range(200, 1500), *range(2000, 3000)],
+                                  8: range(0, 3000, 2)}[k]])
+    elif k == 3:  # one by one, in place
+        for key in [f"d{i}" for i in range(0, 50)]:
+            if da is not None:
+                da.update(key, v=vector(key, k))
+            model[key] = (vector(key, k), model[key][1])
+    elif k == 4:
+        if da is not None:
+            assert da.delete([f"d{i}" for i in range(100, 400)]) == 300
+        for i in range(100, 400):
+            del model[f"d{i}"]
+    elif k == 5:  # close: a snapshot, a new generation for the reader; the block is mapped from it
+        if da is not None:
+            da.close()
+    elif k == 7:  # in place right after the reopen: every row of call 6's documents
+        if da is not None:
+            assert da.update_many({"n": 6}, v=vector("d0", k)) == 2300
+        model.update({key: (vector("d0", k), n) for key, (_, n) in model.items() if n == 6})
+
+
+STEPS = 8
+
+
+def run_stepper(path: str, disk: str) -> None:
+    """The writer of test_a_reader_process_reads_the_writers_vectors: call k when told (a line on
+    stdin), then "ack k"; opened again after call 5 (its close)."""
+    def opened():
+        return hs.DocumentArray(Vec, storage="hnsw", path=path, vectors_on_disk=disk == "1", metric="l2")
+    da, model = opened(), {}
+    print("ready", flush=True)
+    for k in range(1, STEPS + 1):
+        sys.stdin.readline()
+        step(da, k, model)
+        if k == 5:
+            da = opened()
+        print("ack", k, flush=True)
+    da.close()
+
+
+_STEPPER = "import sys\nfrom tests.contract.test_vectors_on_disk import run_stepper\nrun_stepper(*sys.argv[1:])\n"
+
+
+@pytest.mark.parametrize("writer_disk,reader_disk", [(True, True), (True, False), (False, True)])
+def test_a_reader_process_reads_the_writers_vectors(tmp_path, writer_disk, reader_disk):
+    """A read_only=True opener in another process than the writer, with vectors_on_disk or
+    without (whatever the writer's): after each acknowledged call it holds the writer's documents
+    and vectors bit for bit (the model's), through growths, rewrites in place, deletes and a new
+    generation; so does a reader opened at the end, and a reader with follow=False opened midway
+    keeps the state of its open."""
+    path = tmp_path / "col"
+    proc = subprocess.Popen([sys.executable, "-c", _STEPPER, str(path), "1" if writer_disk else "0"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        assert proc.stdout.readline().strip() == b"ready", proc.communicate()[1][-3000:]
+        options = dict(read_only=True, vectors_on_disk=reader_disk, metric="l2")
+        ro, fixed, model, at_fixed = hs.DocumentArray(Vec, storage="hnsw", path=path, **options), None, {}, {}
+        for k in range(1, STEPS + 1):
+            proc.stdin.write(b"go\n")
+            line = proc.stdout.readline().strip()
+            assert line == f"ack {k}".encode(), (line, proc.communicate()[1][-3000:])
+            step(None, k, model)
+            check(ro, model, np.random.default_rng(k), ties=k >= 7)
+            if k == 2:
+                fixed, at_fixed = hs.DocumentArray(Vec, storage="hnsw", path=path, follow=False, **options), dict(model)
+        check(fixed, at_fixed, np.random.default_rng(0))
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()[-3000:]
+        ro.close()
+        fixed.close()
+        with hs.DocumentArray(Vec, storage="hnsw", path=path, **options) as late:
+            check(late, model, np.random.default_rng(99), ties=True)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
 
 
 # ------------------------------------------------------------------ kill -9
