@@ -390,6 +390,38 @@ def test_after_a_schema_change_the_block_stays_in_the_collections_directory(tmp_
         assert np.array_equal(np.asarray(da["d3"].v, dtype=np.float32), vector("d3", 1))
 
 
+def test_a_follower_that_cannot_create_files_in_the_directory_puts_its_block_in_the_temp_dir(
+        tmp_path, monkeypatch, caplog):
+    """A reader without write access to the collection's directory (simulated: this suite runs
+    as root too) keeps its block in the system's temp directory, says so, and reads the writer's
+    vectors as before."""
+    import errno
+    import logging
+    import tempfile
+    path, model = tmp_path / "col", {}
+    keys = [f"d{i}" for i in range(700)]
+    with open_disk(path) as w:
+        w.extend_columns({"id": keys, "v": np.stack([vector(k, 1) for k in keys]), "n": [1] * 700})
+        model.update({k: (vector(k, 1), 1) for k in keys})
+        real = tempfile.TemporaryFile
+
+        def refusing(*args, **kwargs):
+            if kwargs.get("dir") is not None:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(tempfile, "TemporaryFile", refusing)
+        before = set(_vector_files())
+        with caplog.at_level(logging.WARNING, logger="hybridsearch"), open_disk(path, read_only=True) as ro:
+            more = [f"d{i}" for i in range(300, 3000)]  # rewrites and a growth, for both
+            w.extend_columns({"id": more, "v": np.stack([vector(k, 2) for k in more]), "n": [2] * len(more)})
+            model.update({k: (vector(k, 2), 2) for k in more})
+            check(ro, model, np.random.default_rng(5))
+            assert "goes to " + tempfile.gettempdir() in caplog.text, caplog.text
+            moved = set(_vector_files()) - before
+            assert moved and all(f.startswith(tempfile.gettempdir()) for f in moved), (moved, before)
+        check(w, model, np.random.default_rng(6))
+
+
 def test_a_collection_saved_with_a_float_walk_is_refused_with_vectors_on_disk(tmp_path):
     with hs.DocumentArray(Vec, storage="hnsw", path=tmp_path / "f", quantization=None, metric="l2") as da:
         da.extend_columns({"id": ["a"], "v": np.ones((1, DIM), dtype=np.float32)})
