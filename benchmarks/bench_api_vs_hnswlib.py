@@ -27,8 +27,9 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--ef", default="10,20,30,40,60,80,120,160")
     ap.add_argument("--data", default="sift", help="comma-separated: sift (128-d, l2), emb (384-d, ip)")
-    ap.add_argument("--quantization", default="auto", choices=["auto", "none", "int8"],
-                    help="ours: auto (the default: int8 codes for the walk, re-scored on float32) or none")
+    ap.add_argument("--quantization", default="auto", choices=["auto", "none", "int8", "rabitq1", "rabitq4"],
+                    help="ours: auto (the default: int8 codes for the walk, re-scored on float32), none, or "
+                         "RaBitQ codes (rabitq4 / rabitq1: the walk on the codes, candidates rescored on float32)")
     args = ap.parse_args(argv)
     n, nq = sizes(args)
     out, facts = start("api_vs_hnswlib", args)

@@ -9,7 +9,11 @@ it has mapped: clean or written back, so the kernel can reclaim them under press
 growth over the process before the collection opened (Python and the imports) and as a fraction of
 the float32 bytes (n x d x 4).
 
+A mode is where the block lives, ram or disk, and optionally the walk's codes after a dash:
+disk-rabitq1, disk-rabitq4, ram-int8 (no dash: int8, the default).
+
     python benchmarks/bench_disk_vectors.py --n 1000000 --dim 128
+    python benchmarks/bench_disk_vectors.py --n 1000000 --modes disk,disk-rabitq4,disk-rabitq1
 """
 from __future__ import annotations
 
@@ -70,8 +74,9 @@ def child(args) -> None:
 
     start = memory()
     started = time.perf_counter()
+    place, _, quant = args.mode.partition("-")
     da = hs.DocumentArray(Doc, storage="hnsw", path=args.path, metric="l2", m=args.m, ef_construct=args.ef_construct,
-                          vectors_on_disk=args.mode == "disk")
+                          vectors_on_disk=place == "disk", quantization=quant or "int8")
     for lo in range(0, n, args.batch):
         hi = min(n, lo + args.batch)
         da.extend_columns({"id": [f"d{i}" for i in range(lo, hi)], "v": np.ascontiguousarray(X[lo:hi])})
@@ -103,6 +108,10 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the data and collections go (default: a temporary dir)")
     ap.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "QUERIES", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    for mode in args.modes.split(","):
+        place, _, quant = mode.partition("-")
+        if place not in ("ram", "disk") or quant not in ("", "int8", "rabitq1", "rabitq4"):
+            ap.error(f"mode {mode!r}: ram or disk, optionally -int8, -rabitq4 or -rabitq1")
     if args.child:
         args.mode, args.data, args.queries, args.path = args.child
         return child(args)

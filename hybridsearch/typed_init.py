@@ -52,6 +52,7 @@ class TypedInit(Generic[T]):
                  ef: int = 64,
                  path: Optional[StrPath] = None,
                  quantization: Optional[str] = 'auto',
+                 rescore: float = 1.9,
                  threads: Optional[int] = None,
                  exact_below: float = 0.02,
                  exact_max: int = 10000,

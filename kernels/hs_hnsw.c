@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "hs_distance.h"
+#include "hs_rabitq.h"
 
 #define NLOCKS 4096 /* striped per-node locks: no lock array to grow with the graph */
+/* the RaBitQ centroid is the mean of the nodes, recomputed (and every code re-made) each time
+ * the graph doubles, up to this many nodes: a mean of 64k rows is as good as any */
+#define RQ_RETRAIN_MAX 65536
 
 typedef struct {
     uint16_t *tag;
@@ -36,6 +40,16 @@ struct hs_hnsw {
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
     float *cscale, *csq;
+    /* RaBitQ (quant HS_HNSW_Q_RQ1 / _RQ4): per node one row of rs bytes, the code (cb bytes)
+     * then its HS_RQ_NFACT float factors, so that scoring a node touches one place (borrowed
+     * like codes); the centroid (owned), the nodes it was the mean of, and the context the walk
+     * scores with (rebuilt when the centroid changes) */
+    uint8_t *rqcodes;
+    float *centroid;
+    int64_t rq_trained, cb, rs;
+    hs_rq_ctx *rq;
+    double *rqwork;    /* encoding scratch (writes are exclusive) */
+    double rq_eps;     /* eps0 of the bound that picks the candidates rescored */
     float *inv;        /* cosine: 1/|x| per node (0 for a zero vector); NULL otherwise */
     pthread_mutex_t locks[NLOCKS];
     pthread_mutex_t global;
@@ -130,6 +144,12 @@ typedef struct scratch {
     float *nd;     /* distances for selection */
     int32_t *fresh; /* unvisited neighbours gathered before scoring */
     vlist v;
+    /* RaBitQ walks: the prepared query, the gathered rows as int64 and their keys, and the
+     * final candidates' keys and bounds (nrq entries) */
+    hs_rq_query *rqq;
+    int64_t *rrows;
+    float *rkey, *rerr;
+    int64_t nrq;
     struct scratch *next;
 } scratch;
 
@@ -141,6 +161,11 @@ static inline int32_t *links_at(const hs_hnsw *g, int32_t node, int lc) {
 }
 
 static inline int max_links(const hs_hnsw *g, int lc) { return lc == 0 ? g->M0 : g->M; }
+
+static inline int is_i8(const hs_hnsw *g) { return g->quant == HS_HNSW_Q_INT8; }
+static inline int is_rq(const hs_hnsw *g) { return g->quant >= HS_HNSW_Q_RQ1; }
+/* the factors of node 0 (node b's are rs / 4 floats further per node) */
+static inline const float *rq_factors(const hs_hnsw *g) { return (const float *)(g->rqcodes + g->cb); }
 
 static inline pthread_mutex_t *lock_of(hs_hnsw *g, int32_t node) {
     return &g->locks[(uint32_t)node % NLOCKS];
@@ -167,23 +192,26 @@ static inline float dist_node(const hs_hnsw *g, const float *X, int32_t a, int32
 /* query traversal distance: int8 codes when quantized */
 static inline float dist_query(const hs_hnsw *g, const float *X, const float *q, float qsq,
                                int32_t b) {
-    if (!g->quant) return dist_qx(g, q, 1.0f, X, b);
+    if (!is_i8(g)) return dist_qx(g, q, 1.0f, X, b);
     float dot = g->cscale[b] * hs_dot_i8(q, g->codes + (int64_t)b * g->d, g->d);
     return g->metric == HS_METRIC_L2 ? qsq - 2.0f * dot + g->csq[b] : -dot;
 }
 
 static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
-    if (g->quant)
+    if (is_i8(g)) {
         __builtin_prefetch(g->codes + (int64_t)b * g->d);
-    else
+    } else if (is_rq(g)) {
+        __builtin_prefetch(g->rqcodes + (int64_t)b * g->rs);
+    } else
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
 
 /* every cache line of a node's vector (long vectors are many lines) */
 static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
-    const char *p = g->quant ? (const char *)(g->codes + (int64_t)b * g->d)
-                             : (const char *)(X + (int64_t)b * g->d);
-    int64_t bytes = g->quant ? g->d : g->d * 4;
+    const char *p = is_i8(g) ? (const char *)(g->codes + (int64_t)b * g->d)
+                    : is_rq(g) ? (const char *)(g->rqcodes + (int64_t)b * g->rs)
+                               : (const char *)(X + (int64_t)b * g->d);
+    int64_t bytes = is_i8(g) ? g->d : is_rq(g) ? g->rs : g->d * 4;
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
@@ -203,6 +231,8 @@ static void scratch_free(scratch *s) {
     free(s->nd);
     free(s->fresh);
     free(s->v.tag);
+    hs_rq_query_free(s->rqq);
+    free(s->rrows), free(s->rkey), free(s->rerr);
     free(s);
 }
 
@@ -218,7 +248,15 @@ static scratch *scratch_get(hs_hnsw *g) {
         s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
         s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
         s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
-        if (!s->nb || !s->nd || !s->fresh || pheap_reserve(&s->cand, 256) ||
+        if (is_rq(g)) {
+            s->nrq = (int64_t)(g->M0 + 2) * (g->M0 + 2);
+            s->rqq = hs_rq_query_new(g->d);
+            s->rrows = malloc((size_t)s->nrq * sizeof(int64_t));
+            s->rkey = malloc((size_t)s->nrq * sizeof(float));
+            s->rerr = malloc((size_t)s->nrq * sizeof(float));
+        }
+        if (!s->nb || !s->nd || !s->fresh || (is_rq(g) && (!s->rqq || !s->rrows || !s->rkey || !s->rerr)) ||
+            pheap_reserve(&s->cand, 256) ||
             pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
             scratch_free(s);
             return NULL;
@@ -261,7 +299,7 @@ static inline uint16_t visit_epoch(vlist *v) {
 hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) {
     if (d <= 0 || M < 2 || M > HS_HNSW_MAX_M || ef_construct < 1) return NULL;
     if (metric != HS_METRIC_IP && metric != HS_METRIC_L2 && metric != HS_METRIC_COSINE) return NULL;
-    if (quant != 0 && quant != 1) return NULL;
+    if (quant < HS_HNSW_Q_NONE || quant > HS_HNSW_Q_RQ4) return NULL;
     hs_hnsw *g = calloc(1, sizeof(hs_hnsw));
     if (!g) return NULL;
     g->d = d;
@@ -274,6 +312,17 @@ hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t se
     g->entry = -1;
     g->max_level = -1;
     g->rng = seed ? seed : 0x5EEDull;
+    g->rq_eps = HS_HNSW_RESCORE_EPS;
+    if (quant >= HS_HNSW_Q_RQ1) {
+        g->cb = hs_rq_code_bytes(d, quant == HS_HNSW_Q_RQ1 ? 1 : 4);
+        g->rs = g->cb + (int64_t)sizeof(float) * HS_RQ_NFACT;
+        g->rqwork = malloc((size_t)(2 * hs_rq_dp(d)) * sizeof(double));
+        g->centroid = calloc((size_t)d, sizeof(float));
+        if (!g->rqwork || !g->centroid) {
+            free(g->rqwork), free(g->centroid), free(g);
+            return NULL;
+        }
+    }
     for (int i = 0; i < NLOCKS; i++) pthread_mutex_init(&g->locks[i], NULL);
     pthread_mutex_init(&g->global, NULL);
     pthread_mutex_init(&g->pool_lock, NULL);
@@ -292,7 +341,11 @@ void hs_hnsw_free(hs_hnsw *g) {
         free(g->cscale);
         free(g->csq);
         free(g->inv);
+        free(g->rqcodes);
     }
+    free(g->centroid);
+    free(g->rqwork);
+    hs_rq_ctx_free(g->rq);
     while (g->pool) {
         scratch *sc = g->pool;
         g->pool = sc->next;
@@ -326,23 +379,26 @@ void hs_hnsw_free(hs_hnsw *g) {
 
 /* before the first growth of an attached graph: realloc needs memory of our own */
 static int own_arrays(hs_hnsw *g) {
-    void *fresh[6];
+    void *fresh[8];
     int nf = 0;
     int8_t *level = g->level, *codes = g->codes;
     int32_t *links0 = g->links0;
     float *inv = g->inv, *cscale = g->cscale, *csq = g->csq;
+    uint8_t *rqcodes = g->rqcodes;
     OWN(g->level, int8_t, 1);
     OWN(g->links0, int32_t, g->M0 + 1);
     OWN(g->inv, float, 1);
     OWN(g->codes, int8_t, g->d);
     OWN(g->cscale, float, 1);
     OWN(g->csq, float, 1);
+    OWN(g->rqcodes, uint8_t, g->rs);
     g->borrowed = 0;
     return HS_OK;
 nomem:
     for (int i = 0; i < nf; i++) free(fresh[i]);
     g->level = level, g->codes = codes, g->links0 = links0;
     g->inv = inv, g->cscale = cscale, g->csq = csq;
+    g->rqcodes = rqcodes;
     return HS_ENOMEM;
 }
 
@@ -361,10 +417,13 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
         g->level = p;
     }
     if (g->metric == HS_METRIC_COSINE) GROW(g->inv, float, 1);
-    if (g->quant) {
+    if (is_i8(g)) {
         GROW(g->codes, int8_t, g->d);
         GROW(g->cscale, float, 1);
         GROW(g->csq, float, 1);
+    }
+    if (is_rq(g)) {
+        GROW(g->rqcodes, uint8_t, g->rs);
     }
     g->cap = cap;
     return HS_OK;
@@ -378,6 +437,11 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
         double sq = 0;
         for (int64_t j = 0; j < g->d; j++) sq += (double)x[j] * x[j];
         f = g->inv[s] = sq > 0 ? (float)(1.0 / sqrt(sq)) : 0.0f;
+    }
+    if (is_rq(g)) {
+        uint8_t *row = g->rqcodes + (int64_t)s * g->rs;
+        hs_rq_ctx_encode(g->rq, x, row, (float *)(row + g->cb), g->rqwork);
+        return;
     }
     if (!g->quant) return;
     float amax = 0.0f, sq = 0.0f;
@@ -393,8 +457,50 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
     g->csq[s] = sq;
 }
 
+/* The centroid: the mean of the rows (unit length under cosine, as the codes see them) of the
+ * live nodes and of `extra` (n slots about to be added, or NULL), and a context for it. */
+static int rq_train(hs_hnsw *g, const float *X, const int64_t *extra, int64_t n) {
+    double *acc = calloc((size_t)g->d, sizeof(double));
+    if (!acc) return HS_ENOMEM;
+    int64_t used = 0;
+    for (int64_t i = 0; i < g->n + n; i++) {
+        int64_t s = i < g->n ? i : extra[i - g->n];
+        if (i < g->n && (g->level[s] < 0 || (g->pending && g->dead[s]))) continue;
+        const float *x = X + s * g->d;
+        double f = 1.0;
+        if (g->metric == HS_METRIC_COSINE) {
+            double sq = 0;
+            for (int64_t j = 0; j < g->d; j++) sq += (double)x[j] * x[j];
+            if (sq <= 0) continue;
+            f = 1.0 / sqrt(sq);
+        }
+        for (int64_t j = 0; j < g->d; j++) acc[j] += f * x[j];
+        used++;
+    }
+    for (int64_t j = 0; j < g->d; j++) g->centroid[j] = used ? (float)(acc[j] / used) : 0.0f;
+    free(acc);
+    hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, g->centroid};
+    hs_rq_ctx *c = hs_rq_ctx_new(&p);
+    if (!c) return HS_ENOMEM;
+    hs_rq_ctx_free(g->rq);
+    g->rq = c;
+    g->rq_trained = used > 0 ? used : 1;
+    return HS_OK;
+}
+
+/* the context of a centroid restored with the graph */
+static int rq_context(hs_hnsw *g) {
+    hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, g->centroid};
+    hs_rq_ctx *c = hs_rq_ctx_new(&p);
+    if (!c) return HS_ENOMEM;
+    hs_rq_ctx_free(g->rq);
+    g->rq = c;
+    return HS_OK;
+}
+
 int hs_hnsw_requantize(hs_hnsw *g, const float *X) {
     if (!g->quant && !g->inv) return HS_OK;
+    if (is_rq(g) && rq_train(g, X, NULL, 0)) return HS_ENOMEM;
     for (int64_t s = 0; s < g->n; s++)
         if (g->level[s] >= 0) prepare_row(g, X, (int32_t)s);
     return HS_OK;
@@ -804,6 +910,13 @@ static int insert_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
 int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
     for (int64_t i = 0; i < n; i++)
         if (slots[i] < 0 || slots[i] >= g->cap) return HS_EINVAL;
+    if (is_rq(g) && n &&
+        (!g->rq || (g->rq_trained < RQ_RETRAIN_MAX && g->count + n >= 2 * g->rq_trained))) {
+        /* a new centroid: every node's code is re-made against it (the batch's below) */
+        if (rq_train(g, X, slots, n)) return HS_ENOMEM;
+        for (int64_t s = 0; s < g->n; s++)
+            if (g->level[s] >= 0) prepare_row(g, X, (int32_t)s);
+    }
     /* pending removals stay pending: an insert walks through removed nodes but never links to
        one (search_build keeps them out of its results), so no repair of the whole graph here */
     int rc = HS_OK;
@@ -920,6 +1033,59 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
 
 /* ----------------------------------------------------------------- search */
 
+/* the walk key of one node under RaBitQ (the upper levels' greedy steps) */
+static inline float rq_key1(const hs_hnsw *g, hs_rq_query *qq, int32_t b) {
+    int64_t row = b;
+    float key;
+    hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, &row, 1, 0.0, &key, NULL);
+    return key;
+}
+
+/* The candidates a RaBitQ walk kept (s->res), rescored on the float32 rows in the order of
+ * their bound's lower end, until the next lower end exceeds the k-th exact distance found:
+ * the estimator's probabilistic bound (eps0 = g->rq_eps) decides how many rows are read. */
+static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t k, scratch *s,
+                      float *out_score, int64_t *out_id) {
+    pheap *res = &s->res, *best = &s->tmp;
+    int64_t n = res->size;
+    if (s->nrq < n) {
+        int64_t *r = realloc(s->rrows, (size_t)n * sizeof(int64_t));
+        if (r) s->rrows = r;
+        float *a = realloc(s->rkey, (size_t)n * sizeof(float));
+        if (a) s->rkey = a;
+        float *b = realloc(s->rerr, (size_t)n * sizeof(float));
+        if (b) s->rerr = b;
+        if (!r || !a || !b) return HS_ENOMEM;
+        s->nrq = n;
+    }
+    for (int64_t i = 0; i < n; i++) s->rrows[i] = res->id[i];
+    hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, n, g->rq_eps, s->rkey, s->rerr);
+    pair *pr = s->pairs; /* ef + 1 entries, res holds at most ef */
+    for (int64_t i = 0; i < n; i++) pr[i].d = s->rkey[i] - s->rerr[i], pr[i].id = (int32_t)s->rrows[i];
+    qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
+    best->size = 0;
+    if (pheap_reserve(best, k + 1)) return HS_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        if (best->size >= k && pr[i].d > best->d[0]) break;
+        float e = dist_qx(g, q, 1.0f, X, pr[i].id);
+        if (best->size < k) {
+            pheap_push(best, e, pr[i].id, 1.0f);
+        } else if (e < best->d[0] || (e == best->d[0] && pr[i].id < best->id[0])) {
+            pheap_pop(best, 1.0f);
+            pheap_push(best, e, pr[i].id, 1.0f);
+        }
+    }
+    int64_t kept = best->size;
+    for (int64_t i = 0; i < kept; i++) pr[i].d = best->d[i], pr[i].id = best->id[i];
+    qsort(pr, (size_t)kept, sizeof(pair), pair_cmp);
+    for (int64_t i = 0; i < kept; i++) {
+        float dd = pr[i].d;
+        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
+        out_id[i] = pr[i].id;
+    }
+    return HS_OK;
+}
+
 static inline int allowed(const hs_hnsw *g, const uint64_t *bits, int32_t e) {
     if (g->pending && g->dead[e]) return 0;
     return !bits || ((bits[e >> 6] >> (e & 63)) & 1);
@@ -935,9 +1101,11 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
     }
     if (visited) *visited = 0;
     if (g->entry < 0 || k == 0) return HS_OK;
+    const int rq = is_rq(g);
+    if (rq && (!g->rq || hs_rq_query_set(s->rqq, g->rq, q))) return HS_EINVAL;
     float qsq = g->metric == HS_METRIC_L2 ? hs_dot(q, q, g->d) : 0.0f;
     int32_t ep = g->entry;
-    float cd = dist_query(g, X, q, qsq, ep);
+    float cd = rq ? rq_key1(g, s->rqq, ep) : dist_query(g, X, q, qsq, ep);
     evals++;
     for (int lc = g->max_level; lc > 0; lc--) {
         int changed = 1;
@@ -945,7 +1113,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
             changed = 0;
             int32_t *l = links_at(g, ep, lc);
             for (int j = 0; j < l[0]; j++) {
-                float de = dist_query(g, X, q, qsq, l[1 + j]);
+                float de = rq ? rq_key1(g, s->rqq, l[1 + j]) : dist_query(g, X, q, qsq, l[1 + j]);
                 evals++;
                 if (de < cd) {
                     cd = de;
@@ -1006,12 +1174,19 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         }
         /* first line of every gathered vector now, the whole next vector one step ahead */
         for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
-        if (nf) prefetch_rows(g, X, fresh[0]);
+        if (rq) { /* the whole gathered list in one kernel call */
+            for (int j = 0; j < nf; j++) s->rrows[j] = fresh[j];
+            hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, nf, 0.0, s->rkey, NULL);
+        } else if (nf) {
+            prefetch_rows(g, X, fresh[0]);
+        }
         for (int j = 0; j < nf; j++) {
             int32_t e = fresh[j];
-            if (j + 1 < nf) prefetch_rows(g, X, fresh[j + 1]);
+            if (!rq && j + 1 < nf) prefetch_rows(g, X, fresh[j + 1]);
             float de;
-            if (!g->quant) {
+            if (rq) {
+                de = s->rkey[j];
+            } else if (!g->quant) {
                 float r = fdist(q, X + (int64_t)e * d, d);
                 de = l2 ? r : (inv ? -r * inv[e] : -r);
             } else {
@@ -1029,6 +1204,8 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         }
         evals += nf;
     }
+    if (visited) *visited = evals;
+    if (rq) return rq_rescore(g, X, q, k, s, out_score, out_id);
     /* final order; quantized candidates are re-scored on the float vectors */
     int64_t n = res->size;
     pair *pr = s->pairs;
@@ -1044,7 +1221,6 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
         out_id[i] = pr[i].id;
     }
-    if (visited) *visited = evals;
     return HS_OK;
 }
 
@@ -1143,6 +1319,31 @@ static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
     return HS_OK;
 }
 
+/* The RaBitQ codes' exact scan (hs_rq_scan with the hard bound) over the allowed nodes. */
+static int rq_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
+                   const uint64_t *bits, float *out_score, int64_t *out_id) {
+    int64_t words = (g->n + 63) >> 6;
+    uint64_t *allow = calloc((size_t)(words ? words : 1), sizeof(uint64_t));
+    if (!allow) return HS_ENOMEM;
+    for (int64_t e = 0; e < g->n; e++) {
+        if (bits && !((bits[e >> 6] >> (e & 63)) & 1)) continue;
+        if (g->level[e] < 0) {
+            if (bits) {
+                free(allow);
+                return HS_EINVAL; /* an allowed row the graph does not hold */
+            }
+            continue;
+        }
+        if (g->pending && g->dead[e]) continue;
+        allow[e >> 6] |= (uint64_t)1 << (e & 63);
+    }
+    hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, g->centroid};
+    int rc = hs_rq_scan_strided(&p, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, g->n, X, allow, Q,
+                                nq, k, HS_RQ_BOUND_HARD, 1.9, out_score, out_id, NULL);
+    free(allow);
+    return rc;
+}
+
 int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
                  const uint64_t *bits, int64_t nwords, float *out_score, int64_t *out_id) {
     if (!g->quant) return HS_EINVAL;
@@ -1158,6 +1359,7 @@ int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, i
     } else {
         cap = g->n;
     }
+    if (is_rq(g)) return rq_scan(g, X, Q, nq, k, bits, out_score, out_id);
     if (cap < 1) cap = 1;
     float *ad = malloc((size_t)cap * sizeof(float)), *ae = malloc((size_t)cap * sizeof(float));
     int32_t *aid = malloc((size_t)cap * sizeof(int32_t));
@@ -1183,7 +1385,8 @@ int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
     int64_t b = g->cap * ((int64_t)(g->M0 + 1) * 4 + 1 + 1 + (int64_t)sizeof(int32_t *));
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
-    if (g->quant) b += g->cap * (g->d + 8);
+    if (is_i8(g)) b += g->cap * (g->d + 8);
+    if (is_rq(g)) b += g->cap * g->rs + g->d * 4;
     if (g->inv) b += g->cap * 4;
     return b;
 }
@@ -1348,6 +1551,7 @@ int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) {
     p->entry = g->entry, p->max_level = g->max_level, p->rng = g->rng;
     p->level = g->level, p->links0 = g->links0, p->inv = g->inv;
     p->codes = g->codes, p->cscale = g->cscale, p->csq = g->csq;
+    p->rqcodes = g->rqcodes, p->centroid = g->centroid, p->rq_trained = g->rq_trained;
     return HS_OK;
 }
 
@@ -1368,7 +1572,9 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     if (p->d != d || p->quant != quant || p->metric != metric || p->M < 2 || p->M > HS_HNSW_MAX_M ||
         p->efc < 1 || p->n < 0 || p->n > INT32_MAX || !p->level || !p->links0 ||
         (metric == HS_METRIC_COSINE) != (p->inv != NULL) ||
-        (quant != 0) != (p->codes != NULL && p->cscale != NULL && p->csq != NULL))
+        (quant == HS_HNSW_Q_INT8) != (p->codes != NULL && p->cscale != NULL && p->csq != NULL) ||
+        (quant >= HS_HNSW_Q_RQ1) != (p->rqcodes != NULL && p->centroid != NULL) ||
+        (quant >= HS_HNSW_Q_RQ1 && p->count > 0 && p->rq_trained < 1))
         return NULL;
     if (check_levels(p->level, p->n, p->M, p->count, p->max_level, p->entry) != p->upper_len)
         return NULL;
@@ -1381,7 +1587,15 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     g->borrowed = 1;
     g->level = p->level, g->links0 = p->links0, g->inv = p->inv;
     g->codes = p->codes, g->cscale = p->cscale, g->csq = p->csq;
+    g->rqcodes = p->rqcodes;
     if (!g->upper || !g->dead) goto fail;
+    if (quant >= HS_HNSW_Q_RQ1) {
+        for (int64_t j = 0; j < d; j++)
+            if (!isfinite(p->centroid[j])) goto bad;
+        memcpy(g->centroid, p->centroid, (size_t)d * sizeof(float));
+        g->rq_trained = p->rq_trained;
+        if (p->rq_trained > 0 && rq_context(g)) goto fail;
+    }
     g->n = p->n, g->count = p->count, g->entry = p->entry, g->max_level = p->max_level;
     for (int64_t i = 0; i < p->n; i++) {
         if (p->level[i] <= 0) continue;
@@ -1394,7 +1608,11 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     if (!links_ok(g)) goto fail;
     *err = HS_OK;
     return g;
+bad:
+    *err = HS_EINVAL;
 fail:
     hs_hnsw_free(g);
     return NULL;
 }
+
+void hs_hnsw_set_rescore(hs_hnsw *g, double eps0) { g->rq_eps = eps0 >= 0 ? eps0 : HS_HNSW_RESCORE_EPS; }

@@ -22,10 +22,22 @@
 #define HS_HNSW_MAX_LEVEL 30
 #define HS_HNSW_MAX_M 512
 
+/* quant: what the query walk reads */
+#define HS_HNSW_Q_NONE 0 /* the float32 rows */
+#define HS_HNSW_Q_INT8 1 /* an int8 code row per node; the ef found re-scored on float32 */
+#define HS_HNSW_Q_RQ1 2  /* RaBitQ 1-bit codes (hs_rabitq.h); rescored as hs_hnsw_set_rescore says */
+#define HS_HNSW_Q_RQ4 3  /* RaBitQ 4-bit codes */
+#define HS_HNSW_RESCORE_EPS 1.9 /* RaBitQ's eps0 */
+#define HS_HNSW_RQ_SEED 0x5EEDC0DEull /* the codes' rotation: fixed, it only has to ignore the data */
+
 typedef struct hs_hnsw hs_hnsw;
 
-/* metric: HS_METRIC_IP, HS_METRIC_COSINE or HS_METRIC_L2. quant: 0 none, 1 int8. NULL on bad
- * arguments or out of memory. */
+/* metric: HS_METRIC_IP, HS_METRIC_COSINE or HS_METRIC_L2. quant: HS_HNSW_Q_*. NULL on bad
+ * arguments or out of memory.
+ * With RaBitQ codes the walk ranks by the codes' estimate alone (the float32 block is not read);
+ * the candidates it keeps (ef) are rescored on float32 in the order of their probabilistic
+ * bound's lower end until that end passes the k-th exact distance. The centroid is the mean of
+ * the nodes, re-made with every code when the graph doubles (up to 65,536 nodes). */
 hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant);
 void hs_hnsw_free(hs_hnsw *g);
 
@@ -59,6 +71,10 @@ int hs_hnsw_search(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
 int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
                  const uint64_t *bits, int64_t nwords, float *out_score, int64_t *out_id);
 
+/* RaBitQ walks: the eps0 of the bound that decides which candidates are rescored (larger:
+ * more rows read; INFINITY: every candidate; negative: the default). */
+void hs_hnsw_set_rescore(hs_hnsw *g, double eps0);
+
 /* Bookkeeping. */
 int64_t hs_hnsw_count(const hs_hnsw *g);     /* live nodes */
 int64_t hs_hnsw_pending(const hs_hnsw *g);   /* removed, not yet repaired */
@@ -89,6 +105,9 @@ typedef struct {
     float *inv;          /* n, cosine only (else NULL) */
     int8_t *codes;       /* n x d, int8 only (else NULL) */
     float *cscale, *csq; /* n each, int8 only (else NULL) */
+    uint8_t *rqcodes;    /* n rows of the code bytes then HS_RQ_NFACT floats, RaBitQ only (else NULL) */
+    float *centroid;     /* d, RaBitQ only (copied by attach) */
+    int64_t rq_trained;  /* nodes the centroid is the mean of (0: none yet) */
 } hs_hnsw_parts;
 
 /* Fills p with views of the graph's own arrays (valid until its next write) and the header

@@ -73,16 +73,20 @@ static void fwht(double *x, int64_t m) {
 }
 
 /* x (dp values) <- P x */
-static void rot_apply(const rot *r, double *x) {
+/* x (dp values) <- P x, with dp doubles of scratch (callers sharing one rotation across
+ * threads pass their own) */
+static void rot_apply_with(const rot *r, double *x, double *tmp) {
     const double scale = 1.0 / sqrt((double)r->blk);
     for (int t = 0; t < HS_RQ_ROUNDS; t++) {
         const int8_t *sg = r->sign + t * r->dp;
         const int32_t *pm = r->perm + t * r->dp;
-        for (int64_t i = 0; i < r->dp; i++) r->tmp[i] = sg[i] * x[pm[i]];
-        for (int64_t b = 0; b < r->dp; b += r->blk) fwht(r->tmp + b, r->blk);
-        for (int64_t i = 0; i < r->dp; i++) x[i] = r->tmp[i] * scale;
+        for (int64_t i = 0; i < r->dp; i++) tmp[i] = sg[i] * x[pm[i]];
+        for (int64_t b = 0; b < r->dp; b += r->blk) fwht(tmp + b, r->blk);
+        for (int64_t i = 0; i < r->dp; i++) x[i] = tmp[i] * scale;
     }
 }
+
+static void rot_apply(const rot *r, double *x) { rot_apply_with(r, x, r->tmp); }
 
 int hs_rq_rotate(int64_t d, uint64_t seed, const float *X, int64_t n, double *out) {
     if (d <= 0 || n < 0) return HS_EINVAL;
@@ -168,6 +172,25 @@ static void encode1(const double *o, int64_t dp, double r, uint8_t *code, float 
     set_factors(r, l1 / sqrt((double)dp), (double)pop, 1.0 / sqrt((double)dp), f);
 }
 
+/* one row's code and factors; v and tmp: dp doubles each */
+static void encode_row(const hs_rq_params *p, const rot *r, const float *x, uint8_t *code,
+                       float *f, double *v, double *tmp) {
+    const int64_t d = p->d, dp = r->dp;
+    load_row(x, d, p->metric, v);
+    double rr = 0;
+    for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j], rr += v[j] * v[j];
+    for (int64_t j = d; j < dp; j++) v[j] = 0;
+    rr = sqrt(rr);
+    if (rr > 0) {
+        rot_apply_with(r, v, tmp);
+        for (int64_t j = 0; j < dp; j++) v[j] /= rr;
+    } else { /* x = c: any unit direction; r = 0 makes the estimate exact */
+        for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
+    }
+    if (p->bits == 1) encode1(v, dp, rr, code, f);
+    else encode4(v, dp, rr, code, f);
+}
+
 int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *codes,
                  float *factors) {
     if (!params_ok(p) || n < 0) return HS_EINVAL;
@@ -179,22 +202,8 @@ int hs_rq_encode(const hs_rq_params *p, const float *X, int64_t n, uint8_t *code
         rot_free(&r);
         return HS_ENOMEM;
     }
-    for (int64_t i = 0; i < n; i++) {
-        load_row(X + i * d, d, p->metric, v);
-        double rr = 0;
-        for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j], rr += v[j] * v[j];
-        for (int64_t j = d; j < dp; j++) v[j] = 0;
-        rr = sqrt(rr);
-        if (rr > 0) {
-            rot_apply(&r, v);
-            for (int64_t j = 0; j < dp; j++) v[j] /= rr;
-        } else { /* x = c: any unit direction; r = 0 makes the estimate exact */
-            for (int64_t j = 0; j < dp; j++) v[j] = 1.0 / sqrt((double)dp);
-        }
-        float *f = factors + i * HS_RQ_NFACT;
-        if (p->bits == 1) encode1(v, dp, rr, codes + i * cb, f);
-        else encode4(v, dp, rr, codes + i * cb, f);
-    }
+    for (int64_t i = 0; i < n; i++)
+        encode_row(p, &r, X + i * d, codes + i * cb, factors + i * HS_RQ_NFACT, v, r.tmp);
     free(v);
     rot_free(&r);
     return HS_OK;
@@ -219,7 +228,8 @@ static int qprep_alloc(qprep *qp, int64_t dp) {
 }
 
 /* v: dp doubles of scratch. Returns HS_EINVAL for a query that is not finite. */
-static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, double *v, qprep *qp) {
+static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, double *v, double *tmp,
+                      qprep *qp) {
     const int64_t d = p->d, dp = r->dp;
     load_row(q, d, p->metric, v);
     double cq = 0, qsq = 0, cn = 0;
@@ -231,7 +241,7 @@ static int qprep_make(const hs_rq_params *p, const rot *r, const float *q, doubl
     if (p->metric == HS_METRIC_L2)
         for (int64_t j = 0; j < d; j++) v[j] -= p->centroid[j];
     for (int64_t j = d; j < dp; j++) v[j] = 0;
-    rot_apply(r, v);
+    rot_apply_with(r, v, tmp);
     double lo = v[0], hi = v[0], nn = 0;
     for (int64_t j = 0; j < dp; j++) {
         lo = v[j] < lo ? v[j] : lo, hi = v[j] > hi ? v[j] : hi;
@@ -313,10 +323,10 @@ int hs_rq_estimate(const hs_rq_params *p, const uint8_t *codes, const float *fac
     int32_t *S = malloc(CHUNK * sizeof(int32_t));
     int rc = (v && S && qprep_alloc(&qp, dp) == HS_OK) ? HS_OK : HS_ENOMEM;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++) {
-        rc = qprep_make(p, &r, Q + t * p->d, v, &qp);
+        rc = qprep_make(p, &r, Q + t * p->d, v, r.tmp, &qp);
         for (int64_t i0 = 0; i0 < n && rc == HS_OK; i0 += CHUNK) {
             int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-            dots(codes, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
+            dots(codes, cb, cb, rows ? rows + i0 : NULL, m, i0, (const uint8_t *)qp.pack, S);
             for (int64_t i = 0; i < m; i++) {
                 int64_t row = rows ? rows[i0 + i] : i0 + i, o = t * n + i0 + i;
                 double e, bp, bh;
@@ -389,7 +399,7 @@ typedef struct {
 
 /* Scores by the estimate alone (higher is better) of cnt rows with code products S: a loop
  * of its own, without branches, so the compiler vectorises it. */
-static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors,
+static void estimate_chunk(int l2, const qprep *qp, const float *restrict factors, int64_t fs,
                            const int64_t *rp, int64_t start, int64_t cnt,
                            const int32_t *restrict S, double *restrict out) {
     const double ka = qp->ka, kb = qp->kb, kc = qp->kc, qc2 = qp->qc2, cq = qp->cq;
@@ -400,22 +410,22 @@ static void estimate_chunk(int l2, const qprep *qp, const float *restrict factor
         out[i] = l2 ? 2.0 * reo - (double)f[0] * f[0] - qc2 : reo + cq;                \
     } while (0)
     if (rp) {
-        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * HS_RQ_NFACT);
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(factors + rp[i] * fs);
     } else {
-        const float *f0 = factors + start * HS_RQ_NFACT;
-        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * HS_RQ_NFACT);
+        const float *f0 = factors + start * fs;
+        for (int64_t i = 0; i < cnt; i++) HS_RQ_EST(f0 + i * fs);
     }
 #undef HS_RQ_EST
 }
 
 /* Keys (distance-like, lower is better) and error half-widths of cnt rows, as above. */
 static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *restrict factors,
-                        const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
+                        int64_t fs, const int64_t *rp, int64_t start, int64_t cnt, const int32_t *restrict S,
                         double kprob, int hard, double gamma, double gq, double *restrict key,
                         double *restrict err) {
     const int l2 = p->metric == HS_METRIC_L2, ip = p->metric == HS_METRIC_IP;
     for (int64_t i = 0; i < cnt; i++) {
-        const float *f = factors + (rp ? rp[i] : start + i) * HS_RQ_NFACT;
+        const float *f = factors + (rp ? rp[i] : start + i) * fs;
         double est, bp, bh, xn = qp->cn + f[0];
         rq_eval(l2, qp, f, S[i], kprob, &est, &bh, &bp);
         key[i] = l2 ? est : -est;
@@ -431,13 +441,13 @@ static void bound_chunk(const hs_rq_params *p, const qprep *qp, const float *res
  * alone are rescored. The rounding term covers the float32 key's own error (gamma times the
  * size of its terms; ||x|| <= ||c|| + r). */
 static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, const uint8_t *codes,
-                    const float *factors, int64_t n, const float *X, const uint64_t *bits,
+                    int64_t cs, const float *factors, int64_t fs, int64_t n, const float *X, const uint64_t *bits,
                     const float *q, int64_t k, int bound, double eps0, scan_buf *b, qprep *qp,
                     float *out_s, int64_t *out_i, int64_t *rescored) {
-    const int64_t dp = r->dp, cb = hs_rq_code_bytes(p->d, p->bits);
+    const int64_t dp = r->dp;
     const int l2 = p->metric == HS_METRIC_L2, hard = bound == HS_RQ_BOUND_HARD;
     const double kprob = eps0 / sqrt((double)(dp - 1));
-    int rc = qprep_make(p, r, q, b->v, qp);
+    int rc = qprep_make(p, r, q, b->v, r->tmp, qp);
     if (rc) return rc;
     const double gamma = (double)(p->d + 4) * FLT_EPSILON, gq = gamma * sqrt(qp->qsq);
     hs_heap h;
@@ -445,9 +455,9 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
     int64_t pos = 0, start, cnt, m = 0, hn = 0;
     while ((cnt = next_rows(bits, n, &pos, b->rows, &start)) > 0) {
         const int64_t *rp = start >= 0 ? NULL : b->rows;
-        dots(codes, cb, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
+        dots(codes, hs_rq_code_bytes(p->d, p->bits), cs, rp, cnt, start, (const uint8_t *)qp->pack, b->S);
         if (!X) { /* estimates alone: the heap sees only rows that can enter it */
-            estimate_chunk(l2, qp, factors, rp, start, cnt, b->S, b->key);
+            estimate_chunk(l2, qp, factors, fs, rp, start, cnt, b->S, b->key);
             float thr = hs_heap_threshold(&h);
             for (int64_t i = 0; i < cnt; i++) {
                 float sc = (float)b->key[i];
@@ -458,7 +468,7 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
             }
             continue;
         }
-        bound_chunk(p, qp, factors, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
+        bound_chunk(p, qp, factors, fs, rp, start, cnt, b->S, kprob, hard, gamma, gq, b->key, b->err);
         for (int64_t i = 0; i < cnt; i++) {
             double key = b->key[i], e = b->err[i];
             if (hn < k || key + e < b->kth[0]) kth_push(b->kth, &hn, k, key + e);
@@ -489,7 +499,16 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
 int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors, int64_t n,
                const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored) {
+    return hs_rq_scan_strided(p, codes, hs_rq_code_bytes(p->d, p->bits), factors, HS_RQ_NFACT, n, X,
+                              bits, Q, nq, k, bound, eps0, out_scores, out_ids, rescored);
+}
+
+int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,
+                       int64_t fs, int64_t n, const float *X, const uint64_t *bits, const float *Q,
+                       int64_t nq, int64_t k, int bound, double eps0, float *out_scores,
+                       int64_t *out_ids, int64_t *rescored) {
     if (!params_ok(p) || n < 0 || nq < 0 || k < 0) return HS_EINVAL;
+    if (cs < hs_rq_code_bytes(p->d, p->bits) || fs < HS_RQ_NFACT) return HS_EINVAL;
     if (bound != HS_RQ_BOUND_HARD && bound != HS_RQ_BOUND_PROB) return HS_EINVAL;
     if (rescored)
         for (int64_t t = 0; t < nq; t++) rescored[t] = 0;
@@ -511,10 +530,110 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
     int rc = ((b.lo && b.id) || !X) && b.kth && b.S && b.rows && b.v && b.key && b.err ? qprep_alloc(&qp, r.dp)
                                                                       : HS_ENOMEM;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++)
-        rc = scan_one(p, &r, dots, codes, factors, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
+        rc = scan_one(p, &r, dots, codes, cs, factors, fs, n, X, bits, Q + t * p->d, k, bound, eps0, &b,
                       &qp, out_scores + t * k, out_ids + t * k, rescored ? rescored + t : NULL);
     free(b.lo), free(b.id), free(b.kth), free(b.S), free(b.rows), free(b.v), free(qp.pack);
     free(b.key), free(b.err);
     rot_free(&r);
     return rc;
+}
+
+/* ------------------------------------------------------------- one row at a time */
+
+struct hs_rq_ctx {
+    hs_rq_params p; /* p.centroid points at centroid below */
+    rot r;
+    int64_t cb;
+    float *centroid;
+    hs_rq_dots_fn dots;
+};
+
+hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p) {
+    if (!params_ok(p)) return NULL;
+    hs_rq_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->centroid = malloc((size_t)p->d * sizeof(float));
+    if (!c->centroid || rot_init(&c->r, p->d, p->seed)) {
+        free(c->centroid);
+        free(c);
+        return NULL;
+    }
+    memcpy(c->centroid, p->centroid, (size_t)p->d * sizeof(float));
+    c->p = *p;
+    c->p.centroid = c->centroid;
+    c->cb = hs_rq_code_bytes(p->d, p->bits);
+    c->dots = hs_rq_dots_impl(p->bits);
+    return c;
+}
+
+void hs_rq_ctx_free(hs_rq_ctx *c) {
+    if (!c) return;
+    rot_free(&c->r);
+    free(c->centroid);
+    free(c);
+}
+
+void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work) {
+    encode_row(&c->p, &c->r, x, code, f, work, work + c->r.dp);
+}
+
+struct hs_rq_query {
+    qprep qp;
+    double *v, *tmp;
+    int32_t *S;
+    int64_t dp;
+};
+
+hs_rq_query *hs_rq_query_new(int64_t d) {
+    int64_t dp = hs_rq_dp(d);
+    if (dp <= 0) return NULL;
+    hs_rq_query *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->dp = dp;
+    q->v = malloc((size_t)dp * sizeof(double));
+    q->tmp = malloc((size_t)dp * sizeof(double));
+    q->S = malloc(CHUNK * sizeof(int32_t));
+    if (!q->v || !q->tmp || !q->S || qprep_alloc(&q->qp, dp)) {
+        hs_rq_query_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void hs_rq_query_free(hs_rq_query *q) {
+    if (!q) return;
+    free(q->v), free(q->tmp), free(q->S), free(q->qp.pack);
+    free(q);
+}
+
+int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x) {
+    if (q->dp != c->r.dp) return HS_EINVAL;
+    return qprep_make(&c->p, &c->r, x, q->v, q->tmp, &q->qp);
+}
+
+void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, int64_t cs,
+                      const float *factors, int64_t fs, const int64_t *rows, int64_t n, double eps0,
+                      float *key, float *err) {
+    hs_rq_dots_fn dots = c->dots;
+    const int l2 = c->p.metric == HS_METRIC_L2;
+    const double kprob = eps0 / sqrt((double)(q->dp - 1));
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        dots(codes, c->cb, cs, rows + i0, m, 0, (const uint8_t *)q->qp.pack, q->S);
+        if (!err) { /* the walk: the estimate alone, as estimate_chunk computes it */
+            const qprep *qp = &q->qp;
+            for (int64_t i = 0; i < m; i++) {
+                const float *f = factors + rows[i0 + i] * fs;
+                double reo = f[1] * (qp->ka * f[2] + qp->kb * q->S[i] + qp->kc);
+                key[i0 + i] = (float)(l2 ? (double)f[0] * f[0] + qp->qc2 - 2.0 * reo : -(reo + qp->cq));
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < m; i++) {
+            double e, bp, bh;
+            rq_eval(l2, &q->qp, factors + rows[i0 + i] * fs, q->S[i], kprob, &e, &bh, &bp);
+            key[i0 + i] = (float)(l2 ? e : -e);
+            if (err) err[i0 + i] = (float)bp;
+        }
+    }
 }

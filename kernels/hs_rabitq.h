@@ -79,4 +79,34 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
                const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored);
 
+/* A collection's codes prepared once (the centroid copied, the rotation drawn), for callers
+ * that code or score a few rows at a time, such as the HNSW walk. A context is read-only once
+ * made: any number of threads may use it, each with its own work buffers and query. */
+typedef struct hs_rq_ctx hs_rq_ctx;
+hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p); /* NULL: bad parameters or out of memory */
+void hs_rq_ctx_free(hs_rq_ctx *c);
+/* The code (code_bytes) and factors (HS_RQ_NFACT) of one row of d floats, as hs_rq_encode
+ * gives them; work holds 2 * hs_rq_dp(d) doubles. */
+void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work);
+
+/* One query prepared against a context (rotated and quantised): one per thread. */
+typedef struct hs_rq_query hs_rq_query;
+hs_rq_query *hs_rq_query_new(int64_t d);
+void hs_rq_query_free(hs_rq_query *q);
+/* HS_EINVAL for a query that is not finite (or a context of another dimension). */
+int hs_rq_query_set(hs_rq_query *q, const hs_rq_ctx *c, const float *x);
+/* Keys of n coded rows rows[i], whose code is cs bytes apart from codes and whose factors are fs
+ * floats apart from factors (codes and factors may interleave in one row): lower is nearer - the estimated
+ * squared distance (l2) or minus the estimated inner product / cosine similarity - and, when err
+ * is not NULL, the half-width of the probabilistic bound at eps0 around it. */
+void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, int64_t cs,
+                      const float *factors, int64_t fs, const int64_t *rows, int64_t n, double eps0,
+                      float *key, float *err);
+
+/* hs_rq_scan over rows whose codes are cs bytes apart and whose factors are fs floats apart. */
+int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,
+                       int64_t fs, int64_t n, const float *X, const uint64_t *bits, const float *Q,
+                       int64_t nq, int64_t k, int bound, double eps0, float *out_scores,
+                       int64_t *out_ids, int64_t *rescored);
+
 #endif

@@ -17,7 +17,7 @@
 #define RQ_NEON 0
 #endif
 
-#define ROW(i) (codes + (rows ? rows[i] : row0 + (i)) * cb)
+#define ROW(i) (codes + (rows ? rows[i] : row0 + (i)) * rs)
 
 /* ---------------------------------------------------------------- scalar */
 
@@ -29,7 +29,7 @@ static inline int popc_scalar(uint64_t x) {
     return (int)((x * 0x0101010101010101ull) >> 56);
 }
 
-static void dots1_scalar(const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n,
+static void dots1_scalar(const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n,
                          int64_t row0, const uint8_t *qpack, int32_t *out) {
     const int64_t W = cb / 8;
     const uint64_t *pl = (const uint64_t *)qpack;
@@ -42,7 +42,7 @@ static void dots1_scalar(const uint8_t *codes, int64_t cb, const int64_t *rows, 
     }
 }
 
-static void dots4_scalar(const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n,
+static void dots4_scalar(const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n,
                          int64_t row0, const uint8_t *qpack, int32_t *out) {
     const uint8_t *qe = qpack, *qo = qpack + cb;
     for (int64_t i = 0; i < n; i++) {
@@ -60,7 +60,7 @@ static void dots4_scalar(const uint8_t *codes, int64_t cb, const int64_t *rows, 
  * byte k, test bit k%8), which select the query bytes u; sad sums them. 8 instructions per
  * 32 dimensions where the plane popcounts take about 30. */
 __attribute__((target("avx2"))) static void dots1_avx2(
-    const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n, int64_t row0,
+    const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n, int64_t row0,
     const uint8_t *qpack, int32_t *out) {
     const uint8_t *u = qpack + cb * 8; /* the query bytes follow the 8 bit-planes */
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -93,7 +93,7 @@ __attribute__((target("avx2"))) static void dots1_avx2(
  * the query as unsigned and the nibble as signed bytes: 2 x 255 x 15 per int16, and the two
  * halves summed stay below 32767 */
 __attribute__((target("avx2"))) static void dots4_avx2(
-    const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n, int64_t row0,
+    const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n, int64_t row0,
     const uint8_t *qpack, int32_t *out) {
     const uint8_t *qe = qpack, *qo = qpack + cb;
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
@@ -119,7 +119,7 @@ __attribute__((target("avx2"))) static void dots4_avx2(
 /* --------------------------------------------------------------- AVX-512 */
 
 __attribute__((target("avx512f,avx512vpopcntdq"))) static void dots1_avx512(
-    const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n, int64_t row0,
+    const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n, int64_t row0,
     const uint8_t *qpack, int32_t *out) {
     const int64_t W = cb / 8;
     const uint64_t *pl = (const uint64_t *)qpack;
@@ -142,7 +142,7 @@ __attribute__((target("avx512f,avx512vpopcntdq"))) static void dots1_avx512(
 }
 
 __attribute__((target("avx512f,avx512bw"))) static void dots4_avx512(
-    const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n, int64_t row0,
+    const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n, int64_t row0,
     const uint8_t *qpack, int32_t *out) {
     const uint8_t *qe = qpack, *qo = qpack + cb;
     const __m512i low = _mm512_set1_epi8(15), ones = _mm512_set1_epi16(1);
@@ -168,7 +168,7 @@ __attribute__((target("avx512f,avx512bw"))) static void dots4_avx512(
 #if RQ_NEON
 /* ------------------------------------------------------------------ NEON */
 
-static void dots1_neon(const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n,
+static void dots1_neon(const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n,
                        int64_t row0, const uint8_t *qpack, int32_t *out) {
     const int64_t W = cb / 8;
     const uint64_t *pl = (const uint64_t *)qpack;
@@ -193,7 +193,7 @@ static void dots1_neon(const uint8_t *codes, int64_t cb, const int64_t *rows, in
 }
 
 /* u8 x u8 -> u16 products (<= 3825), four per lane summed (<= 15300), widened to u32 */
-static void dots4_neon(const uint8_t *codes, int64_t cb, const int64_t *rows, int64_t n,
+static void dots4_neon(const uint8_t *codes, int64_t cb, int64_t rs, const int64_t *rows, int64_t n,
                        int64_t row0, const uint8_t *qpack, int32_t *out) {
     const uint8_t *qe = qpack, *qo = qpack + cb;
     const uint8x16_t low = vdupq_n_u8(15);

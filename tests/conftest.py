@@ -15,7 +15,8 @@ import pytest
 import hybridsearch as hs
 from tests.engines import STARTED_FILE_ENV, STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
-STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "sqlite", "elasticsearch",
+STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite",
+            "elasticsearch",
             "opensearch", "weaviate", "qdrant", "qdrant-path", "qdrant-client", "elasticsearch-cluster",
             "opensearch-cluster"]
 # annlite cannot share a process with hnswlib: tests/storages/wrapped/test_annlite.py runs the
@@ -23,8 +24,12 @@ STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path",
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # the storages that need no server: the files of hostile input, concurrency and crashes run on them
-EMBEDDED = ("memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "sqlite", "annlite",
+EMBEDDED = ("memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite",
             "qdrant", "qdrant-path", "qdrant-client")
+# the hnsw variants with files whose float32 vectors stay on disk: their options beyond path=
+# (hnsw-rq walks 1-bit RaBitQ codes, the coarsest the storage has)
+DISK_OPTIONS = {"hnsw-disk": {"vectors_on_disk": True},
+                "hnsw-rq": {"vectors_on_disk": True, "quantization": "rabitq1"}}
 # storages whose vector search is exact; approximate ones get recall-based checks
 # (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole; the
 # client's local mode, qdrant-client, is brute force)
@@ -54,9 +59,10 @@ def make_da(storage, tmp_path):
         if storage in ("hnsw-path", "memory-path"):  # with its files: every write is logged
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
             da = hs.DocumentArray(schema, storage=storage[:-len("-path")], **options)
-        elif storage == "hnsw-disk":  # with its files, the float32 vectors in a file (vectors_on_disk)
+        elif storage in DISK_OPTIONS:  # with its files, the float32 vectors in a file (vectors_on_disk)
             options.setdefault("path", tmp_path / f"collection{len(opened)}")
-            options.setdefault("vectors_on_disk", True)
+            for k, v in DISK_OPTIONS[storage].items():
+                options.setdefault(k, v)
             da = hs.DocumentArray(schema, storage="hnsw", **options)
         elif storage == "hnsw-f32":  # the hnsw storage walking float32 vectors (default: int8 codes)
             options.setdefault("quantization", None)

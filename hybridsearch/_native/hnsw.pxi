@@ -3,11 +3,18 @@
 HNSW_PLAIN = HS_HNSW_PLAIN
 HNSW_TWOHOP = HS_HNSW_TWOHOP
 _HNSW_METRICS = {"ip": HS_METRIC_IP, "cosine": HS_METRIC_COSINE, "l2": HS_METRIC_L2}
-_QUANT = {"none": 0, "int8": 1}
+_QUANT = {"none": HS_HNSW_Q_NONE, "int8": HS_HNSW_Q_INT8, "rabitq1": HS_HNSW_Q_RQ1, "rabitq4": HS_HNSW_Q_RQ4}
+QUANTIZATIONS = tuple(_QUANT)  # by their number in the kernel: QUANTIZATIONS[meta["quant"]]
+HNSW_RESCORE_EPS = HS_HNSW_RESCORE_EPS
 
 
 _ONE_VISIT = np.zeros(1, dtype=np.int64)  # unused out-argument when visits are not asked for
 _ONE_BYTE = np.zeros(64, dtype=np.uint8)  # a valid pointer for empty arrays
+
+
+cdef int64_t _rq_row_bytes(int64_t d, int quant):
+    """Bytes of a RaBitQ graph's row per node: the code, then its float factors."""
+    return hs_rq_code_bytes(d, 1 if quant == HS_HNSW_Q_RQ1 else 4) + 4 * HS_RQ_NFACT
 
 
 cdef object _view(object owner, void *ptr, int typenum, int64_t rows, int64_t cols):
@@ -50,7 +57,7 @@ cdef class HnswIndex:
         if metric not in _HNSW_METRICS:
             raise ValueError("metric must be 'ip', 'cosine' or 'l2'")
         if quantization not in _QUANT:
-            raise ValueError("quantization must be 'none' or 'int8'")
+            raise ValueError("quantization must be 'none', 'int8', 'rabitq1' or 'rabitq4'")
         if dim < 1 or m < 2 or m > 512 or ef_construct < 1:
             raise ValueError("need dim >= 1, 2 <= m <= 512, ef_construct >= 1")
         self.g = hs_hnsw_new(dim, _HNSW_METRICS[metric], m, ef_construct, seed, _QUANT[quantization])
@@ -183,6 +190,13 @@ cdef class HnswIndex:
         _check(rc)
         return scores, ids
 
+    def set_rescore(self, double eps0):
+        """RaBitQ walks: eps0 of the error bound that picks the candidates rescored on float32
+        (RaBitQ's 1.9 by default; larger reads more rows; inf: every candidate the walk kept)."""
+        if not eps0 >= 0:
+            raise ValueError("eps0 must be >= 0")
+        hs_hnsw_set_rescore(self.g, eps0)
+
     @property
     def size(self):
         """Live nodes."""
@@ -235,6 +249,8 @@ cdef class HnswIndex:
         meta = {"n": p.n, "count": p.count, "upper_len": p.upper_len, "metric": p.metric, "m": p.M,
                 "ef_construct": p.efc, "quant": p.quant, "entry": p.entry, "max_level": p.max_level,
                 "rng": p.rng}
+        if p.rqcodes != NULL:
+            meta["rq_trained"] = p.rq_trained
         arrays = {"level": _view(self, p.level, cnp.NPY_INT8, p.n, 0),
                   "links0": _view(self, p.links0, cnp.NPY_INT32, p.n, 2 * p.M + 1),
                   "upper": upper}
@@ -244,6 +260,9 @@ cdef class HnswIndex:
             arrays["codes"] = _view(self, p.codes, cnp.NPY_INT8, p.n, p.d)
             arrays["cscale"] = _view(self, p.cscale, cnp.NPY_FLOAT32, p.n, 0)
             arrays["csq"] = _view(self, p.csq, cnp.NPY_FLOAT32, p.n, 0)
+        if p.rqcodes != NULL:
+            arrays["rq_codes"] = _view(self, p.rqcodes, cnp.NPY_UINT8, p.n, _rq_row_bytes(p.d, p.quant))
+            arrays["rq_centroid"] = _view(self, p.centroid, cnp.NPY_FLOAT32, p.d, 0).copy()
         return meta, arrays
 
     @staticmethod
@@ -283,7 +302,22 @@ cdef class HnswIndex:
         upper = np.ascontiguousarray(want("upper", np.int32, (upper_len,)))
         p.inv = <float *>_data(want("inv", np.float32, (n,))) if mt == HS_METRIC_COSINE else NULL
         p.codes = p.cscale = p.csq = NULL
-        if q:
+        p.rqcodes = NULL
+        p.centroid = NULL
+        p.rq_trained = 0
+        if q >= HS_HNSW_Q_RQ1:
+            try:
+                p.rq_trained = int(meta["rq_trained"])
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise ValueError("graph: bad snapshot header (rq_trained)") from None
+            p.rqcodes = <uint8_t *>_data(want("rq_codes", np.uint8, (n, _rq_row_bytes(dim, q))))
+            centroid = arrays.get("rq_centroid")
+            if not isinstance(centroid, np.ndarray) or centroid.dtype != np.float32 or centroid.shape != (dim,):
+                raise ValueError("graph: array rq_centroid is missing or has the wrong type or shape")
+            centroid = np.ascontiguousarray(centroid)
+            held["rq_centroid"] = centroid
+            p.centroid = <float *>_data(centroid)
+        elif q:
             p.codes = <int8_t *>_data(want("codes", np.int8, (n, dim)))
             p.cscale = <float *>_data(want("cscale", np.float32, (n,)))
             p.csq = <float *>_data(want("csq", np.float32, (n,)))

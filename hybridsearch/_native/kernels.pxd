@@ -60,6 +60,9 @@ cdef extern from "hs_hnsw.h":
     ctypedef struct hs_hnsw:
         pass
     int HS_HNSW_PLAIN, HS_HNSW_TWOHOP
+    int HS_HNSW_Q_NONE, HS_HNSW_Q_INT8, HS_HNSW_Q_RQ1, HS_HNSW_Q_RQ4
+    double HS_HNSW_RESCORE_EPS
+    void hs_hnsw_set_rescore(hs_hnsw *g, double eps0) nogil
     hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) nogil
     void hs_hnsw_free(hs_hnsw *g) nogil
     int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) nogil
@@ -93,6 +96,9 @@ cdef extern from "hs_hnsw.h":
         int8_t *codes
         float *cscale
         float *csq
+        uint8_t *rqcodes
+        float *centroid
+        int64_t rq_trained
     int hs_hnsw_parts_get(const hs_hnsw *g, hs_hnsw_parts *p) nogil
     int hs_hnsw_upper_get(const hs_hnsw *g, int32_t *out, int64_t len) nogil
     hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d, int metric,

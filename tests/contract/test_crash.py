@@ -21,12 +21,13 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import DISK_OPTIONS, STORAGES
 from tests.models import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite", "annlite", "qdrant") if s in STORAGES]
-READ_ONLY = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant")
+               if s in STORAGES]
+READ_ONLY = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
 CATEGORIES = ["a", "b", "c"]
 INITIAL = 300
 
@@ -109,10 +110,9 @@ def _model(op: str, n: int):
 
 # ------------------------------------------------------------------ the child
 def open_da(storage: str, path: str, read_only: bool = False, follow: bool = True):
-    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
     options = {"read_only": True, "follow": follow} if read_only else {}
-    if storage == "hnsw-disk":
-        options["vectors_on_disk"] = True
+    options.update(DISK_OPTIONS.get(storage, {}))
     return hs.DocumentArray(Doc, storage=name, path=path, **options)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
+from tests.conftest import DISK_OPTIONS
 from tests.contract.test_crash import READ_ONLY, Doc, _model, acks, doc, open_da, start_writer, state
 
 
@@ -191,8 +192,8 @@ def test_the_plain_vector_find_follows_too(storage, tmp_path):
     """find(vector=q, limit=k) alone takes the native path of a required vector field: it
     catches up first like every other read."""
     path = _path(storage, tmp_path)
-    name = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw"}.get(storage, storage)
-    disk = {"vectors_on_disk": True} if storage == "hnsw-disk" else {}
+    name = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw"}.get(storage, storage)
+    disk = DISK_OPTIONS.get(storage, {})
     with hs.DocumentArray(Vec, storage=name, path=path, **disk) as w:
         w.extend([{"id": "a", "embedding": [1, 0, 0, 0]}])
         with hs.DocumentArray(Vec, storage=name, path=path, read_only=True, **disk) as ro:
@@ -233,7 +234,7 @@ def test_new_generations_do_not_pile_up_in_a_follower(storage, tmp_path):
         w = open_da(storage, path)
         w.extend([doc(f"x{i}", i, "b", i)])
         assert f"x{i}" in ro
-        if i == 0 and storage == "hnsw-disk":
+        if i == 0 and storage in DISK_OPTIONS:
             # the first growth of each opener (the writer, the follower): the vectors' scratch file,
             # its descriptor and the mapping's own (mmap keeps a duplicate), and the mapping
             assert _held(path) == (base[0] + 4, base[1] + 2), (_held(path), base)

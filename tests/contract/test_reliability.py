@@ -24,7 +24,7 @@ from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
 # the embedded storages but qdrant's path and client modes
-EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "sqlite", "annlite", "qdrant"}
+EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant"}
 FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 

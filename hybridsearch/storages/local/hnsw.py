@@ -42,9 +42,14 @@ class HnswConfig(GraphConfig):
 
     m: int = option(16, integer(2, 512), "links per node and layer (twice that on layer 0)")
     path: Optional[StrPath] = option(None, path_or_none, "directory of the collection's files; None keeps it in RAM")
-    quantization: Optional[str] = option("auto", one_of("auto", None, "none", "int8"),
-                                         '"int8" walks the graph on int8 codes (scores stay exact); "auto": '
-                                         "int8 for a new collection, what the files hold on reopen; None")
+    quantization: Optional[str] = option("auto", one_of("auto", None, "none", "int8", "rabitq1", "rabitq4"),
+                                         '"int8" walks the graph on int8 codes (scores stay exact); "rabitq4" / '
+                                         '"rabitq1" on 4-bit / 1-bit RaBitQ codes, the candidates rescored on '
+                                         'float32; "auto": int8 for a new collection, what the files hold on '
+                                         "reopen; None: the float32 vectors")
+    rescore: float = option(G.HNSW_RESCORE_EPS, number(0),
+                            "RaBitQ walks: eps0 of the error bound that picks the candidates rescored on "
+                            "float32 (larger reads more rows; inf: every candidate the walk kept)")
     threads: Optional[int] = option(None, integer(1, allow_none=True), "insert threads (graph and text fields); None = every core")
     exact_below: float = option(0.02, number(0, 1), "planner: scan the matches below this selectivity...")
     exact_max: int = option(10000, integer(0), "...or when at most this many documents match")
@@ -69,7 +74,8 @@ class HnswConfig(GraphConfig):
         if self.vectors_on_disk and self.path is None:
             raise ConfigError("vectors_on_disk=True needs path= (the directory whose disk holds the vectors)")
         if self.vectors_on_disk and self.quantization in (None, "none"):
-            raise ConfigError("vectors_on_disk=True needs a quantized walk (quantization='int8' or 'auto'): "
+            raise ConfigError("vectors_on_disk=True needs a quantized walk (quantization='int8', 'rabitq4', "
+                              "'rabitq1' or 'auto'): "
                               "a walk on float32 vectors reads them all from disk")
         check_lock_timeout(self)
 
@@ -92,7 +98,7 @@ class HnswStorage(JournaledStorage):
         # int8 codes steer the walk and the candidates are re-scored on float32, so results
         # keep exact scores and recall; the walk reads 4x fewer bytes (1.3x hnswlib's QPS at 200k)
         self._quantization_auto = quant == "auto"
-        self.quantization = "int8" if quant in ("int8", "auto") else "none"
+        self.quantization = "int8" if quant == "auto" else "none" if quant is None else quant
         self.threads = config.threads or os.cpu_count() or 1
         self.store = ColumnStore(schema, self.metrics, reuse_slots=True)
         self._keep_vectors_on_disk()
@@ -157,7 +163,9 @@ class HnswStorage(JournaledStorage):
 
     def _new_graph(self, field: str):
         col = self.store.dense[field]
-        return G.HnswGraph(col.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.quantization)
+        graph = G.HnswGraph(col.dim, col.metric, self.m, self.ef_construct, self.config.seed, self.quantization)
+        graph.set_rescore(self.config.rescore)
+        return graph
 
     @property
     def graph(self):
@@ -255,14 +263,18 @@ class HnswStorage(JournaledStorage):
             if not isinstance(meta, dict) or meta.get("m") != self.m:
                 raise BackendError(f"the graph under {where} was built with m={meta.get('m') if isinstance(meta, dict) else None}; "
                                    "open it with that m")
-            saved = "int8" if meta.get("quant") else "none"
+            saved = G.quantization_of(meta)
+            if saved is None:
+                raise BackendError(f"the snapshot under {where} is damaged: its graph names no known quantization")
             if saved != self.quantization:
                 if not self._quantization_auto:
                     raise BackendError(f"the graph under {where} was saved with quantization="
-                                       f"{'int8' if saved == 'int8' else 'None'}; open it with that quantization (or 'auto')")
+                                       f"{saved if saved != 'none' else None!r}; open it with that quantization "
+                                       "(or 'auto')")
                 self.quantization = saved
             self.graphs[name] = G.HnswGraph.attach(meta, parts, col.dim, col.metric, self.m, self.ef_construct,
                                                    self.quantization)
+            self.graphs[name].set_rescore(self.config.rescore)
         rows = self.store.live_rows()
         for name in self.graphs:
             if name not in metas:  # saved empty: built (empty or not) from the documents
@@ -380,7 +392,7 @@ class HnswStorage(JournaledStorage):
         the plan is recorded as _vectors records it. The caller holds the read lock."""
         graph = self.graph
         # the codes' exact scan, as _vectors plans it, when the graph holds every live row
-        scan = exact and self.quantization == "int8" and graph.size == self.store.n_live
+        scan = exact and self.quantization != "none" and graph.size == self.store.n_live
         hits = vector_hits(query, self.store, k, None if exact and not scan else graph, ef or self.ef, scan)
         if hits is None:
             return None
@@ -426,7 +438,7 @@ class HnswStorage(JournaledStorage):
             # None: every live row, which the graph must then hold whole)
             allowed = bits if bits is not None else self.store.vector_bits(None, field)
             whole = allowed is not None or nodes == self.store.n_live
-            found = graph.scan(col.vectors, q, limit, allowed) if self.quantization == "int8" and nodes and whole else None
+            found = graph.scan(col.vectors, q, limit, allowed) if self.quantization != "none" and nodes and whole else None
             scores, rows = found if found is not None else self.store.exact_search(queries, limit, bits, field)
         else:
             mode = G.TWO_HOP if p.strategy == planner.FILTER_FIRST else G.PLAIN
