@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import DISK_OPTIONS, STORAGES
 from tests.models import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
 
 
 class Doc(hs.Document):
@@ -52,9 +52,9 @@ def where(storage: str, tmp_path) -> str:
 
 
 def open_da(storage: str, path: str, **options):
-    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "memory-path": "memory"}.get(storage, storage)
-    if storage == "hnsw-disk":
-        options.setdefault("vectors_on_disk", True)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    for k, v in DISK_OPTIONS.get(storage, {}).items():
+        options.setdefault(k, v)
     return hs.DocumentArray(Doc, storage=name, path=path, **options)
 
 

@@ -1,5 +1,5 @@
 """Several writer processes on one collection, one at a time (issue 32, item 2), on memory and
-hnsw with `path=` (hnsw also with vectors_on_disk=True) and on sqlite.
+hnsw with `path=` (hnsw also with vectors_on_disk=True: hnsw-disk, hnsw-rq) and on sqlite.
 
 A writer opened with `lock_timeout=` waits for the writer's lock and then opens, starting from
 every write the previous writer acknowledged. Each spawned worker (a process, not a thread: flock
@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import DISK_OPTIONS, STORAGES
 from tests.models import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
 CATEGORIES = ["a", "b", "c"]
 CALLS = 4  # per session
 
@@ -42,9 +42,9 @@ class Doc(hs.Document):
 
 
 def open_da(storage: str, path: str, **options):
-    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "memory-path": "memory"}.get(storage, storage)
-    if storage == "hnsw-disk":
-        options.setdefault("vectors_on_disk", True)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    for k, v in DISK_OPTIONS.get(storage, {}).items():
+        options.setdefault(k, v)
     return hs.DocumentArray(Doc, storage=name, path=path, **options)
 
 

@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES, storage_fixture
+from tests.conftest import DISK_OPTIONS, STORAGES, storage_fixture
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
 # the embedded storages but qdrant's path and client modes
 EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant"}
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "sqlite", "annlite", "qdrant") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
@@ -252,9 +252,9 @@ def test_extreme_norms_score_correctly(make_da, embedded, scale):
 # ------------------------------------------------------------ 2, 3: one writer per path
 def _path_options(storage, tmp_path):
     """(storage name, path, further options) of a storage with files."""
-    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
     path = tmp_path / ("c.db" if storage == "sqlite" else "col")
-    return name, path, {"vectors_on_disk": True} if storage == "hnsw-disk" else {}
+    return name, path, dict(DISK_OPTIONS.get(storage, {}))
 
 
 @pytest.fixture(params=FILE_BACKED)

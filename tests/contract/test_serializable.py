@@ -17,11 +17,11 @@ from typing import Optional
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import EMBEDDED, STORAGES, storage_fixture
+from tests.conftest import DISK_OPTIONS, EMBEDDED, STORAGES, storage_fixture
 
 # reopened from their files at the end of the property test
-FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw", "sqlite": "sqlite",
-               "qdrant-path": "qdrant", "annlite": "annlite"}
+FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw",
+               "sqlite": "sqlite", "qdrant-path": "qdrant", "annlite": "annlite"}
 
 
 storage = storage_fixture(EMBEDDED)  # annlite in its child process, tests/storages/wrapped/test_annlite.py
@@ -40,8 +40,8 @@ def _path(storage, tmp_path):
 
 def _reopen(storage, tmp_path):
     """The file-backed collection opened again from its files, with the storage's options."""
-    disk = {"vectors_on_disk": True} if storage == "hnsw-disk" else {}
-    return hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path), **disk)
+    return hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path),
+                            **DISK_OPTIONS.get(storage, {}))
 
 
 def _open(make_da, storage, tmp_path):
