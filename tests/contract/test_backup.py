@@ -23,13 +23,14 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import DISK_OPTIONS, STORAGES
 from tests.models import exact_scores, matches
 
 ROOT = Path(__file__).resolve().parents[2]
-# memory and hnsw with files, and without (a RAM collection backs up as one snapshot), sqlite
-BACKED = [s for s in ("memory", "memory-path", "hnsw", "hnsw-path", "sqlite") if s in STORAGES]
-WITH_FILES = [s for s in ("memory-path", "hnsw-path", "sqlite") if s in STORAGES]
+# memory and hnsw with files, and without (a RAM collection backs up as one snapshot), sqlite;
+# hnsw-disk, hnsw-rq: hnsw with files and vectors_on_disk=True (source and copies opened with it)
+BACKED = [s for s in ("memory", "memory-path", "hnsw", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
+WITH_FILES = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
 CATEGORIES = ["a", "b", "c"]
 DIM = 8
 
@@ -101,13 +102,18 @@ def state(da) -> dict:
 
 
 def kind(storage: str) -> str:
-    return {"memory-path": "memory", "hnsw-path": "hnsw"}.get(storage, storage)
+    return {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw"}.get(storage, storage)
+
+
+def disk(storage: str) -> dict:
+    """The storage's further options: hnsw-disk and hnsw-rq keep their vectors on disk."""
+    return dict(DISK_OPTIONS.get(storage, {}))
 
 
 def open_source(storage: str, where: Path, **options):
-    if storage in ("memory-path", "hnsw-path", "sqlite"):
+    if storage in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite"):
         options["path"] = where / ("src.db" if storage == "sqlite" else "src")
-    return hs.DocumentArray(Doc, storage=kind(storage), **options)
+    return hs.DocumentArray(Doc, storage=kind(storage), **disk(storage), **options)
 
 
 def dest_of(storage: str, where: Path, name: str) -> Path:
@@ -116,7 +122,7 @@ def dest_of(storage: str, where: Path, name: str) -> Path:
 
 def open_copy(storage: str, path, **options):
     """A backup opens as a collection of the same storage kind, with path=."""
-    return hs.DocumentArray(Doc, storage=kind(storage), path=path, **options)
+    return hs.DocumentArray(Doc, storage=kind(storage), path=path, **disk(storage), **options)
 
 
 # ------------------------------------------------------------- concurrent writes
@@ -170,7 +176,7 @@ def test_a_backup_during_writes_opens_as_the_state_after_a_prefix_of_the_acknowl
     da.close()
 
 
-@pytest.mark.parametrize("storage", [s for s in ("memory-path", "hnsw-path", "sqlite") if s in STORAGES])
+@pytest.mark.parametrize("storage", [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES])
 def test_a_read_only_opener_backs_up_what_it_reads(storage, tmp_path):
     initial = initial_docs(50)
     writer = open_source(storage, tmp_path)
@@ -386,7 +392,7 @@ def test_restore_refuses_a_half_made_copy(tmp_path):
 
 
 # ------------------------------------------------------------------- hnsw
-@pytest.mark.parametrize("storage", [s for s in ("hnsw", "hnsw-path") if s in STORAGES])
+@pytest.mark.parametrize("storage", [s for s in ("hnsw", "hnsw-path", "hnsw-disk", "hnsw-rq") if s in STORAGES])
 def test_the_hnsw_graph_of_a_backup_answers_like_brute_force(storage, tmp_path):
     rng = np.random.default_rng(7)
     X = rng.standard_normal((2000, DIM)).astype(np.float32)
@@ -453,12 +459,12 @@ class Word2(hs.Document):
 def test_a_backup_and_its_restore_keep_the_embedding_functions_identity(storage, tmp_path):
     name = kind(storage)
     src, bk, rs = (dest_of(storage, tmp_path, n) for n in ("src", "bk", "rs"))
-    with hs.DocumentArray(Word, storage=name, path=src) as da:
+    with hs.DocumentArray(Word, storage=name, path=src, **disk(storage)) as da:
         da.extend([{"id": w, "word": w} for w in ("listen", "banana")])
         da.backup(bk)
     hs.restore(bk, rs)
     for path in (bk, rs):
         with pytest.raises(hs.ConfigError):  # another model than the one the vectors came from
-            hs.DocumentArray(Word2, storage=name, path=path)
-        with hs.DocumentArray(Word, storage=name, path=path) as copy:
+            hs.DocumentArray(Word2, storage=name, path=path, **disk(storage))
+        with hs.DocumentArray(Word, storage=name, path=path, **disk(storage)) as copy:
             assert copy.find(text="silent", vector="auto", limit=1).ids == ["listen"]

@@ -1,6 +1,6 @@
 """close() releases what a collection holds, and a collection dropped without close() does too
 (issue 32, item 5), on every storage with files and a writer's lock: memory and hnsw with
-`path=`, sqlite.
+`path=` (hnsw also with vectors_on_disk=True, whose scratch file goes with the rest), sqlite.
 
 - After close() of a writer and of a read-only opener, this process holds no descriptor
   (/proc/self/fd) and no mapping (/proc/self/maps) of the collection's files, and another
@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import STORAGES
+from tests.conftest import DISK_OPTIONS, STORAGES
 from tests.models import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite") if s in STORAGES]
 
 
 class Doc(hs.Document):
@@ -52,7 +52,9 @@ def where(storage: str, tmp_path) -> str:
 
 
 def open_da(storage: str, path: str, **options):
-    name = {"hnsw-path": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    for k, v in DISK_OPTIONS.get(storage, {}).items():
+        options.setdefault(k, v)
     return hs.DocumentArray(Doc, storage=name, path=path, **options)
 
 

@@ -133,13 +133,19 @@ def reader(da, model: Model, rng, metric: str, exact: bool, errors: list, stop: 
         stop.set()
 
 
+# hnsw-disk: the float32 block in a file (vectors_on_disk, with its files): each growth maps the
+# file anew and unmaps the old mapping, which a find racing it must never read
 @pytest.mark.parametrize("storage,metric,exact", [("memory", "cosine", False), ("memory", "l2", False), ("sqlite", "cosine", False),
                                                   ("hnsw", "cosine", False), ("hnsw", "cosine", True),
-                                                  ("hnsw", "l2", False)])
+                                                  ("hnsw", "l2", False), ("hnsw-disk", "cosine", False),
+                                                  ("hnsw-disk", "cosine", True), ("hnsw-disk", "l2", False),
+                                                  ("hnsw-rq", "cosine", False), ("hnsw-rq", "cosine", True)])
 def test_finds_beside_a_writer_are_top_k_of_some_instant(storage, metric, exact, tmp_path):
     rng = np.random.default_rng(7)
-    da = hs.DocumentArray(Vec, storage=storage, metric=metric,
-                          **({"path": tmp_path / "db.sqlite"} if storage == "sqlite" else {}))
+    options = {"sqlite": {"path": tmp_path / "db.sqlite"},
+               "hnsw-disk": {"path": tmp_path / "c", "vectors_on_disk": True},
+               "hnsw-rq": {"path": tmp_path / "c", "vectors_on_disk": True, "quantization": "rabitq1"}}.get(storage, {})
+    da = hs.DocumentArray(Vec, storage=storage.split("-")[0], metric=metric, **options)
     model = Model()
     ids = [f"n{i}" for i in range(START)]
     X = rng.standard_normal((START, DIM)).astype(np.float32)

@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hybridsearch as hs
-from tests.conftest import STORAGES, storage_fixture
+from tests.conftest import DISK_OPTIONS, STORAGES, storage_fixture
 from tests.models import matches, same_value
 
 ROOT = Path(__file__).resolve().parents[2]
 # the embedded storages but qdrant's path and client modes
 EMBEDDED = {"memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant"}
-FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "sqlite", "annlite", "qdrant") if s in STORAGES]
+FILE_BACKED = [s for s in ("memory-path", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite", "qdrant") if s in STORAGES]
 EF_MAX = 1 << 20  # the largest ef a find accepts: 1,048,576 (docs/guarantees.md, docs/storages/hnsw.md)
 
 
@@ -119,11 +119,11 @@ def test_exact_json_values_read_back_exactly_also_after_reopening(make_da, embed
         da.extend(docs)
         opened = [da]
     else:
-        name, path = _path_options(embedded, tmp_path)
-        with hs.DocumentArray(Item, storage=name, path=path) as da:
+        name, path, more = _path_options(embedded, tmp_path)
+        with hs.DocumentArray(Item, storage=name, path=path, **more) as da:
             da.extend(docs)
             first = state(da)
-        opened = [hs.DocumentArray(Item, storage=name, path=path)]
+        opened = [hs.DocumentArray(Item, storage=name, path=path, **more)]
         assert state(opened[0]) == first
     for da in opened:
         for i, v in enumerate(values):
@@ -251,9 +251,10 @@ def test_extreme_norms_score_correctly(make_da, embedded, scale):
 
 # ------------------------------------------------------------ 2, 3: one writer per path
 def _path_options(storage, tmp_path):
-    name = {"hnsw-path": "hnsw", "memory-path": "memory"}.get(storage, storage)
+    """(storage name, path, further options) of a storage with files."""
+    name = {"hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw", "memory-path": "memory"}.get(storage, storage)
     path = tmp_path / ("c.db" if storage == "sqlite" else "col")
-    return name, path
+    return name, path, dict(DISK_OPTIONS.get(storage, {}))
 
 
 @pytest.fixture(params=FILE_BACKED)
@@ -262,20 +263,20 @@ def file_storage(request):
 
 
 def test_a_second_writer_on_a_path_is_refused(file_storage, tmp_path):
-    name, path = _path_options(file_storage, tmp_path)
-    a = hs.DocumentArray(Item, storage=name, path=path)
+    name, path, more = _path_options(file_storage, tmp_path)
+    a = hs.DocumentArray(Item, storage=name, path=path, **more)
     a.extend([item(1)])
     for _ in range(2):  # the refused opener closing its descriptors must not drop a's lock
         with pytest.raises(hs.BackendError, match="already open"):
-            hs.DocumentArray(Item, storage=name, path=path)
+            hs.DocumentArray(Item, storage=name, path=path, **more)
     a.extend([item(2)])
     code = ("import hybridsearch as hs, sys\nfrom tests.contract.test_reliability import Item\n"
-            f"try:\n    hs.DocumentArray(Item, storage={name!r}, path={str(path)!r})\n"
+            f"try:\n    hs.DocumentArray(Item, storage={name!r}, path={str(path)!r}, **{more!r})\n"
             "except hs.BackendError as e:\n    print('refused:', e)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "refused:" in proc.stdout, proc.stdout + proc.stderr
     a.close()
-    b = hs.DocumentArray(Item, storage=name, path=path)
+    b = hs.DocumentArray(Item, storage=name, path=path, **more)
     assert [d.id for d in b] == ["d1", "d2"]
     b.close()
 

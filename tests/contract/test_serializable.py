@@ -17,11 +17,11 @@ from typing import Optional
 import pytest
 
 import hybridsearch as hs
-from tests.conftest import EMBEDDED, STORAGES, storage_fixture
+from tests.conftest import DISK_OPTIONS, EMBEDDED, STORAGES, storage_fixture
 
 # reopened from their files at the end of the property test
-FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "sqlite": "sqlite", "qdrant-path": "qdrant",
-               "annlite": "annlite"}
+FILE_BACKED = {"memory-path": "memory", "hnsw-path": "hnsw", "hnsw-disk": "hnsw", "hnsw-rq": "hnsw",
+               "sqlite": "sqlite", "qdrant-path": "qdrant", "annlite": "annlite"}
 
 
 storage = storage_fixture(EMBEDDED)  # annlite in its child process, tests/storages/wrapped/test_annlite.py
@@ -36,6 +36,12 @@ class Job(hs.Document):
 def _path(storage, tmp_path):
     """The files of a file-backed storage, so that the test can reopen them."""
     return tmp_path / ("jobs.db" if storage == "sqlite" else "jobs")
+
+
+def _reopen(storage, tmp_path):
+    """The file-backed collection opened again from its files, with the storage's options."""
+    return hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path),
+                            **DISK_OPTIONS.get(storage, {}))
 
 
 def _open(make_da, storage, tmp_path):
@@ -238,7 +244,7 @@ def test_concurrent_calls_equal_some_serial_order(make_da, storage, tmp_path):
                                    f"and the final state", start, history, final)
     if storage in FILE_BACKED:
         da.close()
-        with hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path)) as again:
+        with _reopen(storage, tmp_path) as again:
             assert _state(again) == final
 
 
@@ -256,9 +262,11 @@ def test_concurrent_extends_keep_one_insertion_order_also_after_reopening(make_d
     _race(*[lambda t=t: writer(t) for t in range(3)])
     order = [d.id for d in da]
     assert len(order) == 900
+    assert all(list(d.embedding) == [1.0, float(d.n)] for d in da)  # the growths kept every vector
     da.close()
-    with hs.DocumentArray(Job, storage=FILE_BACKED[storage], path=_path(storage, tmp_path)) as again:
+    with _reopen(storage, tmp_path) as again:
         assert [d.id for d in again] == order
+        assert all(list(d.embedding) == [1.0, float(d.n)] for d in again)
 
 
 def test_a_reader_never_sees_half_of_a_write(make_da, storage, tmp_path):

@@ -43,8 +43,9 @@ def open_disk(path, **options):
     return hs.DocumentArray(Vec, storage="hnsw", path=path, vectors_on_disk=True, metric="l2", **options)
 
 
-def check(da, model: dict, rng) -> None:
-    """Every document's vector is the model's, bit for bit, and an exact find ranks as numpy."""
+def check(da, model: dict, rng, ties: bool = False) -> None:
+    """Every document's vector is the model's, bit for bit, and an exact find ranks as numpy
+    (`ties`: documents share vectors, so only the scores and each hit's own distance are compared)."""
     assert len(da) == len(model)
     for key, (vec, n) in model.items():
         got = da[key]
@@ -58,7 +59,11 @@ def check(da, model: dict, rng) -> None:
         d = np.sqrt(((X - q.astype(np.float64)) ** 2).sum(1))
         order = np.lexsort((keys, d))[:5]
         res = da.find(vector=q, limit=5, exact=True)
-        assert res.ids == [keys[i] for i in order]
+        if ties:
+            hit = np.array([d[keys.index(i)] for i in res.ids])
+            assert np.allclose(res.scores, -hit, rtol=1e-4, atol=1e-4)
+        else:
+            assert res.ids == [keys[i] for i in order]
         assert np.allclose(res.scores, -d[order], rtol=1e-4, atol=1e-4)
 
 
@@ -181,7 +186,97 @@ def test_a_follower_with_vectors_on_disk_sees_the_writers_vectors(tmp_path):
             keys = [f"d{i}" for i in range(k * 700)]
             w.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
             model.update({key: (vector(key, k), k) for key in keys})
-            check(ro, model, np.random.default_rng(k))
+            check(ro, model, np.random.default_rng(k), ties=k >= 7)
+
+
+# ------------------------------------------------- a reader in another process
+def step(da, k: int, model: dict) -> None:
+    """Call k of the stepped writer, applied to `da` (None: to the model alone): growths, rewrites
+    of existing ids, vectors updated in place (also right after a reopen), deletes, a snapshot."""
+    def extend(keys):
+        if da is not None:
+            da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
+        model.update({key: (vector(key, k), k) for key in keys})
+
+    if k in (1, 2, 6, 8):  # new ids (growths) and rewrites of existing ones
+        # 6: the first growth after the reopen, which leaves the last slot's row (d1999) as it was
+        extend([f"d{i}" for i in {1: range(700), 2: range(2000), 6: [*range(200, 1500), *range(2000, 3000)],
+                                  8: range(0, 3000, 2)}[k]])
+    elif k == 3:  # one by one, in place
+        for key in [f"d{i}" for i in range(0, 50)]:
+            if da is not None:
+                da.update(key, v=vector(key, k))
+            model[key] = (vector(key, k), model[key][1])
+    elif k == 4:
+        if da is not None:
+            assert da.delete([f"d{i}" for i in range(100, 400)]) == 300
+        for i in range(100, 400):
+            del model[f"d{i}"]
+    elif k == 5:  # close: a snapshot, a new generation for the reader; the block is mapped from it
+        if da is not None:
+            da.close()
+    elif k == 7:  # in place right after the reopen: every row of call 6's documents
+        if da is not None:
+            assert da.update_many({"n": 6}, v=vector("d0", k)) == 2300
+        model.update({key: (vector("d0", k), n) for key, (_, n) in model.items() if n == 6})
+
+
+STEPS = 8
+
+
+def run_stepper(path: str, disk: str) -> None:
+    """The writer of test_a_reader_process_reads_the_writers_vectors: call k when told (a line on
+    stdin), then "ack k"; opened again after call 5 (its close)."""
+    def opened():
+        return hs.DocumentArray(Vec, storage="hnsw", path=path, vectors_on_disk=disk == "1", metric="l2")
+    da, model = opened(), {}
+    print("ready", flush=True)
+    for k in range(1, STEPS + 1):
+        sys.stdin.readline()
+        step(da, k, model)
+        if k == 5:
+            da = opened()
+        print("ack", k, flush=True)
+    da.close()
+
+
+_STEPPER = "import sys\nfrom tests.contract.test_vectors_on_disk import run_stepper\nrun_stepper(*sys.argv[1:])\n"
+
+
+@pytest.mark.parametrize("writer_disk,reader_disk", [(True, True), (True, False), (False, True)])
+def test_a_reader_process_reads_the_writers_vectors(tmp_path, writer_disk, reader_disk):
+    """A read_only=True opener in another process than the writer, with vectors_on_disk or
+    without (whatever the writer's): after each acknowledged call it holds the writer's documents
+    and vectors bit for bit (the model's), through growths, rewrites in place, deletes and a new
+    generation; so does a reader opened at the end, and a reader with follow=False opened midway
+    keeps the state of its open."""
+    path = tmp_path / "col"
+    proc = subprocess.Popen([sys.executable, "-c", _STEPPER, str(path), "1" if writer_disk else "0"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        assert proc.stdout.readline().strip() == b"ready", proc.communicate()[1][-3000:]
+        options = dict(read_only=True, vectors_on_disk=reader_disk, metric="l2")
+        ro, fixed, model, at_fixed = hs.DocumentArray(Vec, storage="hnsw", path=path, **options), None, {}, {}
+        for k in range(1, STEPS + 1):
+            proc.stdin.write(b"go\n")
+            line = proc.stdout.readline().strip()
+            assert line == f"ack {k}".encode(), (line, proc.communicate()[1][-3000:])
+            step(None, k, model)
+            check(ro, model, np.random.default_rng(k), ties=k >= 7)
+            if k == 2:
+                fixed, at_fixed = hs.DocumentArray(Vec, storage="hnsw", path=path, follow=False, **options), dict(model)
+        check(fixed, at_fixed, np.random.default_rng(0))
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()[-3000:]
+        ro.close()
+        fixed.close()
+        with hs.DocumentArray(Vec, storage="hnsw", path=path, **options) as late:
+            check(late, model, np.random.default_rng(99), ties=True)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
 
 
 # ------------------------------------------------------------------ kill -9
@@ -252,22 +347,84 @@ class Wide(hs.Document):
 
 def test_rewrites_after_a_reopen_go_to_the_file_not_to_ram(tmp_path):
     """After an open the block is the snapshot's copy-on-write mapping: rewriting every vector in
-    place (no growth) must not leave the block's pages in the process's own memory."""
+    place (no growth) must not leave the block's pages in the process's own memory.
+
+    The rewrites are update_many calls: an extend after an open always grows the block first (the
+    writer reserves room for the batch before logging it, and an opened block has no spare row),
+    and a growth moves the rows into the file anyway, so extends would pass with the move of
+    DenseColumn._into_file disabled; update_many writes the existing slots where they are (fails
+    then: ~54 MB of anonymous memory for the 41 MB block, ~13 MB with the move: the graph's codes
+    and links, rewritten in its own copy-on-write pages). The follower's case is the next test."""
     n = 20_000  # 40 MB of float32
     rng = np.random.default_rng(3)
     ids = [f"d{i}" for i in range(n)]
     with hs.DocumentArray(Wide, storage="hnsw", path=tmp_path / "w", vectors_on_disk=True, metric="l2") as da:
-        da.extend_columns({"id": ids, "v": rng.standard_normal((n, 512), dtype=np.float32)})
+        da.extend_columns({"id": ids, "v": rng.standard_normal((n, 512), dtype=np.float32), "n": np.arange(n) // 5000})
     with hs.DocumentArray(Wide, storage="hnsw", path=tmp_path / "w", vectors_on_disk=True, metric="l2") as da:
-        new = rng.standard_normal((n, 512), dtype=np.float32)
-        gc.collect()
+        new = rng.standard_normal((4, 512), dtype=np.float32)
         before = _anon()
-        for lo in range(0, n, 5000):  # rewrites of existing ids: slots reused in place
-            da.extend_columns({"id": ids[lo:lo + 5000], "v": new[lo:lo + 5000]})
+        for c in range(4):  # a quarter of the slots each, written in place
+            assert da.update_many({"n": c}, v=new[c]) == 5000
         grown = _anon() - before
-        assert grown < n * 512 * 4 // 2, f"{grown:,} bytes of anonymous memory for a {n * 512 * 4:,}-byte block"
+        # the block is 41 MB; the graph's rewritten codes and links add ~13 MB either way
+        assert grown < n * 512 * 4 * 3 // 4, f"{grown:,} bytes of anonymous memory for a {n * 512 * 4:,}-byte block"
         for i in (0, 7777, n - 1):
-            assert np.array_equal(np.asarray(da[ids[i]].v, dtype=np.float32), new[i])
+            assert np.array_equal(np.asarray(da[ids[i]].v, dtype=np.float32), new[i // 5000])
+
+
+def run_rewriter(path: str) -> None:
+    """The writer of the follower's test: rewrites every document's vector (extends of existing
+    ids, 4 x 5,000) when told, says "ack", and closes only when told again (a close would write a
+    snapshot: the follower would open it rather than apply the rewrites)."""
+    rng = np.random.default_rng(4)
+    with hs.DocumentArray(Wide, storage="hnsw", path=path, vectors_on_disk=True, metric="l2") as da:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for lo in range(0, 20_000, 5000):
+            da.extend_columns({"id": [f"d{i}" for i in range(lo, lo + 5000)],
+                               "v": rng.standard_normal((5000, 512), dtype=np.float32)})
+        print("ack", flush=True)
+        sys.stdin.readline()
+
+
+_REWRITER = "import sys\nfrom tests.contract.test_vectors_on_disk import run_rewriter\nrun_rewriter(sys.argv[1])\n"
+
+
+def test_a_followers_rewrites_in_place_go_to_the_file_not_to_ram(tmp_path):
+    """A follower applies the writer's extends of existing ids where their rows are, in the block
+    it mapped from the snapshot (the writer, reserving room first, moved its own by a growth): the
+    rows must move into the follower's file, not into its anonymous memory. The writer is another
+    process, so that this process's memory is the follower's."""
+    n = 20_000
+    path = tmp_path / "w"
+    ids = [f"d{i}" for i in range(n)]
+    with hs.DocumentArray(Wide, storage="hnsw", path=path, vectors_on_disk=True, metric="l2") as da:
+        da.extend_columns({"id": ids, "v": np.random.default_rng(3).standard_normal((n, 512), dtype=np.float32)})
+    proc = subprocess.Popen([sys.executable, "-c", _REWRITER, str(path)], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        assert proc.stdout.readline().strip() == b"ready", proc.communicate()[1][-3000:]
+        with hs.DocumentArray(Wide, storage="hnsw", path=path, vectors_on_disk=True, metric="l2",
+                              read_only=True) as ro:
+            assert len(ro) == n
+            before = _anon()
+            proc.stdin.write(b"go\n")
+            assert proc.stdout.readline().strip() == b"ack", proc.communicate()[1][-3000:]
+            assert ro.refresh() == 4  # the four rewrites, applied in place (no new generation)
+            grown = _anon() - before
+            # moved: ~17 MB (the graph's rewritten codes and links, the log's batches read);
+            # left in the snapshot's mapping: ~57 MB (the 41 MB block on top)
+            assert grown < n * 512 * 4 * 3 // 4, f"{grown:,} bytes of anonymous memory for a {n * 512 * 4:,}-byte block"
+            new = np.random.default_rng(4).standard_normal((n, 512), dtype=np.float32)
+            for i in (0, 7777, n - 1):
+                assert np.array_equal(np.asarray(ro[ids[i]].v, dtype=np.float32), new[i])
+        proc.stdin.write(b"bye\n")
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()[-3000:]
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
 
 
 def test_after_a_schema_change_the_block_stays_in_the_collections_directory(tmp_path):
@@ -287,6 +444,38 @@ def test_after_a_schema_change_the_block_stays_in_the_collections_directory(tmp_
         # an O_TMPFILE file shows as "<its directory>/#<inode> (deleted)"
         assert any(f.startswith(os.fspath(path) + "/#") for f in files), files
         assert np.array_equal(np.asarray(da["d3"].v, dtype=np.float32), vector("d3", 1))
+
+
+def test_a_follower_that_cannot_create_files_in_the_directory_puts_its_block_in_the_temp_dir(
+        tmp_path, monkeypatch, caplog):
+    """A reader without write access to the collection's directory (simulated: this suite runs
+    as root too) keeps its block in the system's temp directory, says so, and reads the writer's
+    vectors as before."""
+    import errno
+    import logging
+    import tempfile
+    path, model = tmp_path / "col", {}
+    keys = [f"d{i}" for i in range(700)]
+    with open_disk(path) as w:
+        w.extend_columns({"id": keys, "v": np.stack([vector(k, 1) for k in keys]), "n": [1] * 700})
+        model.update({k: (vector(k, 1), 1) for k in keys})
+        real = tempfile.TemporaryFile
+
+        def refusing(*args, **kwargs):
+            if kwargs.get("dir") is not None:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(tempfile, "TemporaryFile", refusing)
+        before = set(_vector_files())
+        with caplog.at_level(logging.WARNING, logger="hybridsearch"), open_disk(path, read_only=True) as ro:
+            more = [f"d{i}" for i in range(300, 3000)]  # rewrites and a growth, for both
+            w.extend_columns({"id": more, "v": np.stack([vector(k, 2) for k in more]), "n": [2] * len(more)})
+            model.update({k: (vector(k, 2), 2) for k in more})
+            check(ro, model, np.random.default_rng(5))
+            assert "goes to " + tempfile.gettempdir() in caplog.text, caplog.text
+            moved = set(_vector_files()) - before
+            assert moved and all(f.startswith(tempfile.gettempdir()) for f in moved), (moved, before)
+        check(w, model, np.random.default_rng(6))
 
 
 def test_a_collection_saved_with_a_float_walk_is_refused_with_vectors_on_disk(tmp_path):

@@ -453,12 +453,20 @@ class JournaledStorage(ColumnarStorage):
 
     def release(self) -> None:
         """The log and the lock given back without a snapshot: the log holds every acknowledged
-        write, and the next open replays it. RAM stays (a Results may still fetch from it)."""
+        write, and the next open replays it. RAM stays (a Results may still fetch from it).
+
+        An on-disk vector block's scratch file (vectors_on_disk) goes too: its descriptors, and
+        its disk space once no view maps it (the block's current mapping stays while the store's
+        arrays view it, so a Results can still read the rows). Left to the collector, it would
+        stay open as long as the storage's cycles live, then be reported as an unclosed file."""
         self.closed = True
         journal = self.journal
         if journal is not None:
             journal.close()
             log.info("%s storage released %s (not closed)", self.name, journal.path)
+        store = self.__dict__.get("store")
+        if store is not None and not isinstance(store, Released):
+            store.close_files()
 
     def close(self) -> None:
         with self.writer:  # first: writers still arriving would keep drain() from ever returning
