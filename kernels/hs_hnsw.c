@@ -6,6 +6,9 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -1652,3 +1655,9 @@ fail:
 }
 
 void hs_hnsw_set_rescore(hs_hnsw *g, double eps0) { g->rq_eps = eps0 >= 0 ? eps0 : HS_HNSW_RESCORE_EPS; }
+
+void hs_malloc_tune(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}

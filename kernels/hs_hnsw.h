@@ -76,6 +76,12 @@ int hs_hnsw_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, i
  * more rows read; INFINITY: every candidate; negative: the default). */
 void hs_hnsw_set_rescore(hs_hnsw *g, double eps0);
 
+/* Makes malloc serve every block of 1 MiB or more with its own mapping (glibc; elsewhere a no-op):
+ * glibc otherwise raises that threshold after the first large free, and the graph's grown arrays
+ * then come from the heap, whose freed space the process keeps (tens of MB after a 1M build).
+ * Called once when the module loads; it changes the process's malloc, as the storages want. */
+void hs_malloc_tune(void);
+
 /* Bookkeeping. */
 int64_t hs_hnsw_count(const hs_hnsw *g);     /* live nodes */
 int64_t hs_hnsw_pending(const hs_hnsw *g);   /* removed, not yet repaired */

@@ -63,6 +63,7 @@ cdef extern from "hs_hnsw.h":
     int HS_HNSW_Q_NONE, HS_HNSW_Q_INT8, HS_HNSW_Q_RQ1, HS_HNSW_Q_RQ4
     double HS_HNSW_RESCORE_EPS
     void hs_hnsw_set_rescore(hs_hnsw *g, double eps0) nogil
+    void hs_malloc_tune() nogil
     hs_hnsw *hs_hnsw_new(int64_t d, int metric, int M, int ef_construct, uint64_t seed, int quant) nogil
     void hs_hnsw_free(hs_hnsw *g) nogil
     int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) nogil
