@@ -21,7 +21,6 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsearch._native import _kernels as K
 from hybridsearch.engine.columns import ColumnStore, popcount
 from hybridsearch.engine.exact import row_norms2
 from hybridsearch.engine.rabitq import RabitqCodes
