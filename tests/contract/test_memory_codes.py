@@ -245,3 +245,46 @@ def test_stats_and_bad_options():
     assert empty.find(vector={"v": X[0]}, limit=3).ids == []
     empty.extend([{"id": "a", "v": X[1]}])
     assert empty.find(vector={"v": X[0]}, limit=3).ids == ["a"]
+
+
+@pytest.mark.parametrize("quant", ["rabitq1", "rabitq4"])
+def test_a_follower_keeps_its_codes_with_the_writer(quant, tmp_path):
+    """A read-only opener builds the codes at open and follows the writer's writes (extend,
+    update, delete) and a snapshot it takes (close: a new generation), answering as the float
+    scan does beside it."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, DIM)).astype(np.float32)
+    writers = [hs.DocumentArray(Doc, metric="l2", quantization=q, path=tmp_path / str(q)) for q in (None, quant)]
+    for da in writers:
+        da.extend_columns({"id": [f"d{i}" for i in range(300)], "v": X[:300]})
+    readers = [hs.DocumentArray(Doc, metric="l2", quantization=q, path=tmp_path / str(q), read_only=True)
+               for q in (None, quant)]
+    model = Model()
+    model.docs.update({f"d{i}": (X[i], None, 0) for i in range(300)})
+    try:
+        for step in range(4):
+            if step == 0:
+                for da in writers:
+                    da.extend_columns({"id": [f"d{i}" for i in range(300, 400)], "v": X[300:]})
+                model.docs.update({f"d{i}": (X[i], None, 0) for i in range(300, 400)})
+            elif step == 1:
+                for da in writers:
+                    da.update("d7", v=X[0] * 3)
+                    da.delete([f"d{i}" for i in range(0, 400, 4)])
+                model.docs["d7"] = (X[0] * 3, None, 0)
+                for i in range(0, 400, 4):
+                    model.docs.pop(f"d{i}")
+            elif step == 2:  # the writer's snapshot: the followers open the new generation
+                for i, q in enumerate((None, quant)):
+                    writers[i].close()
+                    writers[i] = hs.DocumentArray(Doc, metric="l2", quantization=q, path=tmp_path / str(q))
+                    writers[i].extend([{"id": "late", "v": X[1] * -1}])
+                model.docs["late"] = (X[1] * -1, None, 0)
+            for _ in range(10):
+                q = rng.normal(size=DIM).astype(np.float32)
+                res = [da.find(vector={"v": q}, limit=12) for da in readers + writers]
+                same(res)
+                model.check(res[0], q, 12, "l2")
+    finally:
+        for da in readers + writers:
+            da.close()
