@@ -17,6 +17,8 @@ is too thin (near-ties at the page's end, duplicates) widens kk, at worst to eve
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import numpy as np
@@ -26,8 +28,8 @@ from hybridsearch.engine.exact import row_norms2
 from hybridsearch.engine.rabitq import RabitqCodes
 
 QUANTIZATIONS = {"rabitq1": 1, "rabitq4": 4}
-_CHUNK = 65536  # rows encoded per call when the codes are built from the block
-_TRAIN_MAX = 65536  # rows whose mean is the centroid when the codes are built from the block
+_PART = 8192  # rows encoded per call (a large batch: parts on several cores)
+_TRAIN_MAX = 65536  # rows (evenly spaced) whose mean is the centroid
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -39,11 +41,19 @@ def _bits_of(slots: np.ndarray, n: int) -> np.ndarray:
     return bits
 
 
+def _sample(slots: np.ndarray) -> np.ndarray:
+    """At most _TRAIN_MAX of `slots` (ascending), evenly spaced."""
+    if len(slots) <= _TRAIN_MAX:
+        return slots
+    return np.unique(slots[np.linspace(0, len(slots) - 1, _TRAIN_MAX).astype(np.int64)])
+
+
 class StoreCodes:
     """The codes of every dense field of `store`, kept by slot beside its float32 blocks."""
 
-    def __init__(self, store: ColumnStore, quantization: str) -> None:
+    def __init__(self, store: ColumnStore, quantization: str, threads: Optional[int] = None) -> None:
         self.store = store
+        self.threads = threads or os.cpu_count() or 1  # cores a large batch is coded on
         self.quantization = quantization
         self.bits = QUANTIZATIONS[quantization]
         self.codes: dict = {name: None for name in store.dense}  # field -> RabitqCodes, once trained
@@ -59,18 +69,32 @@ class StoreCodes:
         return slots[has], slots[~has]
 
     def _encode(self, name: str, slots: np.ndarray) -> None:
-        """Codes the rows `slots` of field `name` as the float32 block holds them now."""
+        """Codes the rows `slots` (ascending) of field `name` as the float32 block holds them now.
+        A large batch is coded in parts on every core (the kernel runs without the GIL): the
+        part with the highest slots first, alone, so that the codes' arrays have grown before
+        the other parts write their own rows of them in parallel."""
         col = self.store.dense[name]
-        for at in range(0, len(slots), _CHUNK):
-            part = slots[at: at + _CHUNK]
-            block = col.vectors[part]
-            rq = self.codes[name]
-            if rq is None:  # the first rows of the field: their mean is the centroid, kept
-                rq = RabitqCodes(col.dim, col.metric, self.bits)
-                rq.train(block)
-                self.codes[name] = rq
-            rq.encode(block, part)
-            self.max_norm[name] = max(self.max_norm[name], float(np.sqrt(row_norms2(block)[0].max())))
+        if self.codes[name] is None:  # the first rows of the field: their mean is the centroid, kept
+            rq = RabitqCodes(col.dim, col.metric, self.bits)
+            rq.train(col.vectors[_sample(slots)])
+            self.codes[name] = rq
+        rq = self.codes[name]
+
+        def part(at: int) -> float:
+            rows = slots[at: at + _PART]
+            block = col.vectors[rows]
+            rq.encode(block, rows)
+            return float(row_norms2(block)[0].max())
+
+        starts = list(range(0, len(slots), _PART))
+        norms2 = [part(starts.pop())] if starts else []
+        if len(starts) > 1 and self.threads > 1:
+            with ThreadPoolExecutor(min(self.threads, len(starts))) as pool:
+                norms2.extend(pool.map(part, starts))
+        else:
+            norms2.extend(map(part, starts))
+        if norms2:
+            self.max_norm[name] = max(self.max_norm[name], float(np.sqrt(max(norms2))))
 
     def written(self, slots, names) -> None:
         """Rows `slots` were written in the dense fields `names` (upsert: every field; a partial
@@ -116,12 +140,6 @@ class StoreCodes:
             coded, _ = self._rows_with_vectors(name, rows)
             if not len(coded):
                 continue
-            col = st.dense[name]
-            sample = coded[np.linspace(0, len(coded) - 1, _TRAIN_MAX).astype(np.int64)] \
-                if len(coded) > _TRAIN_MAX else coded
-            rq = RabitqCodes(col.dim, col.metric, self.bits)
-            rq.train(col.vectors[np.unique(sample)])
-            self.codes[name] = rq
             self._encode(name, coded)
 
     # ------------------------------------------------------------ search

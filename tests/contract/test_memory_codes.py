@@ -288,3 +288,30 @@ def test_a_follower_keeps_its_codes_with_the_writer(quant, tmp_path):
     finally:
         for da in readers + writers:
             da.close()
+
+
+@pytest.mark.parametrize("quant", ["rabitq1", "rabitq4"])
+def test_a_large_batch_coded_in_parts(quant, tmp_path):
+    """A batch of many rows is coded in parts on several threads, and again at open: the answers
+    stay the float scan's."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(20000, DIM)).astype(np.float32)
+    das = [hs.DocumentArray(Doc, metric="cosine", quantization=q, path=tmp_path / f"{q}-{t}", threads=t)
+           for q, t in ((None, None), (quant, 1), (quant, 3))]
+    try:
+        for round in range(2):
+            for da in das:
+                da.extend_columns({"id": [f"d{i}" for i in range(len(X))], "v": X, "tag": [i % 3 for i in range(len(X))]})
+            for _ in range(10):
+                q = rng.normal(size=DIM).astype(np.float32)
+                same([da.find(vector={"v": q}, limit=10) for da in das])
+                same([da.find(vector={"v": q}, limit=10, filter={"tag": 1}) for da in das])
+            X = X[::-1].copy()  # the same ids rewritten with other vectors
+            if round == 0:
+                for da in das:
+                    da.close()
+                das = [hs.DocumentArray(Doc, metric="cosine", quantization=q, path=tmp_path / f"{q}-{t}", threads=t)
+                       for q, t in ((None, None), (quant, 1), (quant, 3))]
+    finally:
+        for da in das:
+            da.close()

@@ -62,7 +62,7 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
         if config.path is not None:
             self._open_files(config.path, config.read_only, config.lock_timeout)
         if self.quantization != "none":
-            self.codes = StoreCodes(self.store, self.quantization)
+            self.codes = StoreCodes(self.store, self.quantization, config.threads)
             self.codes.rebuild()
 
     # the writes of ram.RamWrites, and the codes' with them (the caller holds the write lock)
