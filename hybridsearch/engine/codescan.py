@@ -58,7 +58,7 @@ class StoreCodes:
         self.bits = QUANTIZATIONS[quantization]
         self.codes: dict = {name: None for name in store.dense}  # field -> RabitqCodes, once trained
         self.max_norm: dict = {name: 0.0 for name in store.dense}  # an upper bound of the rows' norms
-        self.widened = 0  # searches whose first candidate count left a margin too thin (stats)
+        self.widened = 0  # searches whose first candidate count left a margin too thin (a figure for benchmarks)
 
     # ------------------------------------------------------------ writes
     def _rows_with_vectors(self, name: str, slots: np.ndarray) -> tuple:
@@ -184,12 +184,9 @@ class StoreCodes:
         while len(pending) and kk < allowed:
             scores, slots, _ = rq.scan(X, Q[pending], kk, bits, bound="hard")
             keys = self._keys(scores, col.metric)
-            with np.errstate(invalid="ignore"):  # -inf - -inf past the allowed rows: not clear
-                thin = ~(keys[:, limit - 1] - keys[:, kk - 1] > margin[pending])
-            # fewer than kk rows came back: they are every allowed row, nothing to miss
-            clear = (slots[:, kk - 1] < 0) | ~thin
-            got = slots[clear].reshape(-1)
-            found.append(got[got >= 0])
+            # kk < allowed: a short answer would mean rows without codes, so it is not trusted
+            clear = (slots[:, kk - 1] >= 0) & (keys[:, limit - 1] - keys[:, kk - 1] > margin[pending])
+            found.append(slots[clear].reshape(-1))
             pending = pending[~clear]
             if len(pending):
                 self.widened += 1

@@ -62,8 +62,15 @@ class MemoryStorage(ram.RamWrites, JournaledStorage):
         if config.path is not None:
             self._open_files(config.path, config.read_only, config.lock_timeout)
         if self.quantization != "none":
-            self.codes = StoreCodes(self.store, self.quantization, config.threads)
-            self.codes.rebuild()
+            try:
+                codes = StoreCodes(self.store, self.quantization, config.threads)
+                codes.rebuild()
+            except BaseException:  # a refused open leaves the files unlocked, as _open_files does
+                if self.journal is not None:
+                    self.journal.close()
+                    self.journal = None
+                raise
+            self.codes = codes
 
     # the writes of ram.RamWrites, and the codes' with them (the caller holds the write lock)
     def _apply_upsert(self, batch) -> None:
