@@ -71,8 +71,9 @@ def main(argv=None) -> int:
         for q in quants:
             m = float(np.median(times[q]))
             print(f"{label:11} quantization={q!s:8} {m * 1e3:8.3f} ms/query  x{ref / m:5.2f} vs float32", flush=True)
-    print(f"load average {os.getloadavg()}, cores {os.cpu_count()}, "
-          f"simd {hs.engine.exact.simd_level() if hasattr(hs, 'engine') else '?'}")
+    from hybridsearch.engine.exact import simd_level
+
+    print(f"load average {os.getloadavg()}, cores {os.cpu_count()}, simd {simd_level()}")
     return 0
 
 
