@@ -41,7 +41,8 @@ class TypedInit(Generic[T]):
                  read_only: bool = False,
                  follow: bool = True,
                  lock_timeout: float = 0,
-                 threads: Optional[int] = None) -> None: ...
+                 threads: Optional[int] = None,
+                 quantization: Optional[str] = None) -> None: ...
 
     @overload
     def __init__(self, schema: type[T], storage: Literal['hnsw'], *,

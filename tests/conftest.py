@@ -15,7 +15,7 @@ import pytest
 import hybridsearch as hs
 from tests.engines import STARTED_FILE_ENV, STORAGE_KIND, WEAVIATE_GRPC, engine, stop_started
 
-STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite",
+STORAGES = ["memory", "memory-path", "memory-rq", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite",
             "elasticsearch",
             "opensearch", "weaviate", "qdrant", "qdrant-path", "qdrant-client", "elasticsearch-cluster",
             "opensearch-cluster"]
@@ -24,7 +24,7 @@ STORAGES = ["memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path",
 if os.environ.get("HS_TEST_STORAGES"):
     STORAGES = os.environ["HS_TEST_STORAGES"].split(",")
 # the storages that need no server: the files of hostile input, concurrency and crashes run on them
-EMBEDDED = ("memory", "memory-path", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite",
+EMBEDDED = ("memory", "memory-path", "memory-rq", "hnswlib", "hnsw", "hnsw-f32", "hnsw-path", "hnsw-disk", "hnsw-rq", "sqlite", "annlite",
             "qdrant", "qdrant-path", "qdrant-client")
 # the hnsw variants with files whose float32 vectors stay on disk: their options beyond path=
 # (hnsw-rq walks 1-bit RaBitQ codes, the coarsest the storage has)
@@ -33,7 +33,8 @@ DISK_OPTIONS = {"hnsw-disk": {"vectors_on_disk": True},
 # storages whose vector search is exact; approximate ones get recall-based checks
 # (qdrant: below `optimize_after` points its segments have no HNSW index and are scanned whole; the
 # client's local mode, qdrant-client, is brute force)
-EXACT_STORAGES = {"memory", "memory-path", "sqlite", "qdrant", "qdrant-path", "qdrant-client"}
+# (memory-rq: storage="memory" whose exact scan ranks 1-bit RaBitQ codes first, the same answers)
+EXACT_STORAGES = {"memory", "memory-path", "memory-rq", "sqlite", "qdrant", "qdrant-path", "qdrant-client"}
 
 
 @pytest.fixture(params=STORAGES)
@@ -64,6 +65,9 @@ def make_da(storage, tmp_path):
             for k, v in DISK_OPTIONS[storage].items():
                 options.setdefault(k, v)
             da = hs.DocumentArray(schema, storage="hnsw", **options)
+        elif storage == "memory-rq":  # the exact scan through 1-bit RaBitQ codes (engine/codescan.py)
+            options.setdefault("quantization", "rabitq1")
+            da = hs.DocumentArray(schema, storage="memory", **options)
         elif storage == "hnsw-f32":  # the hnsw storage walking float32 vectors (default: int8 codes)
             options.setdefault("quantization", None)
             da = hs.DocumentArray(schema, storage="hnsw", **options)
