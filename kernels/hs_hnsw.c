@@ -1251,6 +1251,43 @@ HS_DEFINE_KTH_PUSH(kth_push, float)
  * row of the true top-k has approximate - bound <= U: those rows alone are re-scored on the
  * float vectors. gamma covers float32 rounding: of the code sum (127 |q|_1 s per row) and of
  * the float distance (|q| |x|, or |q|^2 + |x|^2 for l2). */
+/* The end of an exact scan on codes: of the m rows ids[i] whose estimate est[i] lies within
+ * err[i] of the float key, those whose lower end can reach U (the k-th smallest upper end) are
+ * rescored on float32; the top k of them, best first, padded. */
+static int rescore_in_doubt(const hs_hnsw *g, const float *X, const float *q, int64_t k,
+                            const float *est, const float *err, const int32_t *ids, int64_t m,
+                            float U, pair **pairs, int64_t *npairs, float *out_score,
+                            int64_t *out_id) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (est[i] - err[i] <= U) c++;
+    if (*npairs < c) {
+        pair *p = realloc(*pairs, (size_t)c * sizeof(pair));
+        if (!p) return HS_ENOMEM;
+        *pairs = p, *npairs = c;
+    }
+    pair *pr = *pairs;
+    c = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (est[i] - err[i] > U) continue;
+        pr[c].id = ids[i];
+        pr[c].d = dist_qx(g, q, 1.0f, X, ids[i]);
+        c++;
+    }
+    qsort(pr, (size_t)c, sizeof(pair), pair_cmp);
+    int64_t kept = c < k ? c : k;
+    for (int64_t i = 0; i < kept; i++) {
+        float dd = pr[i].d;
+        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
+        out_id[i] = pr[i].id;
+    }
+    for (int64_t i = kept; i < k; i++) {
+        out_score[i] = -INFINITY;
+        out_id[i] = -1;
+    }
+    return HS_OK;
+}
+
 static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
                     const uint64_t *bits, float *ad, float *ae, int32_t *aid, float *heap,
                     pair **pairs, int64_t *npairs, float *out_score, int64_t *out_id) {
@@ -1290,36 +1327,8 @@ static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
         ae[i] = g->cscale[e] * half + gamma * (l2 ? qsq + g->csq[e] : qn * sqrtf(g->csq[e]));
         kth_push(heap, &hn, k, de + ae[i]);
     }
-    float U = hn == k ? heap[0] : INFINITY;
-    int64_t c = 0;
-    for (int64_t i = 0; i < m; i++)
-        if (ad[i] - ae[i] <= U) c++;
-    if (*npairs < c) {
-        pair *p = realloc(*pairs, (size_t)c * sizeof(pair));
-        if (!p) return HS_ENOMEM;
-        *pairs = p, *npairs = c;
-    }
-    pair *pr = *pairs;
-    c = 0;
-    for (int64_t i = 0; i < m; i++) {
-        if (ad[i] - ae[i] > U) continue;
-        int32_t e = aid[i];
-        pr[c].id = e;
-        pr[c].d = dist_qx(g, q, 1.0f, X, e);
-        c++;
-    }
-    qsort(pr, (size_t)c, sizeof(pair), pair_cmp);
-    int64_t kept = c < k ? c : k;
-    for (int64_t i = 0; i < kept; i++) {
-        float dd = pr[i].d;
-        out_score[i] = l2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
-        out_id[i] = pr[i].id;
-    }
-    for (int64_t i = kept; i < k; i++) {
-        out_score[i] = -INFINITY;
-        out_id[i] = -1;
-    }
-    return HS_OK;
+    return rescore_in_doubt(g, X, q, k, ad, ae, aid, m, hn == k ? heap[0] : INFINITY, pairs, npairs,
+                            out_score, out_id);
 }
 
 /* The RaBitQ codes' exact scan over the allowed nodes: every row's float32 key lies within the
@@ -1327,13 +1336,14 @@ static int scan_one(const hs_hnsw *g, const float *X, const float *q, int64_t k,
  * cannot be in the float top-k; the others are rescored (as scan_one on int8 codes). */
 static int rq_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq, int64_t k,
                    const uint64_t *bits, float *out_score, int64_t *out_id) {
-    int64_t m = 0;
+    int64_t m = 0, npairs = 0;
     int64_t *rows = malloc((size_t)(g->n + 1) * sizeof(int64_t));
+    int32_t *ids = malloc((size_t)(g->n + 1) * sizeof(int32_t));
     float *key = malloc((size_t)(g->n + 1) * sizeof(float)), *err = malloc((size_t)(g->n + 1) * sizeof(float));
     float *heap = malloc((size_t)k * sizeof(float));
-    pair *pr = malloc((size_t)(g->n + 1) * sizeof(pair));
+    pair *pairs = NULL;
     hs_rq_query *qq = hs_rq_query_new(g->d);
-    int rc = rows && key && err && heap && pr && qq ? HS_OK : HS_ENOMEM;
+    int rc = rows && ids && key && err && heap && qq ? HS_OK : HS_ENOMEM;
     for (int64_t e = 0; e < g->n && rc == HS_OK; e++) {
         if (bits && !((bits[e >> 6] >> (e & 63)) & 1)) continue;
         if (g->level[e] < 0) {
@@ -1341,38 +1351,23 @@ static int rq_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
             continue;
         }
         if (g->pending && g->dead[e]) continue;
+        ids[m] = (int32_t)e;
         rows[m++] = e;
     }
-    const int l2 = g->metric == HS_METRIC_L2;
     for (int64_t t = 0; t < nq && rc == HS_OK; t++) {
         const float *q = Q + t * g->d;
-        float *os = out_score + t * k;
-        int64_t *oi = out_id + t * k;
         if (m && hs_rq_query_set(qq, g->rq, q)) {
             rc = HS_EINVAL;
             break;
         }
         hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, rows, m, 0.0,
                          HS_RQ_BOUND_HARD, key, err);
-        int64_t hn = 0, c = 0;
+        int64_t hn = 0;
         for (int64_t i = 0; i < m; i++) kth_push(heap, &hn, k, key[i] + err[i]);
-        float U = hn == k ? heap[0] : INFINITY;
-        for (int64_t i = 0; i < m; i++) {
-            if (key[i] - err[i] > U) continue;
-            pr[c].id = (int32_t)rows[i];
-            pr[c].d = dist_qx(g, q, 1.0f, X, (int32_t)rows[i]);
-            c++;
-        }
-        qsort(pr, (size_t)c, sizeof(pair), pair_cmp);
-        int64_t kept = c < k ? c : k;
-        for (int64_t i = 0; i < kept; i++) {
-            float dd = pr[i].d;
-            os[i] = l2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
-            oi[i] = pr[i].id;
-        }
-        for (int64_t i = kept; i < k; i++) os[i] = -INFINITY, oi[i] = -1;
+        rc = rescore_in_doubt(g, X, q, k, key, err, ids, m, hn == k ? heap[0] : INFINITY, &pairs,
+                              &npairs, out_score + t * k, out_id + t * k);
     }
-    free(rows), free(key), free(err), free(heap), free(pr);
+    free(rows), free(ids), free(key), free(err), free(heap), free(pairs);
     hs_rq_query_free(qq);
     return rc;
 }
