@@ -464,12 +464,14 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
 }
 
 /* the context of the graph's centroids (made by rq_train or restored with the graph) */
-static int rq_context(hs_hnsw *g) {
-    hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, g->centroid};
-    hs_rq_ctx *c = hs_rq_ctx_new_multi(&p, g->centroid, g->rq_k);
+static int rq_context(hs_hnsw *g, const float *centroids, int K) {
+    hs_rq_params p = {g->d, g->quant == HS_HNSW_Q_RQ1 ? 1 : 4, g->metric, HS_HNSW_RQ_SEED, centroids};
+    hs_rq_ctx *c = hs_rq_ctx_new_multi(&p, centroids, K);
     if (!c) return HS_ENOMEM;
     hs_rq_ctx_free(g->rq);
     g->rq = c;
+    if (centroids != g->centroid) memcpy(g->centroid, centroids, (size_t)(K * g->d) * sizeof(float));
+    g->rq_k = K;
     return HS_OK;
 }
 
@@ -490,13 +492,15 @@ static int rq_train(hs_hnsw *g, const float *X, const int64_t *extra, int64_t n)
      * (recall@10 at ef 40, 20k x 128, 1 bit: 0.34 -> 0.45) but not its ip / cosine ones (0.81 ->
      * 0.72 with 16); there one centroid, the mean */
     if (g->metric != HS_METRIC_L2) K = 1;
-    K = hs_rq_kmeans(g->d, g->metric, X, rows, used, K, 6, g->centroid);
+    /* into a buffer of its own: out of memory leaves the graph's centroids, context and codes
+     * as they were, consistent with each other */
+    float *cent = malloc((size_t)(K * g->d) * sizeof(float));
+    K = cent ? hs_rq_kmeans(g->d, g->metric, X, rows, used, K, 6, cent) : -1;
     free(rows);
-    if (K < 1) return HS_ENOMEM;
-    g->rq_k = K;
-    if (rq_context(g)) return HS_ENOMEM;
-    g->rq_trained = used > 0 ? used : 1;
-    return HS_OK;
+    int rc = K < 1 || rq_context(g, cent, K) ? HS_ENOMEM : HS_OK;
+    free(cent);
+    if (rc == HS_OK) g->rq_trained = used > 0 ? used : 1;
+    return rc;
 }
 
 int hs_hnsw_requantize(hs_hnsw *g, const float *X) {
@@ -1063,7 +1067,14 @@ static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t 
     hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, n, g->rq_eps, HS_RQ_BOUND_PROB, s->rkey,
                      s->rerr);
     pair *pr = s->pairs; /* ef + 1 entries, res holds at most ef */
-    for (int64_t i = 0; i < n; i++) pr[i].d = s->rkey[i] - s->rerr[i], pr[i].id = (int32_t)s->rrows[i];
+    /* the keys are on the unit query's scale (the codes normalise it under cosine), dist_qx on q's */
+    float qn = 1.0f;
+    if (g->metric == HS_METRIC_COSINE) {
+        float qq = hs_dot(q, q, g->d);
+        qn = qq > 0 ? sqrtf(qq) : 0.0f;
+    }
+    for (int64_t i = 0; i < n; i++)
+        pr[i].d = (s->rkey[i] - s->rerr[i]) * qn, pr[i].id = (int32_t)s->rrows[i];
     qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
     best->size = 0;
     if (pheap_reserve(best, k + 1)) return HS_ENOMEM;
@@ -1259,8 +1270,8 @@ static int rescore_in_doubt(const hs_hnsw *g, const float *X, const float *q, in
                             float U, pair **pairs, int64_t *npairs, float *out_score,
                             int64_t *out_id) {
     int64_t c = 0;
-    for (int64_t i = 0; i < m; i++)
-        if (est[i] - err[i] <= U) c++;
+    for (int64_t i = 0; i < m; i++) /* one predicate for both loops: a NaN lower end is in doubt */
+        if (!(est[i] - err[i] > U)) c++;
     if (*npairs < c) {
         pair *p = realloc(*pairs, (size_t)c * sizeof(pair));
         if (!p) return HS_ENOMEM;
@@ -1270,6 +1281,7 @@ static int rescore_in_doubt(const hs_hnsw *g, const float *X, const float *q, in
     c = 0;
     for (int64_t i = 0; i < m; i++) {
         if (est[i] - err[i] > U) continue;
+        if (c == *npairs) break; /* cannot happen: counted above with the same predicate */
         pr[c].id = ids[i];
         pr[c].d = dist_qx(g, q, 1.0f, X, ids[i]);
         c++;
@@ -1354,14 +1366,16 @@ static int rq_scan(const hs_hnsw *g, const float *X, const float *Q, int64_t nq,
         ids[m] = (int32_t)e;
         rows[m++] = e;
     }
+    if (m && !g->rq) rc = HS_EINVAL; /* nodes without a context: cannot happen (attach makes one) */
     for (int64_t t = 0; t < nq && rc == HS_OK; t++) {
         const float *q = Q + t * g->d;
         if (m && hs_rq_query_set(qq, g->rq, q)) {
             rc = HS_EINVAL;
             break;
         }
-        hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, rows, m, 0.0,
-                         HS_RQ_BOUND_HARD, key, err);
+        if (m)
+            hs_rq_query_keys(qq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, rows, m, 0.0,
+                             HS_RQ_BOUND_HARD, key, err);
         int64_t hn = 0;
         for (int64_t i = 0; i < m; i++) kth_push(heap, &hn, k, key[i] + err[i]);
         rc = rescore_in_doubt(g, X, q, k, key, err, ids, m, hn == k ? heap[0] : INFINITY, &pairs,
@@ -1625,10 +1639,14 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
         g->rq_k = p->rq_k;
         g->rq_trained = p->rq_trained;
         for (int64_t i = 0; i < p->n; i++) { /* a row's centroid number picks an array entry */
-            float j = rq_factors(g)[i * (g->rs / 4) + 4];
+            const float *f = rq_factors(g) + i * (g->rs / 4);
+            float j = f[4];
             if (!(j >= 0 && j < p->rq_k && j == (float)(int)j)) goto bad;
+            if (!(isfinite(f[0]) && f[0] >= 0 && isfinite(f[1]) && isfinite(f[2]) && isfinite(f[3]) &&
+                  f[3] >= 0 && isfinite(f[5])))
+                goto bad;
         }
-        if (p->rq_trained > 0 && rq_context(g)) goto fail;
+        if (rq_context(g, g->centroid, g->rq_k)) goto fail; /* even with no node: scans need one */
     }
     g->n = p->n, g->count = p->count, g->entry = p->entry, g->max_level = p->max_level;
     for (int64_t i = 0; i < p->n; i++) {

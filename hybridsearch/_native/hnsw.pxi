@@ -371,5 +371,5 @@ cdef class HnswIndex:
         idx.cap = idx.high
         if idx.high > 0:
             idx._check_block(X, idx.high)
-            hs_hnsw_requantize(g, &X[0, 0])
+            _check(hs_hnsw_requantize(g, &X[0, 0]))
         return idx

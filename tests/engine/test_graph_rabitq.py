@@ -197,3 +197,58 @@ def test_set_rescore_refuses_a_negative_bound():
         g.set_rescore(-1.0)
     with pytest.raises(ValueError):
         g.set_rescore(float("nan"))
+
+
+@pytest.mark.parametrize("quant", RQ)
+def test_vectors_whose_estimates_overflow_are_rescored_not_dropped(quant):
+    """Rows of norm 1e20 make the l2 estimate and its bound inf (inf - inf: NaN): such rows are in
+    doubt and rescored, never skipped or written past a buffer (a review found both)."""
+    X, Q = data(200, 16, seed=9)
+    X[50:] *= np.float32(1e20)
+    g = HnswGraph(16, "l2", 8, 50, 1, quant)
+    g.add(X, np.arange(200, dtype=np.int64), 1)
+    scores, ids = g.scan(X, Q[:3], 5)
+    want_s, want_i = exact(X[:50], Q[:3], 5, "l2")
+    np.testing.assert_array_equal(np.sort(ids, 1), np.sort(want_i, 1))
+
+
+def test_a_cosine_walk_rescores_as_far_for_a_query_of_any_length():
+    """The codes see the unit query; the rescoring's stop compares them with float keys of the
+    query as given: the same recall for q and 8 q."""
+    X, Q = data(3000, 32, seed=10)
+    g = HnswGraph(32, "cosine", 8, 64, 3, "rabitq1")
+    g.add(X, np.arange(3000, dtype=np.int64), 2)
+    unit = queries(Q, "cosine")
+    _, a = g.search(X, unit, 10, 100)
+    _, b = g.search(X, np.ascontiguousarray(unit * 8), 10, 100)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_snapshot_whose_factors_are_not_finite_is_refused():
+    X, _ = data(300, 8, seed=11)
+    g = HnswGraph(8, "l2", 8, 32, 5, "rabitq4")
+    g.add(X, np.arange(300, dtype=np.int64), 1)
+    meta, arrays = g.export()
+    codes = np.array(arrays["rq_codes"])
+    cb = codes.shape[1] - 24
+    codes[7, cb + 4:cb + 8] = np.frombuffer(np.float32(np.nan).tobytes(), np.uint8)
+    with pytest.raises(ValueError, match="not a valid HNSW graph"):
+        HnswGraph.attach(meta, {**{k: np.array(v) for k, v in arrays.items()}, "rq_codes": codes},
+                         8, "l2", 8, 32, "rabitq4")
+
+
+def test_an_emptied_graph_attached_without_training_scans_and_grows():
+    X, Q = data(120, 8, seed=12)
+    g = HnswGraph(8, "l2", 8, 32, 5, "rabitq1")
+    g.add(X[:50], np.arange(50, dtype=np.int64), 1)
+    g.remove(X, np.arange(50, dtype=np.int64), 1)
+    g.repair(X, 1)
+    meta, arrays = g.export()
+    assert meta["count"] == 0 and meta["n"] == 50
+    a = HnswGraph.attach({**meta, "rq_trained": 0}, {k: np.array(v) for k, v in arrays.items()}, 8, "l2", 8, 32,
+                         "rabitq1")
+    assert a.scan(X, Q[:2], 3)[1].tolist() == [[-1] * 3] * 2
+    a.add(X, np.arange(50, 120, dtype=np.int64), 1)  # trains then
+    a.set_rescore(math.inf)
+    scores, ids = a.search(X, Q, 4, 120)
+    same_topk(ids, scores, exact(X, Q, 4, "l2", np.arange(50, 120))[1], exact(X, Q, 4, "l2", np.arange(50, 120))[0])

@@ -291,6 +291,7 @@ class HnswStorage(JournaledStorage):
         self._keep_vectors_on_disk()  # the carried columns come from a store without files
         for name in self.graphs:
             self.graphs[name] = old.graphs[name] if name in old.graphs else self._new_graph(name)
+            self.graphs[name].set_rescore(self.config.rescore)  # this open's option, not the old one's
         self.graph_writes += old.graph_writes
 
     def _vector_count(self, field: str) -> int:
