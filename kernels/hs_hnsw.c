@@ -1038,6 +1038,16 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
 
 /* ----------------------------------------------------------------- search */
 
+/* kept pairs (distance-like keys, best first) as hits: scores higher-is-better, -euclidean for l2 */
+static void write_hits(const hs_hnsw *g, const pair *pr, int64_t kept, float *out_score,
+                       int64_t *out_id) {
+    for (int64_t i = 0; i < kept; i++) {
+        float dd = pr[i].d;
+        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
+        out_id[i] = pr[i].id;
+    }
+}
+
 /* the walk key of one node under RaBitQ (the upper levels' greedy steps) */
 static inline float rq_key1(const hs_hnsw *g, hs_rq_query *qq, int32_t b) {
     int64_t row = b;
@@ -1091,11 +1101,7 @@ static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t 
     int64_t kept = best->size;
     for (int64_t i = 0; i < kept; i++) pr[i].d = best->d[i], pr[i].id = best->id[i];
     qsort(pr, (size_t)kept, sizeof(pair), pair_cmp);
-    for (int64_t i = 0; i < kept; i++) {
-        float dd = pr[i].d;
-        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
-        out_id[i] = pr[i].id;
-    }
+    write_hits(g, pr, kept, out_score, out_id);
     return HS_OK;
 }
 
@@ -1230,11 +1236,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
     }
     qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
     int64_t kept = n < k ? n : k;
-    for (int64_t i = 0; i < kept; i++) {
-        float dd = pr[i].d;
-        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
-        out_id[i] = pr[i].id;
-    }
+    write_hits(g, pr, kept, out_score, out_id);
     return HS_OK;
 }
 
@@ -1288,11 +1290,7 @@ static int rescore_in_doubt(const hs_hnsw *g, const float *X, const float *q, in
     }
     qsort(pr, (size_t)c, sizeof(pair), pair_cmp);
     int64_t kept = c < k ? c : k;
-    for (int64_t i = 0; i < kept; i++) {
-        float dd = pr[i].d;
-        out_score[i] = g->metric == HS_METRIC_L2 ? -sqrtf(dd > 0 ? dd : 0) : -dd;
-        out_id[i] = pr[i].id;
-    }
+    write_hits(g, pr, kept, out_score, out_id);
     for (int64_t i = kept; i < k; i++) {
         out_score[i] = -INFINITY;
         out_id[i] = -1;
