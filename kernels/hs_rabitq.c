@@ -499,16 +499,8 @@ static int scan_one(const hs_rq_params *p, const rot *r, hs_rq_dots_fn dots, con
 int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors, int64_t n,
                const float *X, const uint64_t *bits, const float *Q, int64_t nq, int64_t k,
                int bound, double eps0, float *out_scores, int64_t *out_ids, int64_t *rescored) {
-    return hs_rq_scan_strided(p, codes, hs_rq_code_bytes(p->d, p->bits), factors, HS_RQ_NFACT, n, X,
-                              bits, Q, nq, k, bound, eps0, out_scores, out_ids, rescored);
-}
-
-int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,
-                       int64_t fs, int64_t n, const float *X, const uint64_t *bits, const float *Q,
-                       int64_t nq, int64_t k, int bound, double eps0, float *out_scores,
-                       int64_t *out_ids, int64_t *rescored) {
     if (!params_ok(p) || n < 0 || nq < 0 || k < 0) return HS_EINVAL;
-    if (cs < hs_rq_code_bytes(p->d, p->bits) || fs < HS_RQ_NFACT) return HS_EINVAL;
+    const int64_t cs = hs_rq_code_bytes(p->d, p->bits), fs = HS_RQ_NFACT;
     if (bound != HS_RQ_BOUND_HARD && bound != HS_RQ_BOUND_PROB) return HS_EINVAL;
     if (rescored)
         for (int64_t t = 0; t < nq; t++) rescored[t] = 0;
@@ -586,8 +578,6 @@ hs_rq_ctx *hs_rq_ctx_new_multi(const hs_rq_params *p, const float *centroids, in
     c->dots = hs_rq_dots_impl(p->bits);
     return c;
 }
-
-hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p) { return hs_rq_ctx_new_multi(p, p->centroid, 1); }
 
 void hs_rq_ctx_free(hs_rq_ctx *c) {
     if (!c) return;

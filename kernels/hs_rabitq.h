@@ -88,9 +88,8 @@ int hs_rq_scan(const hs_rq_params *p, const uint8_t *codes, const float *factors
 #define HS_RQ_MAX_CENTROIDS 256
 typedef struct hs_rq_ctx hs_rq_ctx;
 /* centroids: K x d (1 <= K <= HS_RQ_MAX_CENTROIDS); p->centroid is not read. NULL: bad
- * parameters or out of memory. hs_rq_ctx_new: the one centroid p->centroid. */
+ * parameters or out of memory. */
 hs_rq_ctx *hs_rq_ctx_new_multi(const hs_rq_params *p, const float *centroids, int K);
-hs_rq_ctx *hs_rq_ctx_new(const hs_rq_params *p);
 void hs_rq_ctx_free(hs_rq_ctx *c);
 /* The code (code_bytes) and factors (HS_RQ_CTX_NFACT) of one row of d floats; work holds
  * 2 * hs_rq_dp(d) doubles. */
@@ -115,11 +114,5 @@ void hs_rq_query_keys(hs_rq_query *q, const hs_rq_ctx *c, const uint8_t *codes, 
  * were made (fewer when there are fewer rows; 1 zero centroid for n = 0), -1 out of memory. */
 int hs_rq_kmeans(int64_t d, int metric, const float *X, const int64_t *rows, int64_t n, int K,
                  int iters, float *out);
-
-/* hs_rq_scan over rows whose codes are cs bytes apart and whose factors are fs floats apart. */
-int hs_rq_scan_strided(const hs_rq_params *p, const uint8_t *codes, int64_t cs, const float *factors,
-                       int64_t fs, int64_t n, const float *X, const uint64_t *bits, const float *Q,
-                       int64_t nq, int64_t k, int bound, double eps0, float *out_scores,
-                       int64_t *out_ids, int64_t *rescored);
 
 #endif

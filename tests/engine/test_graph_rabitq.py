@@ -25,6 +25,13 @@ def data(n, d, seed=0, clusters=8):
     return np.ascontiguousarray(X), np.ascontiguousarray(Q)
 
 
+def built(X, metric, m, ef_construct, seed, quant, threads=2):
+    """A graph of every row of X."""
+    g = HnswGraph(X.shape[1], metric, m, ef_construct, seed, quant)
+    g.add(X, np.arange(len(X), dtype=np.int64), threads)
+    return g
+
+
 def exact(X, Q, k, metric, rows=None):
     """numpy's top-k: (scores, ids) as the graph reports them (higher is better)."""
     rows = np.arange(len(X)) if rows is None else np.asarray(rows)
@@ -56,8 +63,7 @@ def same_topk(ids, scores, want_ids, want_scores):
 @pytest.mark.parametrize("metric", METRICS)
 def test_rescoring_every_candidate_of_a_full_walk_gives_the_exact_top_k(quant, metric):
     X, Q = data(400, 24, seed=1)
-    g = HnswGraph(24, metric, 8, 64, 7, quant)
-    g.add(X, np.arange(len(X), dtype=np.int64), 2)
+    g = built(X, metric, 8, 64, 7, quant, 2)
     g.set_rescore(math.inf)
     q = queries(Q, metric)
     scores, ids = g.search(X, q, 10, len(X))
@@ -69,8 +75,7 @@ def test_rescoring_every_candidate_of_a_full_walk_gives_the_exact_top_k(quant, m
 @pytest.mark.parametrize("metric", METRICS)
 def test_the_default_bound_returns_exact_scores_and_a_4bit_walk_keeps_recall(quant, metric):
     X, Q = data(3000, 32, seed=2)
-    g = HnswGraph(32, metric, 12, 100, 3, quant)
-    g.add(X, np.arange(len(X), dtype=np.int64), 2)
+    g = built(X, metric, 12, 100, 3, quant, 2)
     q = queries(Q, metric)
     scores, ids = g.search(X, q, 10, 120)
     assert (ids >= 0).all()
@@ -89,8 +94,7 @@ def test_the_default_bound_returns_exact_scores_and_a_4bit_walk_keeps_recall(qua
 @pytest.mark.parametrize("metric", METRICS)
 def test_the_exact_scan_on_the_codes_equals_numpy_with_and_without_a_filter(quant, metric):
     X, Q = data(700, 20, seed=3)
-    g = HnswGraph(20, metric, 8, 40, 3, quant)
-    g.add(X, np.arange(len(X), dtype=np.int64), 1)
+    g = built(X, metric, 8, 40, 3, quant, 1)
     q = queries(Q, metric)
     scores, ids = g.scan(X, q, 7)
     want_s, want_i = exact(X, Q, 7, metric)
@@ -124,8 +128,7 @@ def test_removed_and_rewritten_nodes(quant):
     X, Q = data(600, 16, seed=5)
     # l2: after far rewrites an ip graph may leave a node unreachable by any walk, whatever it
     # reads (tests/engine/test_graph_build.py), which is not what this test is about
-    g = HnswGraph(16, "l2", 8, 64, 5, quant)
-    g.add(X, np.arange(600, dtype=np.int64), 2)
+    g = built(X, "l2", 8, 64, 5, quant, 2)
     gone = np.arange(0, 600, 4, dtype=np.int64)
     g.remove(X, gone, 2)
     X2 = X.copy()
@@ -159,8 +162,7 @@ def test_export_attach_keeps_the_codes_and_grows_after(quant):
 
 def test_a_damaged_snapshot_of_codes_is_refused():
     X, _ = data(200, 8, seed=8)
-    g = HnswGraph(8, "l2", 8, 32, 5, "rabitq1")
-    g.add(X, np.arange(200, dtype=np.int64), 1)
+    g = built(X, "l2", 8, 32, 5, "rabitq1", 1)
     meta, arrays = g.export()
 
     def attach(m, arr, quant="rabitq1"):
@@ -205,8 +207,7 @@ def test_vectors_whose_estimates_overflow_are_rescored_not_dropped(quant):
     doubt and rescored, never skipped or written past a buffer (a review found both)."""
     X, Q = data(200, 16, seed=9)
     X[50:] *= np.float32(1e20)
-    g = HnswGraph(16, "l2", 8, 50, 1, quant)
-    g.add(X, np.arange(200, dtype=np.int64), 1)
+    g = built(X, "l2", 8, 50, 1, quant, 1)
     scores, ids = g.scan(X, Q[:3], 5)
     want_s, want_i = exact(X[:50], Q[:3], 5, "l2")
     np.testing.assert_array_equal(np.sort(ids, 1), np.sort(want_i, 1))
@@ -216,8 +217,7 @@ def test_a_cosine_walk_rescores_as_far_for_a_query_of_any_length():
     """The codes see the unit query; the rescoring's stop compares them with float keys of the
     query as given: the same recall for q and 8 q."""
     X, Q = data(3000, 32, seed=10)
-    g = HnswGraph(32, "cosine", 8, 64, 3, "rabitq1")
-    g.add(X, np.arange(3000, dtype=np.int64), 2)
+    g = built(X, "cosine", 8, 64, 3, "rabitq1", 2)
     unit = queries(Q, "cosine")
     _, a = g.search(X, unit, 10, 100)
     _, b = g.search(X, np.ascontiguousarray(unit * 8), 10, 100)
@@ -226,8 +226,7 @@ def test_a_cosine_walk_rescores_as_far_for_a_query_of_any_length():
 
 def test_a_snapshot_whose_factors_are_not_finite_is_refused():
     X, _ = data(300, 8, seed=11)
-    g = HnswGraph(8, "l2", 8, 32, 5, "rabitq4")
-    g.add(X, np.arange(300, dtype=np.int64), 1)
+    g = built(X, "l2", 8, 32, 5, "rabitq4", 1)
     meta, arrays = g.export()
     codes = np.array(arrays["rq_codes"])
     cb = codes.shape[1] - 24
