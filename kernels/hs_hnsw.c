@@ -205,8 +205,10 @@ static inline float dist_query(const hs_hnsw *g, const float *X, const float *q,
 static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
     if (is_i8(g)) {
         __builtin_prefetch(g->codes + (int64_t)b * g->d);
-    } else if (is_rq(g)) {
-        __builtin_prefetch(g->rqcodes + (int64_t)b * g->rs);
+    } else if (is_rq(g)) { /* a row (code and factors) may straddle two lines */
+        const char *p = (const char *)(g->rqcodes + (int64_t)b * g->rs);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + g->rs - 1);
     } else
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
@@ -1088,8 +1090,15 @@ static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t 
     qsort(pr, (size_t)n, sizeof(pair), pair_cmp);
     best->size = 0;
     if (pheap_reserve(best, k + 1)) return HS_ENOMEM;
+    /* the float rows are read in this order, out of cache (or from a mapped file): ask for the
+     * next two rows' lines while one is scored */
+    const int64_t rb = g->d * (int64_t)sizeof(float);
+    for (int64_t i = 0; i < n && i < 2; i++)
+        for (int64_t o = 0; o < rb; o += 64) __builtin_prefetch((const char *)(X + (int64_t)pr[i].id * g->d) + o);
     for (int64_t i = 0; i < n; i++) {
         if (best->size >= k && pr[i].d > best->d[0]) break;
+        if (i + 2 < n)
+            for (int64_t o = 0; o < rb; o += 64) __builtin_prefetch((const char *)(X + (int64_t)pr[i + 2].id * g->d) + o);
         float e = dist_qx(g, q, 1.0f, X, pr[i].id);
         if (best->size < k) {
             pheap_push(best, e, pr[i].id, 1.0f);
