@@ -12,8 +12,16 @@ the float32 bytes (n x d x 4).
 A mode is where the block lives, ram or disk, and optionally the walk's codes after a dash:
 disk-rabitq1, disk-rabitq4, ram-int8 (no dash: int8, the default).
 
+Growth: --n takes several sizes (the first rows of one data set, so each size holds the smaller
+ones) and --ef several beam widths; each (size, mode) is built once and searched at every ef, one
+query per call, giving recall@10, QPS and the p50 / p99 of the calls' latencies. With --out DIR
+the rows go to DIR/disk_vectors.json and the growth to DIR/growth.png (build time, QPS at each ef,
+resident memory against the size).
+
     python benchmarks/bench_disk_vectors.py --n 1000000 --dim 128
     python benchmarks/bench_disk_vectors.py --n 1000000 --modes disk,disk-rabitq4,disk-rabitq1
+    python benchmarks/bench_disk_vectors.py --n 1000000,2000000,5000000 --dim 384 --modes disk-rabitq4 \
+        --ef 64,128,256 --out /tmp/growth
 """
 from __future__ import annotations
 
@@ -30,6 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from hybridsearch.bench.metrics import percentile
 
 
 def memory() -> dict:
@@ -52,20 +62,28 @@ def clustered(n: int, dim: int, seed: int) -> np.ndarray:
     return out
 
 
-def truth(X: np.ndarray, Q: np.ndarray, k: int) -> np.ndarray:
-    best = np.empty((len(Q), k), dtype=np.int64)
-    qq = (Q.astype(np.float64) ** 2).sum(1)
-    for i in range(0, len(Q), 100):
-        d = -2.0 * Q[i:i + 100].astype(np.float64) @ X.T.astype(np.float64)
-        d += (X.astype(np.float64) ** 2).sum(1)[None, :] + qq[i:i + 100, None]
-        part = np.argpartition(d, k, axis=1)[:, :k]
-        best[i:i + 100] = np.take_along_axis(part, np.argsort(np.take_along_axis(d, part, 1), 1), 1)
-    return best
+def truth(X: np.ndarray, Q: np.ndarray, k: int, block: int = 100_000) -> np.ndarray:
+    """The exact l2 top-k rows of X for each query, in float64, over blocks of X's rows (so that
+    millions of rows never need a float64 copy of the whole block)."""
+    Qd = Q.astype(np.float64)
+    qq = (Qd ** 2).sum(1)[:, None]
+    best_d = np.full((len(Q), k), np.inf)
+    best_i = np.zeros((len(Q), k), dtype=np.int64)
+    for lo in range(0, len(X), block):
+        B = np.asarray(X[lo:lo + block], dtype=np.float64)
+        d = qq - 2.0 * Qd @ B.T + (B ** 2).sum(1)[None, :]
+        kk = min(k, d.shape[1])
+        part = np.argpartition(d, kk - 1, axis=1)[:, :kk]
+        cand_d = np.concatenate([best_d, np.take_along_axis(d, part, 1)], 1)
+        cand_i = np.concatenate([best_i, part + lo], 1)
+        order = np.argsort(cand_d, axis=1, kind="stable")[:, :k]
+        best_d, best_i = np.take_along_axis(cand_d, order, 1), np.take_along_axis(cand_i, order, 1)
+    return best_i
 
 
 def child(args) -> None:
     import hybridsearch as hs
-    X = np.load(args.data, mmap_mode="r")
+    X = np.load(args.data, mmap_mode="r")[:args.rows]
     Q = np.load(args.queries)
     n, dim = X.shape
 
@@ -84,29 +102,42 @@ def child(args) -> None:
     del X  # the input's mapping goes (the collection holds copies): its pages are not the collection's
     gc.collect()
     after_build = memory()
-    for q in Q[:50]:  # warm-up
-        da.find(vector=q, limit=10, ef=args.ef)
-    ids, started = [], time.perf_counter()
-    for q in Q:
-        ids.append(da.find(vector=q, limit=10, ef=args.ef).ids)
-    qps = len(Q) / (time.perf_counter() - started)
-    print(json.dumps({"start": start, "build_s": build, "qps": qps, "after_build": after_build, "after_queries": memory(),
-                      "ids": [[int(i[1:]) for i in row] for row in ids], "stats_bytes": da.stats()["bytes"]}))
+    sweep = []
+    for ef in [int(e) for e in str(args.ef).split(",")]:
+        for q in Q[:50]:  # warm-up
+            da.find(vector=q, limit=10, ef=ef)
+        ids, took = [], []
+        for q in Q:
+            started = time.perf_counter()
+            found = da.find(vector=q, limit=10, ef=ef)
+            took.append(time.perf_counter() - started)
+            ids.append([int(i[1:]) for i in found.ids])
+        sweep.append({"ef": ef, "qps": len(Q) / sum(took), "p50_ms": 1e3 * percentile(took, 50),
+                      "p99_ms": 1e3 * percentile(took, 99), "ids": ids})
+    print(json.dumps({"start": start, "build_s": build, "sweep": sweep, "after_build": after_build,
+                      "after_queries": memory(), "stats_bytes": da.stats()["bytes"]}))
     da.close()
+
+
+def sizes(text: str) -> list:
+    """--n: one size or several, comma-separated, smallest first."""
+    return sorted({int(v) for v in text.split(",")})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--n", default="1000000", help="rows; several sizes comma-separated (default 1,000,000)")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=50_000)
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--ef-construct", type=int, default=100)
-    ap.add_argument("--ef", type=int, default=64)
+    ap.add_argument("--ef", default="64", help="the walk's beam; several comma-separated (default 64)")
     ap.add_argument("--modes", default="ram,disk")
     ap.add_argument("--dir", default=None, help="where the data and collections go (default: a temporary dir)")
+    ap.add_argument("--out", default=None, help="write disk_vectors.json and growth.png into this folder")
     ap.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "QUERIES", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--rows", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     for mode in args.modes.split(","):
         place, _, quant = mode.partition("-")
@@ -115,40 +146,59 @@ def main() -> None:
     if args.child:
         args.mode, args.data, args.queries, args.path = args.child
         return child(args)
+    ns = sizes(args.n)
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-disk-"))
     work.mkdir(parents=True, exist_ok=True)
-    X = clustered(args.n, args.dim, 7)
-    rng = np.random.default_rng(8)
-    Q = X[rng.integers(0, args.n, args.queries)] + rng.standard_normal((args.queries, args.dim), dtype=np.float32) * 0.5
+    X = clustered(ns[-1], args.dim, 7)
+    rng = np.random.default_rng(8)  # queries near rows that every size holds
+    Q = X[rng.integers(0, ns[0], args.queries)] + rng.standard_normal((args.queries, args.dim), dtype=np.float32) * 0.5
     np.save(work / "data.npy", X)
     np.save(work / "queries.npy", Q)
-    gt = truth(X, Q, 10)
     del X
-    raw = args.n * args.dim * 4
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"# {args.n:,} x {args.dim} clustered float32 ({raw / 1e9:.2f} GB), m {args.m}, ef_construct "
+    print(f"# {', '.join(f'{n:,}' for n in ns)} x {args.dim} clustered float32, m {args.m}, ef_construct "
           f"{args.ef_construct}, ef {args.ef}, {args.queries} queries; {cpu}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("| mode | build s | QPS | recall@10 | after build: RSS / anon / file (x float32) | after queries: RSS / anon / file (x float32) |")
-    print("| --- | ---: | ---: | ---: | --- | --- |")
-    for mode in args.modes.split(","):
-        path = work / f"col-{mode}"
-        shutil.rmtree(path, ignore_errors=True)
-        out = subprocess.run([sys.executable, __file__, "--child", mode, str(work / "data.npy"), str(work / "queries.npy"),
-                              str(path), "--m", str(args.m), "--ef-construct", str(args.ef_construct),
-                              "--ef", str(args.ef), "--batch", str(args.batch)], capture_output=True, text=True)
-        if out.returncode:
-            sys.exit(out.stderr[-3000:])
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        recall = np.mean([len(set(got) & set(want)) / 10 for got, want in zip(r["ids"], gt.tolist())])
+    print("| n | mode | build s | ef | recall@10 | QPS | p50 / p99 ms | after build: RSS / anon / file (x float32) "
+          "| after queries: RSS / anon / file (x float32) |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | --- | --- | --- |")
+    rows = []
+    for n in ns:
+        gt = truth(np.load(work / "data.npy", mmap_mode="r")[:n], Q, 10).tolist()
+        raw = n * args.dim * 4
+        for mode in args.modes.split(","):
+            path = work / f"col-{mode}"
+            shutil.rmtree(path, ignore_errors=True)
+            out = subprocess.run([sys.executable, __file__, "--child", mode, str(work / "data.npy"), str(work / "queries.npy"),
+                                  str(path), "--rows", str(n), "--m", str(args.m), "--ef-construct", str(args.ef_construct),
+                                  "--ef", str(args.ef), "--batch", str(args.batch)], capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(out.stderr[-3000:])
+            r = json.loads(out.stdout.strip().splitlines()[-1])
 
-        def mem(m: dict) -> str:
-            grown = {k: m[k] - r["start"][k] for k in m}
-            return " / ".join(f"{grown[k] / 1e6:,.0f} MB ({grown[k] / raw:.2f})" for k in ("VmRSS", "RssAnon", "RssFile"))
-        print(f"| {mode} | {r['build_s']:.1f} | {r['qps']:,.0f} | {recall:.3f} | {mem(r['after_build'])} | "
-              f"{mem(r['after_queries'])} |")
-        shutil.rmtree(path, ignore_errors=True)
+            def grown(m: dict) -> dict:
+                return {k: m[k] - r["start"][k] for k in m}
+
+            def mem(m: dict) -> str:
+                g = grown(m)
+                return " / ".join(f"{g[k] / 1e6:,.0f} MB ({g[k] / raw:.2f})" for k in ("VmRSS", "RssAnon", "RssFile"))
+            for point in r["sweep"]:
+                point["recall"] = float(np.mean([len(set(got) & set(want)) / 10 for got, want in zip(point.pop("ids"), gt)]))
+                print(f"| {n:,} | {mode} | {r['build_s']:.1f} | {point['ef']} | {point['recall']:.3f} | {point['qps']:,.0f} | "
+                      f"{point['p50_ms']:.2f} / {point['p99_ms']:.2f} | {mem(r['after_build'])} | {mem(r['after_queries'])} |",
+                      flush=True)
+            rows.append({"n": n, "dim": args.dim, "mode": mode, "build_s": r["build_s"], "sweep": r["sweep"],
+                         "float32_bytes": raw, "after_build": grown(r["after_build"]),
+                         "after_queries": grown(r["after_queries"]), "stats_bytes": r["stats_bytes"]})
+            shutil.rmtree(path, ignore_errors=True)
+    if args.out:
+        out_dir = Path(args.out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "disk_vectors.json").write_text(json.dumps({"config": vars(args), "cpu": cpu, "rows": rows}, indent=1))
+        from hybridsearch.bench.plots import growth
+        growth(rows, out_dir / "growth.png")
+        print(f"wrote {out_dir / 'disk_vectors.json'} and {out_dir / 'growth.png'}")
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -118,3 +118,38 @@ def plots(results: dict, out: Path) -> list:
         _qps_per_core(plt, eco, out)
         written += ["latency_vs_qps.png", "qps_per_core.png"]
     return written
+
+
+def growth(rows: list, path: Path) -> None:
+    """One PNG of how a storage grows with its size (rows of benchmarks/bench_disk_vectors.py:
+    n, mode, build_s, sweep of {ef, qps, p99_ms, recall}, float32_bytes, after_queries): build
+    seconds, QPS and p99 latency at each ef (its recall in the label), and resident memory (anon)
+    over the float32 bytes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    modes = sorted({r["mode"] for r in rows})
+    for i, mode in enumerate(modes):
+        mine = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["n"])
+        ns = [r["n"] for r in mine]
+        axes[0].plot(ns, [r["build_s"] for r in mine], label=mode, **style(i))
+        axes[3].plot(ns, [r["after_queries"]["RssAnon"] / r["float32_bytes"] for r in mine], label=mode, **style(i))
+        for j, ef in enumerate(p["ef"] for p in mine[0]["sweep"]):
+            points = [next(p for p in r["sweep"] if p["ef"] == ef) for r in mine]
+            recalls = ", ".join(f"{p['recall']:.2f}" for p in points)
+            axes[1].plot(ns, [p["qps"] for p in points], label=f"{mode} ef {ef} (recall {recalls})",
+                         **style(i * 5 + j))
+            axes[2].plot(ns, [p["p99_ms"] for p in points], label=f"{mode} ef {ef}", **style(i * 5 + j))
+    for ax, title, ylabel in ((axes[0], "Build", "seconds"), (axes[1], "Queries (1 thread)", "QPS"),
+                              (axes[2], "Latency (1 thread)", "p99 ms"), (axes[3], "Resident memory", "RssAnon / float32 bytes")):
+        ax.set_xscale("log")
+        ax.set_xlabel("vectors", fontsize=LABEL_SIZE + 1)
+        ax.set_ylabel(ylabel, fontsize=LABEL_SIZE + 1)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=LABEL_SIZE)
+        ax.legend(fontsize=LEGEND_SIZE - 1, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
