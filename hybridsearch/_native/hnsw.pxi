@@ -10,6 +10,11 @@ HNSW_RESCORE_EPS = HS_HNSW_RESCORE_EPS
 
 hs_malloc_tune()  # large blocks in mappings of their own: freed memory goes back (hs_hnsw.h)
 
+# The RaBitQ codes' format in snapshots: the rotation (HS_HNSW_RQ_SEED, HS_RQ_ROUNDS), the code
+# layout and the six factors. Any change to those makes old codes meaningless (not damaged: every
+# check would pass and the walk would rank at random), so it must come with a new number here.
+# Snapshots written before the field existed hold format 1.
+RQ_FORMAT = 1
 _ONE_VISIT = np.zeros(1, dtype=np.int64)  # unused out-argument when visits are not asked for
 _ONE_BYTE = np.zeros(64, dtype=np.uint8)  # a valid pointer for empty arrays
 
@@ -255,6 +260,7 @@ cdef class HnswIndex:
                 "rng": p.rng}
         if p.rqcodes != NULL:
             meta["rq_trained"] = p.rq_trained
+            meta["rq_format"] = RQ_FORMAT
         arrays = {"level": _view(self, p.level, cnp.NPY_INT8, p.n, 0),
                   "links0": _view(self, p.links0, cnp.NPY_INT32, p.n, 2 * p.M + 1),
                   "upper": upper}
@@ -314,6 +320,10 @@ cdef class HnswIndex:
                 p.rq_trained = int(meta["rq_trained"])
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise ValueError("graph: bad snapshot header (rq_trained)") from None
+            if meta.get("rq_format", 1) != RQ_FORMAT:
+                raise ValueError("graph: its RaBitQ codes are of format %r and this version reads format %d; "
+                                 "copy the documents into a new collection to rebuild them"
+                                 % (meta.get("rq_format"), RQ_FORMAT))
             p.rqcodes = <uint8_t *>_data(want("rq_codes", np.uint8, (n, _rq_row_bytes(dim, q))))
             centroid = arrays.get("rq_centroid")
             if not isinstance(centroid, np.ndarray) or centroid.dtype != np.float32 or centroid.ndim != 2 \

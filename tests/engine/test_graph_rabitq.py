@@ -175,6 +175,12 @@ def test_a_damaged_snapshot_of_codes_is_refused():
         attach(meta, {k: v for k, v in arrays.items() if k != "rq_centroid"})
     with pytest.raises(ValueError, match="rq_trained"):
         attach({k: v for k, v in meta.items() if k != "rq_trained"}, arrays)
+    # codes of another rotation or layout would pass every other check and rank at random
+    assert meta["rq_format"] == 1
+    attach({k: v for k, v in meta.items() if k != "rq_format"}, arrays)  # written before the field: format 1
+    for other in (2, 0, "1", None):
+        with pytest.raises(ValueError, match="format"):
+            attach({**meta, "rq_format": other}, arrays)
     bad = np.array(arrays["rq_centroid"])
     bad[0] = np.nan
     with pytest.raises(ValueError, match="not a valid HNSW graph"):
