@@ -213,6 +213,14 @@ static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
 
+/* every line of a node's level-0 list (count and 2m links: 132 bytes at m 16, up to 3 lines) */
+static inline void prefetch_links0(const hs_hnsw *g, int32_t b) {
+    const char *p = (const char *)(g->links0 + (int64_t)b * (g->M0 + 1));
+    const int64_t bytes = (int64_t)(g->M0 + 1) * (int64_t)sizeof(int32_t);
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
+    __builtin_prefetch(p + bytes - 1);
+}
+
 /* every cache line of a node's vector (long vectors are many lines) */
 static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     const char *p = is_i8(g) ? (const char *)(g->codes + (int64_t)b * g->d)
@@ -1202,6 +1210,14 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         }
         /* first line of every gathered vector now, the whole next vector one step ahead */
         for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
+        /* one expansion ahead: the rows of the next candidate's unvisited neighbours (its links
+         * were asked for when it was pushed), so that its step does not wait on memory; wasted
+         * only when one of this step's neighbours overtakes it */
+        if (rq && cand->size) {
+            const int32_t *ln = g->links0 + (int64_t)cand->id[0] * stride;
+            for (int j = 0; j < ln[0]; j++)
+                if (tag[ln[1 + j]] != cur) prefetch_node(g, X, ln[1 + j]);
+        }
         if (rq) { /* the whole gathered list in one kernel call */
             for (int j = 0; j < nf; j++) s->rrows[j] = fresh[j];
             hs_rq_query_keys(s->rqq, g->rq, g->rqcodes, g->rs, rq_factors(g), g->rs / 4, s->rrows, nf, 0.0, HS_RQ_BOUND_PROB,
@@ -1224,6 +1240,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
             }
             if (res->size < ef || de < bound) {
                 if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (rq) prefetch_links0(g, e);
                 if (mode == HS_HNSW_TWOHOP || allowed(g, bits, e)) {
                     if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
                     if (res->size > ef) pheap_pop(res, 1.0f);
