@@ -21,10 +21,16 @@
 #define RQ_RETRAIN_MAX 65536
 #define RQ_CENTROIDS 64
 
+/* The nodes a walk has visited: one bit per node (n / 8 bytes: 125 KB at a million nodes, which
+ * stays in L2, where a 16-bit mark per node is 2 MB and every check of a neighbour missed it),
+ * cleared at the next walk's start through the log of what was set (the whole set when the walk
+ * set more than the log holds). */
+#define VISIT_LOG 8192
 typedef struct {
-    uint16_t *tag;
-    uint16_t cur;
-    int64_t cap;
+    uint64_t *bits;
+    int64_t cap; /* nodes */
+    int32_t *log;
+    int64_t nlog; /* > VISIT_LOG: clear everything */
 } vlist;
 
 struct scratch;
@@ -245,7 +251,7 @@ static void scratch_free(scratch *s) {
     free(s->nb);
     free(s->nd);
     free(s->fresh);
-    free(s->v.tag);
+    free(s->v.bits), free(s->v.log);
     hs_rq_query_free(s->rqq);
     free(s->rrows), free(s->rkey), free(s->rerr);
     free(s);
@@ -263,6 +269,7 @@ static scratch *scratch_get(hs_hnsw *g) {
         s->nb = malloc((size_t)(g->M0 + 2) * sizeof(int32_t));
         s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
         s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
+        s->v.log = malloc(VISIT_LOG * sizeof(int32_t));
         if (is_rq(g)) {
             s->nrq = (int64_t)(g->M0 + 2) * (g->M0 + 2);
             s->rqq = hs_rq_query_new(g->d);
@@ -270,7 +277,7 @@ static scratch *scratch_get(hs_hnsw *g) {
             s->rkey = malloc((size_t)s->nrq * sizeof(float));
             s->rerr = malloc((size_t)s->nrq * sizeof(float));
         }
-        if (!s->nb || !s->nd || !s->fresh || (is_rq(g) && (!s->rqq || !s->rrows || !s->rkey || !s->rerr)) ||
+        if (!s->nb || !s->nd || !s->fresh || !s->v.log || (is_rq(g) && (!s->rqq || !s->rrows || !s->rkey || !s->rerr)) ||
             pheap_reserve(&s->cand, 256) ||
             pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
             scratch_free(s);
@@ -279,15 +286,15 @@ static scratch *scratch_get(hs_hnsw *g) {
     }
     vlist *v = &s->v;
     if (v->cap < g->cap) {
-        uint16_t *t = realloc(v->tag, (size_t)g->cap * sizeof(uint16_t));
-        if (!t) {
+        uint64_t *b = realloc(v->bits, (size_t)((g->cap + 63) / 64) * sizeof(uint64_t));
+        if (!b) {
             scratch_free(s);
             return NULL;
         }
-        memset(t, 0, (size_t)g->cap * sizeof(uint16_t));
-        v->tag = t;
+        memset(b, 0, (size_t)((g->cap + 63) / 64) * sizeof(uint64_t));
+        v->bits = b;
         v->cap = g->cap;
-        v->cur = 0;
+        v->nlog = 0;
     }
     return s;
 }
@@ -300,13 +307,21 @@ static void scratch_put(hs_hnsw *g, scratch *s) {
     pthread_mutex_unlock(&g->pool_lock);
 }
 
-/* a fresh visited mark */
-static inline uint16_t visit_epoch(vlist *v) {
-    if (++v->cur == 0) {
-        memset(v->tag, 0, (size_t)v->cap * sizeof(uint16_t));
-        v->cur = 1;
-    }
-    return v->cur;
+/* a walk starts with nothing visited */
+static inline void visit_reset(vlist *v) {
+    if (v->nlog > VISIT_LOG)
+        memset(v->bits, 0, (size_t)((v->cap + 63) / 64) * sizeof(uint64_t));
+    else
+        for (int64_t i = 0; i < v->nlog; i++) v->bits[v->log[i] >> 6] = 0;
+    v->nlog = 0;
+}
+
+static inline int was_visited(const vlist *v, int32_t e) { return (int)((v->bits[e >> 6] >> (e & 63)) & 1); }
+
+static inline void mark_visited(vlist *v, int32_t e) {
+    v->bits[e >> 6] |= (uint64_t)1 << (e & 63);
+    if (v->nlog < VISIT_LOG) v->log[v->nlog] = e;
+    if (v->nlog <= VISIT_LOG) v->nlog++;
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -538,10 +553,10 @@ static int copy_links(hs_hnsw *g, int32_t node, int lc, int32_t *out) {
 static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, int32_t ep, int lc,
                         int ef, scratch *s) {
     vlist *v = &s->v;
-    visit_epoch(v);
+    visit_reset(v);
     s->cand.size = s->res.size = 0;
     float d0 = dist_qx(g, q, qs, X, ep);
-    v->tag[ep] = v->cur;
+    mark_visited(v, ep);
     if (pheap_push(&s->cand, d0, ep, -1.0f)) return HS_ENOMEM;
     if (!g->dead[ep] && pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
     while (s->cand.size) {
@@ -553,8 +568,8 @@ static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, in
         for (int j = 0; j < cnt; j++) {
             int32_t e = s->nb[j];
             if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
-            if (v->tag[e] == v->cur) continue;
-            v->tag[e] = v->cur;
+            if (was_visited(v, e)) continue;
+            mark_visited(v, e);
             float de = dist_qx(g, q, qs, X, e);
             if (s->res.size < ef || de < s->res.d[0]) {
                 if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
@@ -1166,11 +1181,11 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         s->pairs = p;
         s->npairs = ef + 1;
     }
-    uint16_t cur = visit_epoch(&s->v);
-    uint16_t *tag = s->v.tag;
+    vlist *vis = &s->v;
+    visit_reset(vis);
     pheap *cand = &s->cand, *res = &s->res;
     cand->size = res->size = 0;
-    tag[ep] = cur;
+    mark_visited(vis, ep);
     if (pheap_push(cand, cd, ep, -1.0f)) return HS_ENOMEM;
     if (allowed(g, bits, ep) && pheap_push(res, cd, ep, 1.0f)) return HS_ENOMEM;
     float bound = res->size ? res->d[0] : INFINITY;
@@ -1186,27 +1201,39 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         int32_t c = cand->id[0];
         if (c_d > bound && res->size >= ef) break;
         pheap_pop(cand, -1.0f);
-        /* the next candidate's links load while this one's neighbours are scored */
+        /* RaBitQ rows are small, so a step waits on memory latency, not bandwidth: the walk
+         * expands the two best candidates at once, so that one wait covers both lists' rows
+         * (not with two-hop filtering, whose gathered lists are bounded for one candidate) */
+        int32_t exp[2] = {c, -1};
+        int nexp = 1;
+        if (rq && mode != HS_HNSW_TWOHOP && cand->size && (cand->d[0] <= bound || res->size < ef)) {
+            exp[nexp++] = cand->id[0];
+            pheap_pop(cand, -1.0f);
+        }
+        /* the next candidate's links load while these neighbours are scored */
         if (cand->size) __builtin_prefetch(g->links0 + (int64_t)cand->id[0] * stride);
-        const int32_t *l = g->links0 + (int64_t)c * stride;
-        int cnt = l[0], nf = 0;
+        int nf = 0;
         /* gather the unvisited neighbours first, so their vectors load in parallel */
-        for (int j = 0; j < cnt; j++) {
-            int32_t e = l[1 + j];
-            if (tag[e] == cur) continue;
-            tag[e] = cur;
-            if (mode == HS_HNSW_TWOHOP && !allowed(g, bits, e)) {
-                /* a non-matching neighbour is a bridge: take its matching neighbours */
-                const int32_t *le = g->links0 + (int64_t)e * stride;
-                for (int i = 0; i < le[0]; i++) {
-                    int32_t f = le[1 + i];
-                    if (tag[f] == cur || !allowed(g, bits, f)) continue;
-                    tag[f] = cur;
-                    fresh[nf++] = f;
+        for (int x = 0; x < nexp; x++) {
+            const int32_t *l = g->links0 + (int64_t)exp[x] * stride;
+            const int cnt = l[0];
+            for (int j = 0; j < cnt; j++) {
+                int32_t e = l[1 + j];
+                if (was_visited(vis, e)) continue;
+                mark_visited(vis, e);
+                if (mode == HS_HNSW_TWOHOP && !allowed(g, bits, e)) {
+                    /* a non-matching neighbour is a bridge: take its matching neighbours */
+                    const int32_t *le = g->links0 + (int64_t)e * stride;
+                    for (int i = 0; i < le[0]; i++) {
+                        int32_t f = le[1 + i];
+                        if (was_visited(vis, f) || !allowed(g, bits, f)) continue;
+                        mark_visited(vis, f);
+                        fresh[nf++] = f;
+                    }
+                    continue;
                 }
-                continue;
+                fresh[nf++] = e;
             }
-            fresh[nf++] = e;
         }
         /* first line of every gathered vector now, the whole next vector one step ahead */
         for (int j = 0; j < nf; j++) prefetch_node(g, X, fresh[j]);
@@ -1216,7 +1243,7 @@ static int search_one(const hs_hnsw *g, const float *X, const float *q, int64_t 
         if (rq && cand->size) {
             const int32_t *ln = g->links0 + (int64_t)cand->id[0] * stride;
             for (int j = 0; j < ln[0]; j++)
-                if (tag[ln[1 + j]] != cur) prefetch_node(g, X, ln[1 + j]);
+                if (!was_visited(vis, ln[1 + j])) prefetch_node(g, X, ln[1 + j]);
         }
         if (rq) { /* the whole gathered list in one kernel call */
             for (int j = 0; j < nf; j++) s->rrows[j] = fresh[j];
