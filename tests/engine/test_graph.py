@@ -179,3 +179,26 @@ def test_the_exact_scan_separates_rows_the_codes_cannot(metric):
     scores, rows = g.scan(X, q, 10)
     S = _brute(X, q, metric, np.ones(n, dtype=bool))[0]
     assert set(rows[0].tolist()) == set(np.argsort(-S, kind="stable")[:10].tolist())
+
+
+@pytest.mark.parametrize("quant", ["none", "int8", "rabitq4"])
+def test_a_walk_after_one_that_visited_more_than_the_log_holds_starts_clean(quant):
+    """The walk's visited set is a bitset cleared through a log of what it set, or whole when a
+    walk set more than the log's 8,192 entries: a wide walk over 12,000 nodes, then narrow ones,
+    must give what the narrow ones gave before it (a mark left behind would hide nodes), and the
+    wide one numpy's top-k (a mark left from an earlier walk would hide nodes from it too)."""
+    X = clustered(12000, d=16, centres=40, seed=21)
+    Q = X[:40] + 0.05
+    g = HnswGraph(16, "l2", 8, 64, 5, quant)
+    g.add(X, np.arange(len(X), dtype=np.int64), 1)
+    if quant == "rabitq4":
+        g.set_rescore(float("inf"))
+    before = g.search(X, Q, 10, 40)
+    for _ in range(2):
+        scores, ids, visits = g.search(X, Q[:3], 10, 12000, with_visits=True)
+        assert visits.min() > 8192
+        for i in range(3):
+            assert ids[i].tolist() == top_rows(X, Q[i], "l2", 10).tolist()
+        after = g.search(X, Q, 10, 40)
+        np.testing.assert_array_equal(after[1], before[1])
+        np.testing.assert_array_equal(after[0], before[0])
