@@ -1479,7 +1479,7 @@ int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
     if (is_i8(g)) b += g->cap * (g->d + 8);
-    if (is_rq(g)) b += g->cap * g->rs + (int64_t)g->rq_k * g->d * 4;
+    if (is_rq(g)) b += g->cap * g->rs + (int64_t)RQ_CENTROIDS * g->d * 4 + hs_rq_ctx_nbytes(g->rq);
     if (g->inv) b += g->cap * 4;
     return b;
 }

@@ -586,6 +586,13 @@ void hs_rq_ctx_free(hs_rq_ctx *c) {
     free(c);
 }
 
+int64_t hs_rq_ctx_nbytes(const hs_rq_ctx *c) {
+    if (!c) return 0;
+    const int64_t d = c->p.d, dp = c->r.dp;
+    return (int64_t)sizeof *c + c->K * (d * (int64_t)sizeof(float) + dp * (int64_t)sizeof(double) + (int64_t)sizeof(double)) +
+           HS_RQ_ROUNDS * dp * (1 + (int64_t)sizeof(int32_t)) + dp * (int64_t)sizeof(double);
+}
+
 void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work) {
     const int64_t d = c->p.d, dp = c->r.dp;
     double *v = work, *tmp = work + dp;

@@ -91,6 +91,8 @@ typedef struct hs_rq_ctx hs_rq_ctx;
  * parameters or out of memory. */
 hs_rq_ctx *hs_rq_ctx_new_multi(const hs_rq_params *p, const float *centroids, int K);
 void hs_rq_ctx_free(hs_rq_ctx *c);
+/* bytes the context holds (centroids, their rotations, the rotation's tables) */
+int64_t hs_rq_ctx_nbytes(const hs_rq_ctx *c);
 /* The code (code_bytes) and factors (HS_RQ_CTX_NFACT) of one row of d floats; work holds
  * 2 * hs_rq_dp(d) doubles. */
 void hs_rq_ctx_encode(const hs_rq_ctx *c, const float *x, uint8_t *code, float *f, double *work);

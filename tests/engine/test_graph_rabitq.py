@@ -257,3 +257,20 @@ def test_an_emptied_graph_attached_without_training_scans_and_grows():
     a.set_rescore(math.inf)
     scores, ids = a.search(X, Q, 4, 120)
     same_topk(ids, scores, exact(X, Q, 4, "l2", np.arange(50, 120))[1], exact(X, Q, 4, "l2", np.arange(50, 120))[0])
+
+
+def test_nbytes_counts_the_rows_the_centroids_and_their_rotations():
+    """stats()' graph bytes include the context a RaBitQ walk keeps beside the rows: K centroids
+    rotated in float64 (and the rotation's tables), not only the rows and the centroids: the
+    bytes beyond every array the graph exports are at least the K x dp doubles."""
+    n, d, m = 70000, 128, 8
+    X, _ = data(n, d, seed=3)
+    g = HnswGraph(d, "l2", m, 16, 5, "rabitq4")
+    g.reserve(n)  # capacity = n exactly: the per-node arrays are n rows
+    g.add(X, np.arange(n, dtype=np.int64), 2)
+    meta, arrays = g.export()
+    k = arrays["rq_centroid"].shape[0]
+    assert k == 64 and meta["n"] == n
+    exported = (n * ((2 * m + 1) * 4 + 1 + 1 + 8)  # links0, level, dead flag, upper pointer
+                + arrays["upper"].nbytes + arrays["rq_codes"].nbytes + 64 * d * 4)
+    assert g.nbytes - exported >= k * d * 8
