@@ -86,9 +86,12 @@ class VectorFile:
 
     def release(self) -> None:
         """Drops the block's pages from this process (the page cache keeps them, written back
-        by the kernel): what the next reads touch comes back, nothing else stays resident."""
-        if self._maps and hasattr(mmap, "MADV_DONTNEED"):
-            self._maps[-1].madvise(mmap.MADV_DONTNEED)
+        by the kernel): what the next reads touch comes back, nothing else stays resident. Every
+        mapping still open, not only the block's: an earlier one that a view still holds kept the
+        pages written before a growth, and the same file pages then counted twice in RSS."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            for m in self._maps:
+                m.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
         """Unmaps the block (its views must be gone: the store dropped them) and closes the file,

@@ -483,3 +483,32 @@ def test_a_collection_saved_with_a_float_walk_is_refused_with_vectors_on_disk(tm
         da.extend_columns({"id": ["a"], "v": np.ones((1, DIM), dtype=np.float32)})
     with pytest.raises(hs.ConfigError, match="quantization=None"):
         open_disk(tmp_path / "f")  # quantization="auto" would take the float walk the files hold
+
+
+def _mapped_block_bytes(directory: Path) -> int:
+    """Resident bytes of this process's mappings of on-disk vector blocks in `directory` (their
+    unlinked scratch files, shown as "#<inode> (deleted)" or by that name in /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                inside = len(parts) > 5 and parts[5].startswith(str(directory))
+            elif inside and parts[0] == "Rss:":
+                total += int(parts[1]) * 1024
+    return total
+
+
+def test_after_writes_that_grow_the_block_none_of_its_pages_stay_mapped(tmp_path):
+    """Each growth maps the file again, and a view of the earlier block can keep the earlier
+    mapping open (a snapshot taken when the log passes 64 MiB does): a write must drop the pages
+    of every mapping, not only the last one's (the pages written before a growth stayed mapped
+    and RSS counted the same file pages twice)."""
+    X = np.random.default_rng(4).standard_normal((40000, 512)).astype(np.float32)  # 82 MB: snapshots
+    with hs.DocumentArray(Wide, storage="hnsw", path=tmp_path / "c", metric="l2", vectors_on_disk=True,
+                          m=4, ef_construct=8) as da:
+        for lo in range(0, len(X), 8000):  # five writes: the block grows more than once
+            da.extend_columns({"id": [f"d{i}" for i in range(lo, lo + 8000)], "v": X[lo:lo + 8000]})
+            assert _mapped_block_bytes(tmp_path / "c") <= 64 * 1024
+        np.testing.assert_array_equal(da["d9001"].v, X[9001])
+        np.testing.assert_array_equal(da["d39001"].v, X[39001])

@@ -257,6 +257,9 @@ class JournaledStorage(ColumnarStorage):
         meta, arrays = self._snapshot_parts()
         started = time.perf_counter()
         self.journal.snapshot_arrays(meta, arrays)
+        del meta, arrays
+        # writing read every row of an on-disk vector block: its pages leave the process again
+        self.store.release_vectors()
         self.snapshot_due = False
         self._snapshot_bytes = self.journal.snapshot_bytes
         log.info("%s storage wrote a snapshot of %s: %d documents, %d bytes in %.3f s", self.name,
