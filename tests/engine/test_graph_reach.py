@@ -125,3 +125,30 @@ def test_reachability_survives_export_and_attach(metric):
         X[part] = (rng.standard_normal(DIM) * 10.0 ** (call - 2)).astype(np.float32)
         a.add(X, part, 1)
         strict(a, call)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2", "cosine"])
+def test_small_group_rewrites_leave_no_node_without_an_in_link(metric):
+    """Batches too small for the graph-wide BFS (below 1/16 of the graph) still leave every live
+    node but the entry point with a level-0 in-link; a later large batch makes all reachable."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    X = rng.standard_normal((n, DIM)).astype(np.float32)
+    g = HnswGraph(DIM, metric, 4, 40, 9, "none")
+    g.reserve(n)
+    g.add(X, np.arange(n, dtype=np.int64), 1)
+    for call in range(40):
+        part = rng.choice(n, 20, replace=False).astype(np.int64)
+        X[part] = (rng.standard_normal(DIM) * rng.uniform(0.01, 5.0)).astype(np.float32)
+        g.add(X, part, 1)
+        meta, arrays = g.export()
+        links0 = np.array(arrays["links0"])
+        pointed = np.zeros(n, dtype=bool)
+        for u in range(n):
+            pointed[links0[u, 1:1 + links0[u, 0]]] = True
+        pointed[int(meta["entry"])] = True
+        assert pointed.all(), f"call {call}: {np.flatnonzero(~pointed)[:10]} have no in-link"
+    big = rng.permutation(n)[: n // 8].astype(np.int64)
+    X[big] = X[big[0]]
+    g.add(X, big, 1)
+    strict(g, "last")
