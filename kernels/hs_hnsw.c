@@ -43,9 +43,12 @@ struct hs_hnsw {
     int32_t *links0;   /* cap x (M0 + 1): [count, ids...] */
     int8_t *level;     /* -1: no node */
     uint8_t *dead;     /* removed, still linked until repaired */
+    int32_t *indeg;    /* level-0 links pointing at each node (from any node, removed ones included);
+                          always owned, rebuilt from the links on attach/load */
     int32_t **upper;   /* per node: level x (M + 1) for levels 1..level */
     int32_t entry;
     int max_level;
+    int64_t unchecked; /* nodes written since the last reachability BFS (reach_all) */
     int borrowed;      /* level, links0, inv, codes, cscale, csq are the caller's (hs_hnsw_attach) */
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
@@ -172,6 +175,19 @@ static inline int32_t *links_at(const hs_hnsw *g, int32_t node, int lc) {
 }
 
 static inline int max_links(const hs_hnsw *g, int lc) { return lc == 0 ? g->M0 : g->M; }
+
+/* the level-0 in-degree count follows every change of a level-0 list: `delta` for each of the
+   list's targets (atomic: lists of different nodes change under different locks) */
+static inline void indeg_list(hs_hnsw *g, const int32_t *l, int lc, int delta) {
+    if (lc != 0) return;
+    for (int j = 0; j < l[0]; j++) __atomic_fetch_add(&g->indeg[l[1 + j]], delta, __ATOMIC_RELAXED);
+}
+
+static void indeg_rebuild(hs_hnsw *g) {
+    memset(g->indeg, 0, (size_t)(g->cap > 0 ? g->cap : 0) * sizeof(int32_t));
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->level[i] >= 0) indeg_list(g, links_at(g, (int32_t)i, 0), 0, 1);
+}
 
 static inline int is_i8(const hs_hnsw *g) { return g->quant == HS_HNSW_Q_INT8; }
 static inline int is_rq(const hs_hnsw *g) { return g->quant >= HS_HNSW_Q_RQ1; }
@@ -365,6 +381,7 @@ void hs_hnsw_free(hs_hnsw *g) {
     for (int64_t i = 0; i < g->n; i++) free(g->upper ? g->upper[i] : NULL);
     free(g->upper);
     free(g->dead);
+    free(g->indeg);
     if (!g->borrowed) {
         free(g->links0);
         free(g->level);
@@ -441,6 +458,7 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
     GROW(g->links0, int32_t, g->M0 + 1);
     GROW(g->upper, int32_t *, 1);
     GROW(g->dead, uint8_t, 1);
+    GROW(g->indeg, int32_t, 1);
     {
         int8_t *p = realloc(g->level, (size_t)cap);
         if (!p) return HS_ENOMEM;
@@ -633,6 +651,7 @@ static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, 
     if (c < mmax) {
         l[1 + c] = q;
         l[0] = c + 1;
+        if (lc == 0) __atomic_fetch_add(&g->indeg[q], 1, __ATOMIC_RELAXED);
     } else {
         for (int j = 0; j < c; j++) {
             sc->nb[j] = l[1 + j];
@@ -642,8 +661,10 @@ static void link_back(hs_hnsw *g, const float *X, int32_t s, int32_t q, int lc, 
         sc->nd[c] = dist_node(g, X, s, q);
         sort_by_dist(sc->nb, sc->nd, c + 1);
         int k = select_heuristic(g, X, sc->nb, sc->nd, c + 1, mmax);
+        indeg_list(g, l, lc, -1);
         memcpy(l + 1, sc->nb, (size_t)k * sizeof(int32_t));
         l[0] = k;
+        indeg_list(g, l, lc, 1);
     }
     pthread_mutex_unlock(mu);
 }
@@ -709,8 +730,10 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
         pthread_mutex_t *mu = lock_of(g, q);
         pthread_mutex_lock(mu);
         int32_t *l = links_at(g, q, lc);
+        indeg_list(g, l, lc, -1);
         memcpy(l + 1, sel + start, (size_t)k * sizeof(int32_t));
         l[0] = k;
+        indeg_list(g, l, lc, 1);
         pthread_mutex_unlock(mu);
         for (int j = 0; j < k; j++) link_back(g, X, sel[start + j], q, lc, s);
         if (n > start) ep = sel[start];
@@ -846,13 +869,16 @@ static int repair_one(hs_hnsw *g, const float *X, int32_t y, scratch *s) {
             }
             free(sorted);
         }
+        indeg_list(g, l, lc, -1);
         memcpy(l + 1, t->id, (size_t)k * sizeof(int32_t));
         l[0] = k;
+        indeg_list(g, l, lc, 1);
     }
     return HS_OK;
 }
 
 static int relink_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
+    indeg_list(g, links_at(g, q, 0), 0, -1);
     for (int lc = 0; lc <= g->level[q]; lc++) links_at(g, q, lc)[0] = 0;
     return insert_one(g, X, q, s);
 }
@@ -873,6 +899,139 @@ static void set_entry(hs_hnsw *g, int32_t e) {
     g->max_level = e >= 0 ? g->level[e] : -1;
 }
 
+/* ----------------------------------------------------------- reachability */
+
+/* Every live node must be reachable from the entry point over level-0 links, or no walk finds it.
+   Group rewrites break that easily (every document of an FDE call gets one vector, under ip the
+   small-norm group is never picked as a neighbour and keeps only links from before). Two repairs,
+   single-threaded, after the parallel work of an add or repair:
+   - a live node with level-0 in-degree 0 (the count is kept in indeg) is linked from the nearest
+     node a walk toward it meets that can take it (link_orphan, adopt);
+   - a BFS from the entry point over level-0 links finds islands (groups linking only among
+     themselves): an unreached node is linked from the nearest node a walk toward it reaches, and
+     everything it reaches is reached. The BFS reads n x M0 links, so an add runs it once the nodes
+     written since the last one reach 1/16 of the graph (amortized), a repair always. */
+
+/* puts v into u's level-0 list: appended when there is room, else in place of the target of the
+   highest in-degree among those that may lose this link: with `parent` (a BFS tree of the reached
+   nodes) any target u is not the tree parent of (everything reached stays reached), without it
+   any target of in-degree >= 2 (it keeps an in-link); 0 when u cannot take v (or has no room and
+   `replace` is 0). Callers offer v to every candidate with room before replacing any link: a
+   replaced link is a loss for the walks (under ip a fresh graph has many nodes of in-degree 0,
+   and replacing links first cost 0.07 of recall at ef 16 in test_graph_build) */
+static int adopt(hs_hnsw *g, int32_t u, int32_t v, const int32_t *parent, int replace) {
+    if (u == v || g->level[u] < 0 || g->dead[u]) return 0;
+    int32_t *l = links_at(g, u, 0);
+    int c = l[0], best = -1;
+    for (int j = 0; j < c; j++)
+        if (l[1 + j] == v) return 1;
+    if (c < g->M0) {
+        l[1 + c] = v;
+        l[0] = c + 1;
+        g->indeg[v]++;
+        return 1;
+    }
+    if (!replace) return 0;
+    for (int j = 0; j < c; j++) {
+        int32_t w = l[1 + j];
+        int may = parent ? parent[w] != u : g->indeg[w] >= 2;
+        if (may && (best < 0 || g->indeg[w] > g->indeg[l[1 + best]])) best = j;
+    }
+    if (best < 0) return 0;
+    g->indeg[l[1 + best]]--;
+    l[1 + best] = v;
+    g->indeg[v]++;
+    return 1;
+}
+
+/* v linked from the nearest node a walk from the entry toward it meets (those are reached from
+   the entry): a list with room first, else by replacing a link (adopt's rules); near holds efc
+   ints. 1 linked, 0 not, < 0 error */
+static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near,
+                      const int32_t *parent) {
+    int rc = search_build(g, X, X + (int64_t)v * g->d, scale_of(g, v), g->entry, 0, g->efc, s);
+    if (rc) return rc;
+    int nn = (int)s->res.size;
+    for (int j = nn - 1; j >= 0; j--) {
+        near[j] = s->res.id[0];
+        pheap_pop(&s->res, 1.0f);
+    }
+    for (int j = 0; j < 2 * nn; j++)
+        if (adopt(g, near[j % nn], v, parent, j >= nn)) return 1 + (j % nn);
+    return 0;
+}
+
+/* a node nothing links to at level 0 (never reached by a walk): linked from the nearest node of a
+   walk toward it. Measured against linking it from its own nearest out-neighbour (or theirs):
+   under ip that fills the lists of the large-norm nodes every walk passes through, and the
+   FDE replay of test_graph_relink_ip failed 17 of 20 seeds instead of 3 (main: 3) */
+static int link_orphan(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near) {
+    int rc = adopt_walk(g, X, v, s, near, NULL);
+    return rc < 0 ? rc : rc > 0;
+}
+
+/* marks what start reaches over level-0 links, each newly reached node's tree parent recorded */
+static void bfs_from(const hs_hnsw *g, int32_t start, uint8_t *seen, int32_t *parent, int32_t *queue) {
+    int64_t head = 0, tail = 0;
+    seen[start] = 1;
+    queue[tail++] = start;
+    while (head < tail) {
+        int32_t u = queue[head++];
+        const int32_t *l = links_at(g, u, 0);
+        for (int j = 0; j < l[0]; j++) {
+            int32_t e = l[1 + j];
+            if (!seen[e]) {
+                seen[e] = 1;
+                parent[e] = u;
+                queue[tail++] = e;
+            }
+        }
+    }
+}
+
+static int reach_all(hs_hnsw *g, const float *X, int bfs) {
+    if (g->entry < 0) return HS_OK;
+    scratch *s = scratch_get(g);
+    int32_t *near = malloc(((size_t)g->efc + 1) * sizeof(int32_t));
+    uint8_t *seen = NULL;
+    int32_t *queue = NULL, *parent = NULL;
+    int rc = s && near ? HS_OK : HS_ENOMEM;
+    for (int64_t i = 0; i < g->n && rc >= 0; i++)
+        if (g->level[i] >= 0 && !g->dead[i] && g->indeg[i] == 0 && i != g->entry)
+            rc = link_orphan(g, X, (int32_t)i, s, near);
+    if (rc < 0 || !bfs) goto out;
+    g->unchecked = 0;
+    seen = malloc((size_t)g->n + 1);
+    queue = malloc(((size_t)g->n + 1) * sizeof(int32_t));
+    parent = malloc(((size_t)g->n + 1) * sizeof(int32_t));
+    rc = seen && queue && parent ? HS_OK : HS_ENOMEM;
+    /* only links off the BFS tree are replaced, so one round links every island; a second one
+       checks (and catches an island no candidate could take: every list full of tree links) */
+    for (int round = 0; rc >= 0 && round < 2; round++) {
+        memset(seen, 0, (size_t)g->n);
+        parent[g->entry] = -1;
+        bfs_from(g, g->entry, seen, parent, queue);
+        int64_t missing = 0;
+        for (int64_t i = 0; i < g->n && rc >= 0; i++) {
+            int32_t v = (int32_t)i;
+            if (g->level[v] < 0 || g->dead[v] || seen[v]) continue;
+            missing++;
+            if ((rc = adopt_walk(g, X, v, s, near, parent)) > 0) {
+                parent[v] = near[rc - 1];
+                bfs_from(g, v, seen, parent, queue);
+            }
+        }
+        if (!missing) break;
+    }
+out:
+    free(seen);
+    free(queue);
+    free(parent);
+    free(near);
+    scratch_put(g, s);
+    return rc < 0 ? rc : HS_OK;
+}
+
 int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
     if (g->pending == 0) return HS_OK;
     int32_t *live = malloc((size_t)(g->n + 1) * sizeof(int32_t));
@@ -890,6 +1049,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
         if (!g->dead[i]) continue;
         free(g->upper[i]);
         g->upper[i] = NULL;
+        indeg_list(g, links_at(g, (int32_t)i, 0), 0, -1);
         g->links0[i * (g->M0 + 1)] = 0;
         g->level[i] = -1;
         g->dead[i] = 0;
@@ -918,7 +1078,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
             live[orphans++] = live[j];
     if (orphans) rc = run_parallel(g, X, live, orphans, 1, relink_one);
     free(live);
-    return rc;
+    return rc ? rc : reach_all(g, X, 1);
 }
 
 int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
@@ -986,6 +1146,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             int32_t *l = links_at(g, s, lc);
             memcpy(b, l, (size_t)(l[0] + 1) * sizeof(int32_t));
             b += lc == 0 ? g->M0 + 1 : g->M + 1;
+            indeg_list(g, l, lc, -1);
             l[0] = 0;
         }
         prepare_row(g, X, s);
@@ -996,8 +1157,10 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
     if (rc) { /* out of memory before anything was unlinked for good: restore */
         for (int64_t j = 0; j < again; j++) {
             int32_t s = nodes[j], *b = before[j];
-            for (int lc = 0; lc <= g->level[s]; lc++, b += lc == 1 ? g->M0 + 1 : g->M + 1)
+            for (int lc = 0; lc <= g->level[s]; lc++, b += lc == 1 ? g->M0 + 1 : g->M + 1) {
                 memcpy(links_at(g, s, lc), b, (size_t)(b[0] + 1) * sizeof(int32_t));
+                indeg_list(g, b, lc, 1);
+            }
             free(before[j]);
         }
         free(before);
@@ -1058,6 +1221,10 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
     free(before);
     free(nodes);
     free(cleared);
+    if (!rc && m) {
+        g->unchecked += m;
+        rc = reach_all(g, X, g->unchecked * 16 >= g->count);
+    }
     return rc;
 }
 
@@ -1475,7 +1642,7 @@ int64_t hs_hnsw_slots(const hs_hnsw *g) { return g->n; }
 int hs_hnsw_m(const hs_hnsw *g) { return g->M; }
 
 int64_t hs_hnsw_nbytes(const hs_hnsw *g) {
-    int64_t b = g->cap * ((int64_t)(g->M0 + 1) * 4 + 1 + 1 + (int64_t)sizeof(int32_t *));
+    int64_t b = g->cap * ((int64_t)(g->M0 + 1) * 4 + 1 + 1 + 4 + (int64_t)sizeof(int32_t *));
     for (int64_t i = 0; i < g->n; i++)
         if (g->level[i] > 0) b += (int64_t)g->level[i] * (g->M + 1) * 4;
     if (is_i8(g)) b += g->cap * (g->d + 8);
@@ -1632,6 +1799,7 @@ hs_hnsw *hs_hnsw_deserialize(const uint8_t *buf, int64_t size, int64_t d, int me
         hs_hnsw_free(g);
         return NULL;
     }
+    indeg_rebuild(g);
     *err = HS_OK;
     return g;
 }
@@ -1678,11 +1846,12 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     g->cap = p->n;
     g->upper = calloc((size_t)(p->n > 0 ? p->n : 1), sizeof(int32_t *));
     g->dead = calloc((size_t)(p->n > 0 ? p->n : 1), 1);
+    g->indeg = calloc((size_t)(p->n > 0 ? p->n : 1), sizeof(int32_t));
     g->borrowed = 1;
     g->level = p->level, g->links0 = p->links0, g->inv = p->inv;
     g->codes = p->codes, g->cscale = p->cscale, g->csq = p->csq;
     g->rqcodes = p->rqcodes;
-    if (!g->upper || !g->dead) goto fail;
+    if (!g->upper || !g->dead || !g->indeg) goto fail;
     if (quant >= HS_HNSW_Q_RQ1) {
         for (int64_t j = 0; j < p->rq_k * d; j++)
             if (!isfinite(p->centroid[j])) goto bad;
@@ -1709,6 +1878,7 @@ hs_hnsw *hs_hnsw_attach(const hs_hnsw_parts *p, const int32_t *upper, int64_t d,
     }
     *err = HS_EINVAL;
     if (!links_ok(g)) goto fail;
+    indeg_rebuild(g);
     *err = HS_OK;
     return g;
 bad:
