@@ -15,10 +15,10 @@ from hybridsearch.engine.graph import HnswGraph  # internal: the graph itself is
 from tests.models import clustered, top_rows
 
 
-# derandomized: on tiny clustered graphs a node whose only in-links came from removed or
-# re-added nodes can still fall out of reach of the walk (HNSW gives no reachability
-# guarantee; docs/storages/hnsw.md, Limits); random draws find such cases about once in
-# a few hundred examples, which would make this test flaky instead of a regression check
+# derandomized: on tiny clustered graphs a walk can still miss a reachable node (every node is
+# reachable over level-0 links, tests/engine/test_graph_reach.py, but the beam can stop before
+# it; docs/storages/hnsw.md, Limits); random draws find such cases about once in a few hundred
+# examples, which would make this test flaky instead of a regression check
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.lists(st.integers(0, 299), max_size=60)),
                 min_size=1, max_size=12))
