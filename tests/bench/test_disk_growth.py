@@ -1,7 +1,6 @@
 """benchmarks/bench_disk_vectors.py (the growth run to millions of vectors) at a tiny size: the
 same code as the full run, checked for its output's shape and sanity, never for speeds; and its
 blocked float64 ground truth against numpy over the whole block."""
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.bench.scripts import bench_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_disk_vectors.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("bench_disk_vectors", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("bench_disk_vectors")
 
 
 def test_blocked_truth_is_numpy_top_k_over_the_whole_block():

@@ -1,7 +1,6 @@
 """benchmarks/bench_ecommerce.py (the e-commerce workload at 1M products) at a tiny size: the
 same code as the full run, checked for its output's shape and sanity, never for speeds; and the
 numpy brute-force reference its recall is measured against."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,16 +10,14 @@ import pytest
 from hybridsearch.bench import metrics as M
 from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.anchors import installed
+from tests.bench.scripts import bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ["lexical", "lexical + filter", "vector", "vector + filter", "hybrid", "hybrid + filter"]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("bench_ecommerce", ROOT / "benchmarks" / "bench_ecommerce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("bench_ecommerce")
 
 
 def test_numpy_topk_is_the_exact_top_k():
