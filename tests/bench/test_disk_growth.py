@@ -4,15 +4,13 @@ blocked float64 ground truth against numpy over the whole block."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.bench.scripts import bench_script
+from tests.bench.scripts import BENCHMARKS, bench_script
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "bench_disk_vectors.py"
+SCRIPT = BENCHMARKS / "bench_disk_vectors.py"
 
 
 def _script():

@@ -2,7 +2,6 @@
 same code as the full run, checked for its output's shape and sanity, never for speeds; and the
 numpy brute-force reference its recall is measured against."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from hybridsearch.bench.adapters import remote
 from hybridsearch.bench.adapters.anchors import installed
 from tests.bench.scripts import bench_script
 
-ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ["lexical", "lexical + filter", "vector", "vector + filter", "hybrid", "hybrid + filter"]
 
 
