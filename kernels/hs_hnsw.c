@@ -20,6 +20,7 @@
  * time the graph doubles, up to this many nodes: 64k rows place 64 centres as well as any */
 #define RQ_RETRAIN_MAX 65536
 #define RQ_CENTROIDS 64
+#define ZERO_LOG 1024
 
 /* The nodes a walk has visited: one bit per node (n / 8 bytes: 125 KB at a million nodes, which
  * stays in L2, where a 16-bit mark per node is 2 MB and every check of a neighbour missed it),
@@ -49,6 +50,11 @@ struct hs_hnsw {
     int32_t entry;
     int max_level;
     int64_t unchecked; /* nodes written since the last reachability BFS (reach_all) */
+    /* nodes whose level-0 in-degree fell to 0 since the last reach_all: its orphan check looks at
+       these and the nodes written, not at every node (a 1-row add on a large graph stays O(1));
+       nzero past ZERO_LOG means it overflowed and the check scans every node */
+    int32_t zero[ZERO_LOG];
+    int64_t nzero;
     int borrowed;      /* level, links0, inv, codes, cscale, csq are the caller's (hs_hnsw_attach) */
     uint64_t rng;
     int8_t *codes;     /* int8 rows (quant) */
@@ -180,13 +186,20 @@ static inline int max_links(const hs_hnsw *g, int lc) { return lc == 0 ? g->M0 :
    list's targets (atomic: lists of different nodes change under different locks) */
 static inline void indeg_list(hs_hnsw *g, const int32_t *l, int lc, int delta) {
     if (lc != 0) return;
-    for (int j = 0; j < l[0]; j++) __atomic_fetch_add(&g->indeg[l[1 + j]], delta, __ATOMIC_RELAXED);
+    for (int j = 0; j < l[0]; j++)
+        if (__atomic_fetch_add(&g->indeg[l[1 + j]], delta, __ATOMIC_RELAXED) + delta == 0) {
+            int64_t at = __atomic_fetch_add(&g->nzero, 1, __ATOMIC_RELAXED);
+            if (at < ZERO_LOG) g->zero[at] = l[1 + j];
+        }
 }
 
-static void indeg_rebuild(hs_hnsw *g) {
+static void indeg_rebuild(hs_hnsw *g) { /* one thread: plain counts */
     memset(g->indeg, 0, (size_t)(g->cap > 0 ? g->cap : 0) * sizeof(int32_t));
-    for (int64_t i = 0; i < g->n; i++)
-        if (g->level[i] >= 0) indeg_list(g, links_at(g, (int32_t)i, 0), 0, 1);
+    for (int64_t i = 0; i < g->n; i++) {
+        if (g->level[i] < 0) continue;
+        const int32_t *l = links_at(g, (int32_t)i, 0);
+        for (int j = 0; j < l[0]; j++) g->indeg[l[1 + j]]++;
+    }
 }
 
 static inline int is_i8(const hs_hnsw *g) { return g->quant == HS_HNSW_Q_INT8; }
@@ -948,7 +961,7 @@ static int adopt(hs_hnsw *g, int32_t u, int32_t v, const int32_t *parent, int re
    the entry): a list with room first, else by replacing a link (adopt's rules); near holds efc
    ints. 1 linked, 0 not, < 0 error */
 static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near,
-                      const int32_t *parent) {
+                      const int32_t *parent, int replace) {
     int rc = search_build(g, X, X + (int64_t)v * g->d, scale_of(g, v), g->entry, 0, g->efc, s);
     if (rc) return rc;
     int nn = (int)s->res.size;
@@ -956,7 +969,7 @@ static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t
         near[j] = s->res.id[0];
         pheap_pop(&s->res, 1.0f);
     }
-    for (int j = 0; j < 2 * nn; j++)
+    for (int j = 0; j < (replace ? 2 * nn : nn); j++)
         if (adopt(g, near[j % nn], v, parent, j >= nn)) return 1 + (j % nn);
     return 0;
 }
@@ -966,8 +979,14 @@ static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t
    under ip that fills the lists of the large-norm nodes every walk passes through, and the
    FDE replay of test_graph_relink_ip failed 17 of 20 seeds instead of 3 (main: 3) */
 static int link_orphan(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near) {
-    int rc = adopt_walk(g, X, v, s, near, NULL);
+    /* room only: replacing a link here could cut off what only that link reached (an in-degree
+       of 2 says nothing of where the other link comes from); the BFS pass replaces safely */
+    int rc = adopt_walk(g, X, v, s, near, NULL, 0);
     return rc < 0 ? rc : rc > 0;
+}
+
+static inline int orphan(const hs_hnsw *g, int64_t i) {
+    return i >= 0 && i < g->n && g->level[i] >= 0 && !g->dead[i] && g->indeg[i] == 0 && i != g->entry;
 }
 
 /* marks what start reaches over level-0 links, each newly reached node's tree parent recorded */
@@ -989,18 +1008,30 @@ static void bfs_from(const hs_hnsw *g, int32_t start, uint8_t *seen, int32_t *pa
     }
 }
 
-static int reach_all(hs_hnsw *g, const float *X, int bfs) {
+/* The orphans checked: the nodes just written (`written`, m of them) and those whose in-degree
+   fell to 0 since the last call, or every node when `written` is NULL or that log overflowed.
+   Best effort: out of memory leaves some node unreachable until a later call, never the graph
+   inconsistent, so it is not the write's failure (unchecked stays, the next add retries). */
+static int reach_all(hs_hnsw *g, const float *X, int bfs, const int32_t *written, int64_t m) {
+    const int64_t nzero = g->nzero;
+    g->nzero = 0;
     if (g->entry < 0) return HS_OK;
     scratch *s = scratch_get(g);
     int32_t *near = malloc(((size_t)g->efc + 1) * sizeof(int32_t));
     uint8_t *seen = NULL;
     int32_t *queue = NULL, *parent = NULL;
-    int rc = s && near ? HS_OK : HS_ENOMEM;
-    for (int64_t i = 0; i < g->n && rc >= 0; i++)
-        if (g->level[i] >= 0 && !g->dead[i] && g->indeg[i] == 0 && i != g->entry)
-            rc = link_orphan(g, X, (int32_t)i, s, near);
-    if (rc < 0 || !bfs) goto out;
-    g->unchecked = 0;
+    int rc = s && near ? HS_OK : HS_ENOMEM, left = 0;
+    if (!written || nzero > ZERO_LOG) {
+        for (int64_t i = 0; i < g->n && rc >= 0; i++)
+            if (orphan(g, i) && (rc = link_orphan(g, X, (int32_t)i, s, near)) == 0) left = 1;
+    } else {
+        for (int64_t i = 0; i < m + nzero && rc >= 0; i++) {
+            int32_t v = i < m ? written[i] : g->zero[i - m];
+            if (orphan(g, v) && (rc = link_orphan(g, X, v, s, near)) == 0) left = 1;
+        }
+    }
+    /* an orphan no list had room for: the BFS pass links it (replacing only off-tree links) */
+    if (rc < 0 || !(bfs || left)) goto out;
     seen = malloc((size_t)g->n + 1);
     queue = malloc(((size_t)g->n + 1) * sizeof(int32_t));
     parent = malloc(((size_t)g->n + 1) * sizeof(int32_t));
@@ -1016,20 +1047,21 @@ static int reach_all(hs_hnsw *g, const float *X, int bfs) {
             int32_t v = (int32_t)i;
             if (g->level[v] < 0 || g->dead[v] || seen[v]) continue;
             missing++;
-            if ((rc = adopt_walk(g, X, v, s, near, parent)) > 0) {
+            if ((rc = adopt_walk(g, X, v, s, near, parent, 1)) > 0) {
                 parent[v] = near[rc - 1];
                 bfs_from(g, v, seen, parent, queue);
             }
         }
         if (!missing) break;
     }
+    if (rc >= 0) g->unchecked = 0;
 out:
     free(seen);
     free(queue);
     free(parent);
     free(near);
     scratch_put(g, s);
-    return rc < 0 ? rc : HS_OK;
+    return HS_OK;
 }
 
 int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
@@ -1078,7 +1110,7 @@ int hs_hnsw_repair(hs_hnsw *g, const float *X, int nthreads) {
             live[orphans++] = live[j];
     if (orphans) rc = run_parallel(g, X, live, orphans, 1, relink_one);
     free(live);
-    return rc ? rc : reach_all(g, X, 1);
+    return rc ? rc : reach_all(g, X, 1, NULL, 0);
 }
 
 int hs_hnsw_remove(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int nthreads) {
@@ -1219,12 +1251,12 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
     }
     if (s0) scratch_put(g, s0);
     free(before);
-    free(nodes);
     free(cleared);
     if (!rc && m) {
         g->unchecked += m;
-        rc = reach_all(g, X, g->unchecked * 16 >= g->count);
+        rc = reach_all(g, X, g->unchecked * 16 >= g->count, nodes, m);
     }
+    free(nodes);
     return rc;
 }
 
