@@ -214,7 +214,7 @@ def run_backup_child(storage: str, where: str) -> None:
     print("ready", flush=True)
     for i in range(1_000_000):
         da.backup(dest_of(storage, where, f"k{i}"))
-        print("done", i, flush=True)
+        print(f"done {i}", flush=True)
 
 
 _CHILD = "import sys\nfrom tests.contract.test_backup import run_backup_child\nrun_backup_child(*sys.argv[1:])\n"

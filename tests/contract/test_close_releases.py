@@ -91,7 +91,7 @@ def child(storage: str, path: str, what: str) -> None:
         da = open_da(storage, path)
         for k, call in enumerate(exit_calls(), 1):
             apply(da, call)
-            print("ack", k, flush=True)
+            print(f"ack {k}", flush=True)
         # no close(): the interpreter's exit has to leave the files valid
 
 

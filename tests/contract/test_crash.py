@@ -142,7 +142,7 @@ def run_child(storage: str, path: str, op: str) -> None:
     print("ready", flush=True)
     for k in range(1, 100_000):
         da = apply(da, call(op, k), lambda: open_da(storage, path))
-        print("ack", k, flush=True)  # a line of its own: a wrapped library may log to stdout too
+        print(f"ack {k}", flush=True)  # a line of its own: a wrapped library may log to stdout too
         if op == "mixed":  # readers open views meanwhile; a bounded number of states to model
             time.sleep(0.005)
 

@@ -37,7 +37,7 @@ def run_child(path: str) -> None:
     print("ready", flush=True)
     for k in range(FIRST, 100_000):
         apply(da, k)
-        print("ack", k, flush=True)
+        print(f"ack {k}", flush=True)
 
 
 _CHILD = "import sys\nfrom tests.contract.test_fde_crash import run_child\nrun_child(sys.argv[1])\n"

@@ -94,7 +94,7 @@ def worker(storage: str, path: str, order: str, name: str, sessions: str, calls:
         k = 1
         while int(calls) < 0 or k <= int(calls):
             apply(da, call(name, s, k))
-            print("ack", s, k, flush=True)
+            print(f"ack {s} {k}", flush=True)
             k += 1
         da.close()
 

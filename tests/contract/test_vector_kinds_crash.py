@@ -79,7 +79,7 @@ def run_child(storage: str, path: str) -> None:
             da.update_many({"tag": c[1]}, **_values(c[2]))
         else:
             da.delete(filter={"tag": c[1]})
-        print("ack", k, flush=True)
+        print(f"ack {k}", flush=True)
 
 
 _CHILD = "import sys\nfrom tests.contract.test_vector_kinds_crash import run_child\nrun_child(*sys.argv[1:])\n"

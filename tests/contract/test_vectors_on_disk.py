@@ -236,7 +236,7 @@ def run_stepper(path: str, disk: str) -> None:
         step(da, k, model)
         if k == 5:
             da = opened()
-        print("ack", k, flush=True)
+        print(f"ack {k}", flush=True)
     da.close()
 
 
@@ -287,7 +287,7 @@ def run_child(path: str) -> None:
     for k in range(1, 100_000):
         keys = [f"d{(k * 311 + j) % 3000}" for j in range(400)]
         da.extend_columns({"id": keys, "v": np.stack([vector(key, k) for key in keys]), "n": [k] * len(keys)})
-        print("ack", k, flush=True)
+        print(f"ack {k}", flush=True)
 
 
 def model_after(n: int) -> dict:

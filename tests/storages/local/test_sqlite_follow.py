@@ -208,7 +208,7 @@ with hs.DocumentArray(Item, storage="sqlite", path=sys.argv[1]) as w:
     print("ready", flush=True)
     for k in range(1, 10_000):
         w.extend([item(i, price=k) for i in range(3_000)])
-        print("ack", k, flush=True)
+        print(f"ack {k}", flush=True)
 """
 
 _SQL_WRITER = """
