@@ -961,7 +961,7 @@ static int adopt(hs_hnsw *g, int32_t u, int32_t v, const int32_t *parent, int re
    the entry): a list with room first, else by replacing a link (adopt's rules); near holds efc
    ints. 1 linked, 0 not, < 0 error */
 static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near,
-                      const int32_t *parent, int replace) {
+                      const int32_t *parent, int *replaced) {
     int rc = search_build(g, X, X + (int64_t)v * g->d, scale_of(g, v), g->entry, 0, g->efc, s);
     if (rc) return rc;
     int nn = (int)s->res.size;
@@ -969,8 +969,11 @@ static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t
         near[j] = s->res.id[0];
         pheap_pop(&s->res, 1.0f);
     }
-    for (int j = 0; j < (replace ? 2 * nn : nn); j++)
-        if (adopt(g, near[j % nn], v, parent, j >= nn)) return 1 + (j % nn);
+    for (int j = 0; j < 2 * nn; j++)
+        if (adopt(g, near[j % nn], v, parent, j >= nn)) {
+            if (replaced && j >= nn) *replaced = 1;
+            return 1 + (j % nn);
+        }
     return 0;
 }
 
@@ -978,10 +981,8 @@ static int adopt_walk(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t
    walk toward it. Measured against linking it from its own nearest out-neighbour (or theirs):
    under ip that fills the lists of the large-norm nodes every walk passes through, and the
    FDE replay of test_graph_relink_ip failed 17 of 20 seeds instead of 3 (main: 3) */
-static int link_orphan(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near) {
-    /* room only: replacing a link here could cut off what only that link reached (an in-degree
-       of 2 says nothing of where the other link comes from); the BFS pass replaces safely */
-    int rc = adopt_walk(g, X, v, s, near, NULL, 0);
+static int link_orphan(hs_hnsw *g, const float *X, int32_t v, scratch *s, int32_t *near, int *replaced) {
+    int rc = adopt_walk(g, X, v, s, near, NULL, replaced);
     return rc < 0 ? rc : rc > 0;
 }
 
@@ -1021,16 +1022,21 @@ static int reach_all(hs_hnsw *g, const float *X, int bfs, const int32_t *written
     uint8_t *seen = NULL;
     int32_t *queue = NULL, *parent = NULL;
     int rc = s && near ? HS_OK : HS_ENOMEM, left = 0;
-    if (!written || nzero > ZERO_LOG) {
+    /* every node when a BFS is due anyway or the batch is a sixteenth of the graph or more (the
+       scan is then paid for by the batch), else the nodes written and those that lost their last
+       in-link: nodes left orphans earlier (a fresh ip graph has many) wait for the next full one */
+    if (!written || nzero > ZERO_LOG || bfs || m * 16 >= g->count) {
         for (int64_t i = 0; i < g->n && rc >= 0; i++)
-            if (orphan(g, i) && (rc = link_orphan(g, X, (int32_t)i, s, near)) == 0) left = 1;
+            if (orphan(g, i) && (rc = link_orphan(g, X, (int32_t)i, s, near, &left)) == 0) left = 1;
     } else {
         for (int64_t i = 0; i < m + nzero && rc >= 0; i++) {
             int32_t v = i < m ? written[i] : g->zero[i - m];
-            if (orphan(g, v) && (rc = link_orphan(g, X, v, s, near)) == 0) left = 1;
+            if (orphan(g, v) && (rc = link_orphan(g, X, v, s, near, &left)) == 0) left = 1;
         }
     }
-    /* an orphan no list had room for: the BFS pass links it (replacing only off-tree links) */
+    /* an orphan linked in place of another link (an in-degree of 2 says nothing of where the
+       other in-link comes from, so that may have cut something off), or not linked at all: the
+       BFS pass checks now and links what is unreached, replacing only off-tree links */
     if (rc < 0 || !(bfs || left)) goto out;
     seen = malloc((size_t)g->n + 1);
     queue = malloc(((size_t)g->n + 1) * sizeof(int32_t));
@@ -1047,7 +1053,7 @@ static int reach_all(hs_hnsw *g, const float *X, int bfs, const int32_t *written
             int32_t v = (int32_t)i;
             if (g->level[v] < 0 || g->dead[v] || seen[v]) continue;
             missing++;
-            if ((rc = adopt_walk(g, X, v, s, near, parent, 1)) > 0) {
+            if ((rc = adopt_walk(g, X, v, s, near, parent, NULL)) > 0) {
                 parent[v] = near[rc - 1];
                 bfs_from(g, v, seen, parent, queue);
             }
