@@ -313,7 +313,9 @@ def _mutate(draw, cols: dict, kind: str, n: int) -> Optional[str]:
         cols[f] = vals
     elif kind in ("str for number", "bool for number") and n:
         f = draw(st.sampled_from(["price", "rating", "flag", "embedding"]))
-        vals = [list(v) if f == "embedding" and v is not None else v for v in _vals(cols, f, n, None)]
+        # an earlier mutation may have left a scalar (a bool, a str) where a vector goes: kept as is
+        vals = [list(v) if f == "embedding" and isinstance(v, (list, tuple, np.ndarray)) else v
+                for v in _vals(cols, f, n, None)]
         i = draw(st.integers(0, n - 1))
         bad = "1" if kind == "str for number" else True
         if f == "embedding":
@@ -334,7 +336,8 @@ def _mutate(draw, cols: dict, kind: str, n: int) -> Optional[str]:
     elif kind == "duplicate":
         return field if field in cols else None
     elif kind == "vector lists":
-        cols["embedding"] = [None if v is None else list(v) for v in _vals(cols, "embedding", n, None)]
+        cols["embedding"] = [list(v) if isinstance(v, (list, tuple, np.ndarray)) else v
+                             for v in _vals(cols, "embedding", n, None)]
     elif kind == "vector 2d wrong dim":
         cols["embedding"] = np.ones((n, draw(st.sampled_from([0, 3, 5]))), dtype=np.float32)
     elif kind == "vector fixed list":
