@@ -248,12 +248,16 @@ static inline void prefetch_node(const hs_hnsw *g, const float *X, int32_t b) {
         __builtin_prefetch(X + (int64_t)b * g->d);
 }
 
+/* every cache line of bytes [p, p + bytes), the last one too when p is not line-aligned */
+static inline void prefetch_span(const void *p, int64_t bytes) {
+    const char *c = (const char *)p;
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o);
+    if (bytes > 0) __builtin_prefetch(c + bytes - 1);
+}
+
 /* every line of a node's level-0 list (count and 2m links: 132 bytes at m 16, up to 3 lines) */
 static inline void prefetch_links0(const hs_hnsw *g, int32_t b) {
-    const char *p = (const char *)(g->links0 + (int64_t)b * (g->M0 + 1));
-    const int64_t bytes = (int64_t)(g->M0 + 1) * (int64_t)sizeof(int32_t);
-    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
-    __builtin_prefetch(p + bytes - 1);
+    prefetch_span(g->links0 + (int64_t)b * (g->M0 + 1), (int64_t)(g->M0 + 1) * (int64_t)sizeof(int32_t));
 }
 
 /* every cache line of a node's vector (long vectors are many lines) */
@@ -1321,12 +1325,10 @@ static int rq_rescore(const hs_hnsw *g, const float *X, const float *q, int64_t 
     /* the float rows are read in this order, out of cache (or from a mapped file): ask for the
      * next two rows' lines while one is scored */
     const int64_t rb = g->d * (int64_t)sizeof(float);
-    for (int64_t i = 0; i < n && i < 2; i++)
-        for (int64_t o = 0; o < rb; o += 64) __builtin_prefetch((const char *)(X + (int64_t)pr[i].id * g->d) + o);
+    for (int64_t i = 0; i < n && i < 2; i++) prefetch_span(X + (int64_t)pr[i].id * g->d, rb);
     for (int64_t i = 0; i < n; i++) {
         if (best->size >= k && pr[i].d > best->d[0]) break;
-        if (i + 2 < n)
-            for (int64_t o = 0; o < rb; o += 64) __builtin_prefetch((const char *)(X + (int64_t)pr[i + 2].id * g->d) + o);
+        if (i + 2 < n) prefetch_span(X + (int64_t)pr[i + 2].id * g->d, rb);
         float e = dist_qx(g, q, 1.0f, X, pr[i].id);
         if (best->size < k) {
             pheap_push(best, e, pr[i].id, 1.0f);
