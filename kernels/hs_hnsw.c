@@ -163,6 +163,9 @@ typedef struct scratch {
     int32_t *nb;   /* neighbour copy, M0 + 1 */
     float *nd;     /* distances for selection */
     int32_t *fresh; /* unvisited neighbours gathered before scoring */
+    int32_t *sel;   /* an insert's candidates, nearest first (ef_construct + 1) */
+    float *seld;
+    double *rqwork; /* RaBitQ encoding's scratch (2 x the padded dimension) */
     vlist v;
     /* RaBitQ walks: the prepared query, the gathered rows as int64 and their keys, and the
      * final candidates' keys and bounds (nrq entries) */
@@ -269,6 +272,11 @@ static inline void prefetch_rows(const hs_hnsw *g, const float *X, int32_t b) {
     for (int64_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
+/* every cache line of a float row after its first */
+static inline void prefetch_rest(const float *row, int64_t d) {
+    if (d > 16) prefetch_span(row + 16, (d - 16) * (int64_t)sizeof(float));
+}
+
 static int random_level(hs_hnsw *g) {
     double u = ((hs_splitmix64(&g->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
     int l = (int)(-log(u) * g->mult);
@@ -284,6 +292,7 @@ static void scratch_free(scratch *s) {
     free(s->nb);
     free(s->nd);
     free(s->fresh);
+    free(s->sel), free(s->seld), free(s->rqwork);
     free(s->v.bits), free(s->v.log);
     hs_rq_query_free(s->rqq);
     free(s->rrows), free(s->rkey), free(s->rerr);
@@ -303,14 +312,18 @@ static scratch *scratch_get(hs_hnsw *g) {
         s->nd = malloc((size_t)(g->M0 + 2) * sizeof(float));
         s->fresh = malloc((size_t)(g->M0 + 2) * sizeof(int32_t) * (g->M0 + 2));
         s->v.log = malloc(VISIT_LOG * sizeof(int32_t));
+        s->sel = malloc((size_t)(g->efc + 2) * sizeof(int32_t));
+        s->seld = malloc((size_t)(g->efc + 2) * sizeof(float));
         if (is_rq(g)) {
+            s->rqwork = malloc((size_t)(2 * hs_rq_dp(g->d)) * sizeof(double));
             s->nrq = (int64_t)(g->M0 + 2) * (g->M0 + 2);
             s->rqq = hs_rq_query_new(g->d);
             s->rrows = malloc((size_t)s->nrq * sizeof(int64_t));
             s->rkey = malloc((size_t)s->nrq * sizeof(float));
             s->rerr = malloc((size_t)s->nrq * sizeof(float));
         }
-        if (!s->nb || !s->nd || !s->fresh || !s->v.log || (is_rq(g) && (!s->rqq || !s->rrows || !s->rkey || !s->rerr)) ||
+        if (!s->nb || !s->nd || !s->fresh || !s->v.log || !s->sel || !s->seld ||
+            (is_rq(g) && (!s->rqq || !s->rrows || !s->rkey || !s->rerr || !s->rqwork)) ||
             pheap_reserve(&s->cand, 256) ||
             pheap_reserve(&s->res, 256) || pheap_reserve(&s->tmp, 256)) {
             scratch_free(s);
@@ -495,8 +508,9 @@ int hs_hnsw_reserve(hs_hnsw *g, int64_t cap) {
     return HS_OK;
 }
 
-/* the per-node data derived from its vector: the inverse norm (cosine), the int8 code row */
-static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
+/* the per-node data derived from its vector: the inverse norm (cosine), the int8 or RaBitQ code
+ * row. work: the RaBitQ encoding's scratch (one per thread: rows are prepared in parallel) */
+static void prepare_row_with(hs_hnsw *g, const float *X, int32_t s, double *work) {
     const float *x = X + (int64_t)s * g->d;
     float f = 1.0f;
     if (g->inv) {
@@ -506,7 +520,7 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
     }
     if (is_rq(g)) {
         uint8_t *row = g->rqcodes + (int64_t)s * g->rs;
-        hs_rq_ctx_encode(g->rq, x, row, (float *)(row + g->cb), g->rqwork);
+        hs_rq_ctx_encode(g->rq, x, row, (float *)(row + g->cb), work);
         return;
     }
     if (!g->quant) return;
@@ -522,6 +536,8 @@ static void prepare_row(hs_hnsw *g, const float *X, int32_t s) {
     g->cscale[s] = scale;
     g->csq[s] = sq;
 }
+
+static void prepare_row(hs_hnsw *g, const float *X, int32_t s) { prepare_row_with(g, X, s, g->rqwork); }
 
 /* the context of the graph's centroids (made by rq_train or restored with the graph) */
 static int rq_context(hs_hnsw *g, const float *centroids, int K) {
@@ -589,30 +605,52 @@ static int search_build(hs_hnsw *g, const float *X, const float *q, float qs, in
                         int ef, scratch *s) {
     vlist *v = &s->v;
     visit_reset(v);
-    s->cand.size = s->res.size = 0;
-    float d0 = dist_qx(g, q, qs, X, ep);
+    pheap *cand = &s->cand, *res = &s->res;
+    cand->size = res->size = 0;
+    const int64_t d = g->d;
+    /* the kernel pointer once per walk, not a dispatch per distance */
+    const hs_pair_fn fdist = g->metric == HS_METRIC_L2 ? hs_l2sq_impl() : hs_dot_impl();
+    const float sign = g->metric == HS_METRIC_L2 ? 1.0f : -1.0f;
+    const float *inv = g->inv;
+    int32_t *fresh = s->fresh;
+#define BUILD_DIST(e) (inv ? sign * fdist(q, X + (int64_t)(e) * d, d) * qs * inv[e] \
+                           : sign * fdist(q, X + (int64_t)(e) * d, d))
+    float d0 = BUILD_DIST(ep);
     mark_visited(v, ep);
-    if (pheap_push(&s->cand, d0, ep, -1.0f)) return HS_ENOMEM;
-    if (!g->dead[ep] && pheap_push(&s->res, d0, ep, 1.0f)) return HS_ENOMEM;
-    while (s->cand.size) {
-        float cd = s->cand.d[0];
-        int32_t c = s->cand.id[0];
-        if (cd > s->res.d[0] && s->res.size >= ef) break;
-        pheap_pop(&s->cand, -1.0f);
-        int cnt = copy_links(g, c, lc, s->nb);
+    if (pheap_push(cand, d0, ep, -1.0f)) return HS_ENOMEM;
+    if (!g->dead[ep] && pheap_push(res, d0, ep, 1.0f)) return HS_ENOMEM;
+    float bound = res->size ? res->d[0] : INFINITY;
+    while (cand->size) {
+        float cd = cand->d[0];
+        int32_t c = cand->id[0];
+        if (cd > bound && res->size >= ef) break;
+        pheap_pop(cand, -1.0f);
+        int cnt = copy_links(g, c, lc, s->nb), nf = 0;
+        /* the unvisited neighbours first, so that their rows' first lines load in parallel; the
+         * rest of a row is fetched one row ahead of its distance */
         for (int j = 0; j < cnt; j++) {
             int32_t e = s->nb[j];
-            if (j + 1 < cnt) __builtin_prefetch(X + (int64_t)s->nb[j + 1] * g->d);
             if (was_visited(v, e)) continue;
             mark_visited(v, e);
-            float de = dist_qx(g, q, qs, X, e);
-            if (s->res.size < ef || de < s->res.d[0]) {
-                if (pheap_push(&s->cand, de, e, -1.0f)) return HS_ENOMEM;
-                if (!g->dead[e] && pheap_push(&s->res, de, e, 1.0f)) return HS_ENOMEM;
-                if (s->res.size > ef) pheap_pop(&s->res, 1.0f);
+            fresh[nf++] = e;
+        }
+        for (int j = 0; j < nf; j++) __builtin_prefetch(X + (int64_t)fresh[j] * d);
+        if (nf) prefetch_rest(X + (int64_t)fresh[0] * d, d);
+        for (int j = 0; j < nf; j++) {
+            int32_t e = fresh[j];
+            if (j + 1 < nf) prefetch_rest(X + (int64_t)fresh[j + 1] * d, d);
+            float de = BUILD_DIST(e);
+            if (res->size < ef || de < bound) {
+                if (pheap_push(cand, de, e, -1.0f)) return HS_ENOMEM;
+                if (!g->dead[e]) {
+                    if (pheap_push(res, de, e, 1.0f)) return HS_ENOMEM;
+                    if (res->size > ef) pheap_pop(res, 1.0f);
+                    bound = res->d[0];
+                }
             }
         }
     }
+#undef BUILD_DIST
     return HS_OK;
 }
 
@@ -720,12 +758,8 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
         }
     }
     int rc = HS_OK;
-    int32_t *sel = malloc((size_t)(g->efc + 1) * sizeof(int32_t));
-    float *seld = malloc((size_t)(g->efc + 1) * sizeof(float));
-    if (!sel || !seld) {
-        rc = HS_ENOMEM;
-        goto done;
-    }
+    int32_t *sel = s->sel;
+    float *seld = s->seld;
     for (int lc = (lvl < top ? lvl : top); lc >= 0; lc--) {
         if ((rc = search_build(g, X, qv, qs, ep, lc, g->efc, s))) goto done;
         /* drain the max-heap into ascending order */
@@ -761,8 +795,6 @@ static int insert_one(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
     }
 done:
     if (hold) pthread_mutex_unlock(&g->global);
-    free(sel);
-    free(seld);
     return rc;
 }
 
@@ -811,6 +843,32 @@ static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
     pthread_mutex_destroy(&jb.mu);
     return jb.rc;
+}
+
+static int prepare_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
+    prepare_row_with(g, X, q, s->rqwork ? s->rqwork : g->rqwork);
+    return HS_OK;
+}
+
+/* prepare_row of every listed node, on nthreads threads (a RaBitQ code costs about as much as a
+ * tenth of an insert: serial, it was a fifth of a two-thread build). Never fails: without memory
+ * for the threads' scratch the rows are prepared here, one by one. */
+static void prepare_nodes(hs_hnsw *g, const float *X, const int32_t *nodes, int64_t n, int nthreads) {
+    if (n > 0 && run_parallel(g, X, nodes, n, nthreads, prepare_work) != HS_OK)
+        for (int64_t i = 0; i < n; i++) prepare_row(g, X, nodes[i]);
+}
+
+/* prepare_row of every node */
+static void prepare_all(hs_hnsw *g, const float *X, int nthreads) {
+    int32_t *live = malloc((size_t)(g->n + 1) * sizeof(int32_t));
+    int64_t m = 0;
+    for (int64_t s = 0; s < g->n; s++)
+        if (g->level[s] >= 0) {
+            if (live) live[m++] = (int32_t)s;
+            else prepare_row(g, X, (int32_t)s);
+        }
+    if (live) prepare_nodes(g, X, live, m, nthreads);
+    free(live);
 }
 
 /* ----------------------------------------------------------------- repair */
@@ -1146,8 +1204,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
         (!g->rq || (g->rq_trained < RQ_RETRAIN_MAX && g->count + n >= 2 * g->rq_trained))) {
         /* a new centroid: every node's code is re-made against it (the batch's below) */
         if (rq_train(g, X, slots, n)) return HS_ENOMEM;
-        for (int64_t s = 0; s < g->n; s++)
-            if (g->level[s] >= 0) prepare_row(g, X, (int32_t)s);
+        prepare_all(g, X, nthreads);
     }
     /* pending removals stay pending: an insert walks through removed nodes but never links to
        one (search_build keeps them out of its results), so no repair of the whole graph here */
@@ -1191,8 +1248,7 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
             indeg_list(g, l, lc, -1);
             l[0] = 0;
         }
-        prepare_row(g, X, s);
-        cleared[s] = 1;
+        cleared[s] = 1; /* its codes are re-made with the new nodes' below */
         nodes[m++] = s;
         again++;
     }
@@ -1227,11 +1283,12 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
         g->links0[(int64_t)s * (g->M0 + 1)] = 0;
         g->level[s] = (int8_t)lvl;
         g->dead[s] = 0;
-        prepare_row(g, X, s);
         if (s >= g->n) g->n = s + 1;
         g->count++;
         nodes[m++] = s;
     }
+    /* every node given a level above gets its codes, even when a later one ran out of memory */
+    prepare_nodes(g, X, nodes, m, nthreads);
     if (!rc && m) {
         /* the first node alone, so the others have an entry point */
         if (g->entry < 0) {

@@ -274,3 +274,26 @@ def test_nbytes_counts_the_rows_the_centroids_and_their_rotations():
     exported = (n * ((2 * m + 1) * 4 + 1 + 1 + 8)  # links0, level, dead flag, upper pointer
                 + arrays["upper"].nbytes + arrays["rq_codes"].nbytes + 64 * d * 4)
     assert g.nbytes - exported >= k * d * 8
+
+
+@pytest.mark.parametrize("quant", ("rabitq1", "rabitq4", "int8"))
+@pytest.mark.parametrize("metric", ("l2", "cosine"))
+def test_codes_made_on_two_threads_equal_codes_made_on_one(quant, metric):
+    """Batches of 1,024 rows or more have their codes (and cosine norms) made in parallel: every
+    code, factor and norm equals those of the same batches fed on one thread - a new batch, one
+    that retrains the centroids, and one that rewrites existing rows."""
+    X, _ = data(6000, 24, seed=9)
+    X2 = X.copy()
+    moved = np.arange(0, 6000, 3, dtype=np.int64)
+    X2[moved] = data(len(moved), 24, seed=10)[0]
+    arrays = []
+    for threads in (1, 2):
+        g = HnswGraph(24, metric, 8, 32, 5, quant)
+        g.add(X, np.arange(0, 1500, dtype=np.int64), threads)
+        g.add(X, np.arange(1500, 6000, dtype=np.int64), threads)  # doubles the rows: retrains
+        g.add(X2, moved, threads)
+        arrays.append(g.export()[1])
+    keys = {"rq_codes", "rq_centroid", "inv"} if quant != "int8" else {"codes", "cscale", "csq", "inv"}
+    for key in keys & set(arrays[0]):
+        np.testing.assert_array_equal(arrays[0][key], arrays[1][key], err_msg=key)
+    assert "inv" in arrays[0] or metric != "cosine"
