@@ -43,12 +43,23 @@ from hybridsearch.bench.metrics import percentile
 
 
 def memory() -> dict:
+    """VmRSS, RssAnon and RssFile in bytes, and "files": the four file mappings holding the most
+    resident pages, as (name, bytes) - which file RssFile counts."""
     out = {}
     with open("/proc/self/status") as f:
         for line in f:
             key, _, value = line.partition(":")
             if key in ("VmRSS", "RssAnon", "RssFile"):
                 out[key] = int(value.split()[0]) * 1024
+    files, name = {}, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=5)
+            if len(head) >= 5 and "-" in head[0] and not line.startswith(("Rss", "Size")):
+                name = head[5].strip() if len(head) == 6 and head[5].startswith("/") else None
+            elif line.startswith("Rss:") and name:
+                files[name] = files.get(name, 0) + int(line.split()[1]) * 1024
+    out["files"] = sorted(((os.path.basename(k), v) for k, v in files.items()), key=lambda kv: -kv[1])[:4]
     return out
 
 
@@ -81,15 +92,23 @@ def truth(X: np.ndarray, Q: np.ndarray, k: int, block: int = 100_000) -> np.ndar
     return best_i
 
 
+def doc_class(dim: int):
+    """The documents' schema, made in a frame of its own: a Document class keeps a snapshot of the
+    locals of the frame that defines it (pydantic's parent namespace, Python 3.11's f_locals), and
+    in child() that snapshot held the input's mapping after `del X` - its pages showed as RssFile."""
+    import hybridsearch as hs
+
+    class Doc(hs.Document):
+        v: hs.Vector[dim]
+    return Doc
+
+
 def child(args) -> None:
     import hybridsearch as hs
     X = np.load(args.data, mmap_mode="r")[:args.rows]
     Q = np.load(args.queries)
     n, dim = X.shape
-
-    class Doc(hs.Document):
-        v: hs.Vector[dim]
-
+    Doc = doc_class(dim)
     start = memory()
     started = time.perf_counter()
     place, _, quant = args.mode.partition("-")
@@ -178,7 +197,7 @@ def main() -> None:
             r = json.loads(out.stdout.strip().splitlines()[-1])
 
             def grown(m: dict) -> dict:
-                return {k: m[k] - r["start"][k] for k in m}
+                return {k: m[k] if k == "files" else m[k] - r["start"][k] for k in m}
 
             def mem(m: dict) -> str:
                 g = grown(m)
@@ -188,6 +207,9 @@ def main() -> None:
                 print(f"| {n:,} | {mode} | {r['build_s']:.1f} | {point['ef']} | {point['recall']:.3f} | {point['qps']:,.0f} | "
                       f"{point['p50_ms']:.2f} / {point['p99_ms']:.2f} | {mem(r['after_build'])} | {mem(r['after_queries'])} |",
                       flush=True)
+            for when in ("after_build", "after_queries"):
+                print(f"#   {n:,} {mode}, file pages {when.replace('_', ' ')}: " +
+                      (", ".join(f"{name} {size / 1e6:,.0f} MB" for name, size in r[when]["files"]) or "none"))
             rows.append({"n": n, "dim": args.dim, "mode": mode, "build_s": r["build_s"], "sweep": r["sweep"],
                          "float32_bytes": raw, "after_build": grown(r["after_build"]),
                          "after_queries": grown(r["after_queries"]), "stats_bytes": r["stats_bytes"]})
