@@ -846,7 +846,8 @@ static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_
 }
 
 static int prepare_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
-    prepare_row_with(g, X, q, s->rqwork ? s->rqwork : g->rqwork);
+    if (is_rq(g) && !s->rqwork) return HS_ENOMEM; /* never the shared buffer from a thread */
+    prepare_row_with(g, X, q, s->rqwork);
     return HS_OK;
 }
 
@@ -854,6 +855,7 @@ static int prepare_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
  * tenth of an insert: serial, it was a fifth of a two-thread build). Never fails: without memory
  * for the threads' scratch the rows are prepared here, one by one. */
 static void prepare_nodes(hs_hnsw *g, const float *X, const int32_t *nodes, int64_t n, int nthreads) {
+    if (!g->quant && !g->inv) return; /* nothing derived from the vectors */
     if (n > 0 && run_parallel(g, X, nodes, n, nthreads, prepare_work) != HS_OK)
         for (int64_t i = 0; i < n; i++) prepare_row(g, X, nodes[i]);
 }
@@ -1252,7 +1254,9 @@ int hs_hnsw_add(hs_hnsw *g, const float *X, const int64_t *slots, int64_t n, int
         nodes[m++] = s;
         again++;
     }
-    if (rc) { /* out of memory before anything was unlinked for good: restore */
+    if (rc) { /* out of memory before anything was unlinked for good: restore the links; the
+                 codes follow the rows already written to X, as every later rescore reads them */
+        prepare_nodes(g, X, nodes, m, nthreads);
         for (int64_t j = 0; j < again; j++) {
             int32_t s = nodes[j], *b = before[j];
             for (int lc = 0; lc <= g->level[s]; lc++, b += lc == 1 ? g->M0 + 1 : g->M + 1) {
