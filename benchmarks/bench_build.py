@@ -48,14 +48,17 @@ class Raw:
 
 
 class Api:
-    """DocumentArray(storage="hnsw"), fed with one extend_columns call."""
+    """DocumentArray(storage="hnsw"), fed with one extend_columns call; walk codes from --quantization."""
+
+    quantization = "int8"
 
     def __init__(self, X, m, efc, threads):
         class Item(hs.Document):
             v: hs.Vector[X.shape[1]]
 
         self.ids = [str(i) for i in range(len(X))]
-        self.da = hs.DocumentArray(Item, storage="hnsw", metric="l2", m=m, ef_construct=efc, threads=threads)
+        self.da = hs.DocumentArray(Item, storage="hnsw", metric="l2", m=m, ef_construct=efc, threads=threads,
+                                     quantization=self.quantization)
 
     def feed(self, X):
         self.da.extend_columns({"id": self.ids, "v": X})
@@ -93,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ef", type=int, nargs="+", default=[10, 20, 40, 80, 160])
     ap.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS))
     ap.add_argument("--no-refeed", action="store_true", help="skip the re-feeds")
+    ap.add_argument("--quantization", default="int8", choices=("int8", "rabitq4", "rabitq1", "none"),
+                    help="the api index's walk codes (default int8, as storage='hnsw' defaults)")
     args = ap.parse_args(argv)
     n, nq = args.n or 1_000_000, args.queries or 200
     out, facts = start("build", args)
@@ -104,6 +109,7 @@ def main(argv=None) -> int:
     truths = {name: exact_topk(Y, Q, K, "l2")[1] for name, Y in (("first", X), ("near", near), ("fresh", fresh))}
     out.say(f"data: sift_like {n:,} x 128 l2, {nq} queries; m={args.m} ef_construct={args.ef_construct}; "
             f"re-feeds: the same ids with vectors + N(0, (0.02 std)^2) ('near'), then each another id's vector ('fresh')")
+    Api.quantization = None if args.quantization == "none" else args.quantization
     classes = {"api": Api, "raw": Raw, "hnswlib": Hnswlib}
     rows, rec_rows, results = [], [], []
     for t in args.threads:
