@@ -848,8 +848,8 @@ static int run_parallel(hs_hnsw *g, const float *X, const int32_t *nodes, int64_
     return jb.rc;
 }
 
+/* s->rqwork is never NULL under RaBitQ (scratch_get fails without it): never the shared buffer */
 static int prepare_work(hs_hnsw *g, const float *X, int32_t q, scratch *s) {
-    if (is_rq(g) && !s->rqwork) return HS_ENOMEM; /* never the shared buffer from a thread */
     prepare_row_with(g, X, q, s->rqwork);
     return HS_OK;
 }
